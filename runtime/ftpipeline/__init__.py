@@ -1,0 +1,1 @@
+"""ftpipeline: fault-tolerant PySpark pipelines."""

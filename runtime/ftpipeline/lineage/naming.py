@@ -1,0 +1,165 @@
+"""Names of objects, channels and tasks: the vocabulary of the lineage tables.
+
+An *object* is the output of one task for one downstream channel, named after
+Quokka as ``(actor, channel, seq, target_actor, partition_fn, target_channel)``
+where ``seq`` is the step. Because an object has exactly one producer task and
+exactly one consumer task, "has its consumer finished with it" is a property of
+the name alone, which is what lets the cemetery (``cemetery.py``) store
+consumption as a set of sequence numbers per *edge*
+``(actor, channel, target_actor, partition_fn, target_channel)``.
+
+A *task* is ``(kind, stage, channel, step range)``. Ordinary tasks cover one
+step. A ``rebuild`` task covers ``first..step`` and exists only in recovery: it
+folds every kept input of a stateful channel into its state in one Spark job
+rather than one job per lost step. ``emit`` restricts which outputs a
+recovery task writes (only the ones somebody still needs); ``epoch`` keeps the
+id of a re-run distinct from the run it replaces.
+
+Stage names are DNS labels (no dots), so the dotted string forms below are
+unambiguous and safe as Redis keys and file names.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, replace
+from typing import Any, NewType
+
+WorkerId = NewType("WorkerId", str)
+StepNo = NewType("StepNo", int)
+
+
+@dataclass(frozen=True, order=True)
+class Channel:
+    stage: str
+    index: int
+
+    def key(self) -> str:
+        return f"{self.stage}.{self.index}"
+
+    @classmethod
+    def parse(cls, text: str) -> Channel:
+        stage, index = text.rsplit(".", 1)
+        return cls(stage, int(index))
+
+
+@dataclass(frozen=True, order=True)
+class EdgeKey:
+    """The cemetery key: one producer channel feeding one consumer channel."""
+
+    actor: str
+    channel: int
+    target: str
+    partition_fn: int
+    target_channel: int
+
+    def key(self) -> str:
+        return f"{self.actor}.{self.channel}.{self.target}.{self.partition_fn}.{self.target_channel}"
+
+    @classmethod
+    def parse(cls, text: str) -> EdgeKey:
+        a, c, t, p, tc = text.split(".")
+        return cls(a, int(c), t, int(p), int(tc))
+
+
+@dataclass(frozen=True, order=True)
+class ObjectName:
+    actor: str
+    channel: int
+    seq: int
+    target: str
+    partition_fn: int
+    target_channel: int
+
+    def key(self) -> str:
+        return f"{self.actor}.{self.channel}.{self.seq}.{self.target}.{self.partition_fn}.{self.target_channel}"
+
+    @classmethod
+    def parse(cls, text: str) -> ObjectName:
+        a, c, s, t, p, tc = text.split(".")
+        return cls(a, int(c), int(s), t, int(p), int(tc))
+
+    @property
+    def edge(self) -> EdgeKey:
+        return EdgeKey(self.actor, self.channel, self.target, self.partition_fn, self.target_channel)
+
+    @property
+    def producer(self) -> Channel:
+        return Channel(self.actor, self.channel)
+
+    @property
+    def consumer(self) -> Channel:
+        return Channel(self.target, self.target_channel)
+
+
+class TaskKind(str, enum.Enum):
+    SOURCE = "source"
+    TRANSFORM = "transform"
+    AGGREGATE = "aggregate"
+    SINK = "sink"
+    REBUILD = "rebuild"
+
+
+@dataclass(frozen=True)
+class Task:
+    kind: TaskKind
+    stage: str
+    channel: int
+    step: int
+    first: int = -1
+    offsets: tuple[int, int] | None = None
+    emit: frozenset[str] | None = None
+    recovery: bool = False
+    epoch: int = 0
+
+    def __post_init__(self) -> None:
+        if self.first < 0:
+            object.__setattr__(self, "first", self.step)
+
+    @property
+    def ref(self) -> Channel:
+        return Channel(self.stage, self.channel)
+
+    @property
+    def id(self) -> str:
+        span = str(self.step) if self.first == self.step else f"{self.first}-{self.step}"
+        return f"{self.kind.value}:{self.stage}.{self.channel}:{span}@{self.epoch}"
+
+    @property
+    def steps(self) -> range:
+        return range(self.first, self.step + 1)
+
+    def for_recovery(self, epoch: int, emit: frozenset[str] | None = None) -> Task:
+        return replace(self, recovery=True, epoch=epoch, emit=emit)
+
+    def to_json(self) -> str:
+        doc: dict[str, Any] = {"k": self.kind.value, "s": self.stage, "c": self.channel, "n": self.step}
+        if self.first != self.step:
+            doc["f"] = self.first
+        if self.offsets is not None:
+            doc["o"] = list(self.offsets)
+        if self.emit is not None:
+            doc["e"] = sorted(self.emit)
+        if self.recovery:
+            doc["r"] = 1
+        if self.epoch:
+            doc["p"] = self.epoch
+        return json.dumps(doc, separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Task:
+        doc = json.loads(text)
+        offsets = doc.get("o")
+        emit = doc.get("e")
+        return cls(
+            kind=TaskKind(doc["k"]),
+            stage=doc["s"],
+            channel=doc["c"],
+            step=doc["n"],
+            first=doc.get("f", doc["n"]),
+            offsets=(offsets[0], offsets[1]) if offsets is not None else None,
+            emit=frozenset(emit) if emit is not None else None,
+            recovery=bool(doc.get("r", 0)),
+            epoch=doc.get("p", 0),
+        )

@@ -1,0 +1,217 @@
+"""The lineage tables in Redis: CT, NOT, PT, NTT, LT, and the PT delete lock.
+
+Layout (every key starts with ``ftp:{<pipeline>}:``; the braces keep a
+pipeline's keys in one Redis Cluster slot)::
+
+    ct              hash  edge key -> interval set of consumed seqs (cemetery)
+    not:<worker>    set   object names held in that worker's buffer
+    pt              hash  object name -> worker holding it
+    ntt:<worker>    set   task json: tasks that worker must run
+    lt              hash  object name -> producer task json (lineage)
+    rows            hash  object name -> row count (accounting)
+    state           hash  stateful channel -> last step folded into its state
+    placement       hash  channel -> worker
+    alive           set   workers that may record completions (fencing)
+    epoch           int   recovery epoch
+    lock:pt         str   PT delete lock, held exclusively by the coordinator
+
+Every multi-key change is one Lua script (``lua/``), so a worker killed at any
+instant leaves the tables either before or after a change, never between.
+
+The PT delete lock. The seed's lock is shared by workers collecting garbage
+and exclusive for the coordinator while it plans recovery. Here a worker's
+whole collection (check the cemetery, drop from PT and NOT) is *one* script
+that first checks the lock key, so "shared mode" needs no registration: a
+collection either completed before the coordinator took the lock — and the
+snapshot sees its effect — or is refused. Deleting the files afterwards is
+local and invisible to planning. The exclusive holder sets the key with a
+time-to-live, so a coordinator that dies mid-recovery does not stop GC forever.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import redis
+
+from ftpipeline.lineage.cemetery import IntervalSet
+from ftpipeline.lineage.naming import Channel, Task, WorkerId
+from ftpipeline.lineage.planner import RecoveryPlan, TablesView
+
+
+def _script(name: str) -> str:
+    lua = resources.files("ftpipeline.lineage") / "lua"
+    return (lua / "intervals.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+
+
+def _s(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What a worker reports when a task finishes (see ``complete_task.lua``)."""
+
+    task: Task
+    outputs: Sequence[tuple[str, int]]  # (object name, rows)
+    consumed: Sequence[str]             # inputs to put in the cemetery
+    state_step: int | None              # stateful channels: step now folded in
+    event: Mapping[str, Any]
+    stats: Mapping[str, int]
+
+
+class LockBusy(RuntimeError):
+    pass
+
+
+class LineageTables:
+    def __init__(self, client: redis.Redis, pipeline: str) -> None:
+        self.r = client
+        self.prefix = f"ftp:{{{pipeline}}}:"
+        self._complete = client.register_script(_script("complete_task"))
+        self._apply = client.register_script(_script("apply_plan"))
+        self._collect = client.register_script(_script("collect"))
+        self._ct_update = client.register_script(_script("ct_update"))
+
+    def k(self, name: str) -> str:
+        return self.prefix + name
+
+    # --- membership --------------------------------------------------------
+    def admit(self, worker: WorkerId) -> None:
+        self.r.sadd(self.k("alive"), worker)
+
+    def alive(self) -> set[WorkerId]:
+        return {WorkerId(_s(w)) for w in self.r.smembers(self.k("alive"))}
+
+    # --- scheduling --------------------------------------------------------
+    def assign(self, tasks: Iterable[tuple[WorkerId, Task]]) -> None:
+        pipe = self.r.pipeline(transaction=True)
+        for worker, task in tasks:
+            pipe.sadd(self.k(f"ntt:{worker}"), task.to_json())
+        pipe.execute()
+
+    def tasks_of(self, worker: WorkerId) -> list[Task]:
+        return [Task.from_json(t) for t in self.r.smembers(self.k(f"ntt:{worker}"))]
+
+    def set_placement(self, placement: Mapping[Channel, WorkerId]) -> None:
+        if placement:
+            self.r.hset(self.k("placement"), mapping={ch.key(): w for ch, w in placement.items()})
+
+    def placement(self) -> dict[Channel, WorkerId]:
+        raw = self.r.hgetall(self.k("placement"))
+        return {Channel.parse(_s(c)): WorkerId(_s(w)) for c, w in raw.items()}
+
+    # --- workers' updates --------------------------------------------------
+    def complete(self, worker: WorkerId, done: Completion, lineage: bool = True) -> int:
+        ch = done.task.ref.key() if done.state_step is not None else ""
+        keys = [
+            self.k(f"ntt:{worker}"), self.k(f"not:{worker}"), self.k("pt"), self.k("lt"),
+            self.k("rows"), self.k("ct"), self.k("state"), self.k("inbox"), self.k("alive"), self.k("stats"),
+        ]
+        args: list[str | int] = [
+            worker,
+            done.task.to_json(),
+            json.dumps([list(o) for o in done.outputs]),
+            json.dumps(list(done.consumed)),
+            ch,
+            done.state_step if done.state_step is not None else 0,
+            "1" if lineage else "0",
+            json.dumps(dict(done.event)),
+            json.dumps(dict(done.stats)) if done.stats else "{}",
+        ]
+        return int(self._complete(keys=keys, args=args))
+
+    def locate(self, names: Sequence[str]) -> list[WorkerId | None]:
+        if not names:
+            return []
+        found = self.r.hmget(self.k("pt"), list(names))
+        return [WorkerId(_s(w)) if w is not None else None for w in found]
+
+    def collect(self, worker: WorkerId) -> list[str] | None:
+        """Drop this worker's consumed objects from PT/NOT; None if recovery holds the lock."""
+        keys = [self.k("pt"), self.k(f"not:{worker}"), self.k("ct"), self.k("lock:pt")]
+        dropped = self._collect(keys=keys, args=[worker])
+        if dropped is None:
+            return None
+        return [_s(n) for n in dropped]
+
+    def bury(self, names: Sequence[str]) -> None:
+        if names:
+            self._ct_update(keys=[self.k("ct")], args=["add", *names])
+
+    def resurrect(self, names: Sequence[str]) -> None:
+        if names:
+            self._ct_update(keys=[self.k("ct")], args=["remove", *names])
+
+    def cemetery(self) -> dict[str, IntervalSet]:
+        return {_s(k): IntervalSet.decode(v) for k, v in self.r.hgetall(self.k("ct")).items()}
+
+    # --- the coordinator's side --------------------------------------------
+    def lock_exclusive(self, owner: str, ttl_ms: int = 30_000, wait_s: float = 10.0) -> None:
+        deadline = time.monotonic() + wait_s
+        while not self.r.set(self.k("lock:pt"), owner, nx=True, px=ttl_ms):
+            if _s(self.r.get(self.k("lock:pt")) or b"") == owner:
+                self.r.pexpire(self.k("lock:pt"), ttl_ms)
+                return
+            if time.monotonic() > deadline:
+                raise LockBusy("PT delete lock is held by another coordinator")
+            time.sleep(0.01)
+
+    def unlock_exclusive(self, owner: str) -> None:
+        key = self.k("lock:pt")
+        if _s(self.r.get(key) or b"") == owner:
+            self.r.delete(key)
+
+    def snapshot(self, workers: Iterable[WorkerId]) -> TablesView:
+        """All tables in one MULTI/EXEC: a consistent view for planning."""
+        workers = sorted(set(workers))
+        pipe = self.r.pipeline(transaction=True)
+        for w in workers:
+            pipe.smembers(self.k(f"ntt:{w}"))
+            pipe.smembers(self.k(f"not:{w}"))
+        for name in ("pt", "ct", "lt", "rows", "placement", "state"):
+            pipe.hgetall(self.k(name))
+        res = pipe.execute()
+        ntt = {w: frozenset(Task.from_json(t) for t in res[2 * i]) for i, w in enumerate(workers)}
+        not_ = {w: frozenset(_s(n) for n in res[2 * i + 1]) for i, w in enumerate(workers)}
+        pt, ct, lt, rows, placement, state = res[2 * len(workers):]
+        return TablesView(
+            ntt=ntt,
+            not_=not_,
+            pt={_s(k): WorkerId(_s(v)) for k, v in pt.items()},
+            ct={_s(k): IntervalSet.decode(v) for k, v in ct.items()},
+            lt={_s(k): Task.from_json(v) for k, v in lt.items()},
+            rows={_s(k): int(v) for k, v in rows.items()},
+            placement={Channel.parse(_s(k)): WorkerId(_s(v)) for k, v in placement.items()},
+            state_steps={Channel.parse(_s(k)): int(v) for k, v in state.items()},
+        )
+
+    def apply(self, plan: RecoveryPlan) -> None:
+        keys = [
+            self.k("pt"), self.k("ct"), self.k("placement"), self.k("alive"), self.k("epoch"),
+            self.k(f"ntt:{plan.dead}"), self.k(f"not:{plan.dead}"),
+        ]
+        args: list[str | int] = [
+            self.prefix,
+            plan.dead,
+            plan.epoch,
+            json.dumps([[w, t.to_json()] for w, t in plan.tasks]),
+            json.dumps(sorted(plan.resurrect)),
+            json.dumps({ch.key(): w for ch, w in plan.moves.items()}),
+        ]
+        self._apply(keys=keys, args=args)
+
+    def epoch(self) -> int:
+        return int(self.r.get(self.k("epoch")) or 0)
+
+    def clear(self) -> int:
+        """Delete every key of this pipeline (a fresh run, or the operator's finalizer)."""
+        n = 0
+        for key in self.r.scan_iter(match=f"{self.prefix}*", count=1000):
+            n += int(self.r.delete(key))
+        return n

@@ -1,0 +1,332 @@
+"""Load an FTPipeline document and reject it with field paths, before any worker starts.
+
+Validation runs in three passes, each reporting every problem it finds as
+``spec.stages[2].parallelism: <what is wrong>``:
+
+1. the structural schema (types, unknown fields, enums, minimums) — the same
+   checks the API server applies to the CRD;
+2. the dataflow: exactly one kind per stage, unique names, known inputs, no
+   cycles, sources without inputs, partitioning that fits the parallelism;
+3. the entry point: the module imports and every function a stage names
+   exists and is callable.
+
+A pass only runs when the previous one succeeded, because its checks assume
+the shapes the earlier pass guarantees.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import jsonschema
+import yaml
+
+from ftpipeline.spec.model import (
+    AggregateOp,
+    Aggregation,
+    Edge,
+    FileSource,
+    GeneratorSource,
+    ParquetSink,
+    Partition,
+    PipelineSpec,
+    StageKind,
+    StageSpec,
+    Trigger,
+)
+from ftpipeline.spec.schema import FTPIPELINE_SCHEMA
+
+_KINDS = ("source", "transform", "aggregate", "sink")
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class SpecError(ValueError):
+    """An FTPipeline document that cannot run; ``problems`` name each field."""
+
+    def __init__(self, source: str, problems: Sequence[Problem]) -> None:
+        self.source = source
+        self.problems = tuple(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"invalid pipeline {source}:\n{lines}")
+
+
+def _path(parts: Iterable[Any]) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _schema_problems(doc: Any) -> list[Problem]:
+    validator = jsonschema.Draft202012Validator(FTPIPELINE_SCHEMA)
+    problems = []
+    for error in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
+        where = list(error.absolute_path)
+        if error.validator == "additionalProperties":
+            allowed = sorted(error.schema.get("properties", {}))
+            for extra in sorted(set(error.instance) - set(allowed)):
+                problems.append(Problem(_path([*where, extra]), f"unknown field (allowed: {', '.join(allowed)})"))
+            continue
+        if error.validator == "required":
+            missing = str(error.message).split("'")[1]
+            problems.append(Problem(_path([*where, missing]), "required field is missing"))
+            continue
+        if error.validator == "type":
+            message = f"must be {_article(str(error.validator_value))}, got {error.instance!r}"
+        elif error.validator == "enum":
+            message = f"must be one of {', '.join(map(str, error.validator_value))}; got {error.instance!r}"
+        elif error.validator == "minimum":
+            message = f"must be >= {error.validator_value}, got {error.instance!r}"
+        elif error.validator == "pattern":
+            message = f"{error.instance!r} does not match {error.validator_value}"
+        else:
+            message = error.message
+        problems.append(Problem(_path(where), message))
+    return problems
+
+
+def _article(type_name: str) -> str:
+    return f"an {type_name}" if type_name[0] in "aeiou" else f"a {type_name}"
+
+
+def _stage_kind(raw: Mapping[str, Any], at: str, problems: list[Problem]) -> StageKind | None:
+    present = [k for k in _KINDS if k in raw]
+    if len(present) != 1:
+        got = ", ".join(present) if present else "none"
+        problems.append(Problem(at, f"needs exactly one of {', '.join(_KINDS)} (got {got})"))
+        return None
+    kind = StageKind(present[0])
+    if kind is StageKind.SOURCE:
+        sources = [k for k in ("generator", "file") if k in raw["source"]]
+        if len(sources) != 1:
+            problems.append(Problem(f"{at}.source", "needs exactly one of generator, file"))
+            return None
+    return kind
+
+
+def _dataflow_problems(spec: Mapping[str, Any]) -> list[Problem]:
+    problems: list[Problem] = []
+    stages: list[Mapping[str, Any]] = spec["stages"]
+    index: dict[str, int] = {}
+    for i, raw in enumerate(stages):
+        at = f"spec.stages[{i}]"
+        if raw["name"] in index:
+            problems.append(Problem(f"{at}.name", f"duplicate stage name {raw['name']!r} (also spec.stages[{index[raw['name']]}])"))
+        index.setdefault(raw["name"], i)
+        kind = _stage_kind(raw, at, problems)
+        inputs = raw.get("inputs", [])
+        if kind is StageKind.SOURCE and inputs:
+            problems.append(Problem(f"{at}.inputs", "a source has no inputs"))
+        if kind is not None and kind is not StageKind.SOURCE and not inputs:
+            problems.append(Problem(f"{at}.inputs", f"a {kind.value} needs at least one input"))
+        if kind is StageKind.SOURCE and "file" in raw["source"]:
+            file = raw["source"]["file"]
+            if file["format"] != "parquet" and not file.get("schema"):
+                problems.append(Problem(f"{at}.source.file.schema", f"required for format {file['format']}"))
+        if kind is StageKind.AGGREGATE:
+            for j, agg in enumerate(raw["aggregate"]["aggregations"]):
+                if agg["op"] != "count" and not agg.get("column"):
+                    problems.append(Problem(f"{at}.aggregate.aggregations[{j}].column", f"required for op {agg['op']}"))
+    for i, raw in enumerate(stages):
+        for j, edge in enumerate(raw.get("inputs", [])):
+            at = f"spec.stages[{i}].inputs[{j}]"
+            upstream = edge["stage"]
+            if upstream not in index:
+                known = ", ".join(index)
+                problems.append(Problem(f"{at}.stage", f"unknown stage {upstream!r} (known: {known})"))
+                continue
+            up = stages[index[upstream]]
+            if "sink" in up:
+                problems.append(Problem(f"{at}.stage", f"{upstream!r} is a sink and has no output"))
+            partition = edge.get("partition")
+            mine, theirs = raw.get("parallelism", 1), up.get("parallelism", 1)
+            if partition == "forward" and mine != theirs:
+                problems.append(Problem(f"{at}.partition", f"forward needs equal parallelism ({upstream}: {theirs}, {raw['name']}: {mine})"))
+            if partition == "hash" and not edge.get("keys"):
+                problems.append(Problem(f"{at}.keys", "hash partitioning needs keys"))
+            if partition is None and "aggregate" not in raw and mine != theirs:
+                problems.append(Problem(f"{at}.partition", f"required when parallelism differs ({upstream}: {theirs}, {raw['name']}: {mine})"))
+    if not problems:
+        cycle = _find_cycle({s["name"]: [e["stage"] for e in s.get("inputs", [])] for s in stages})
+        if cycle:
+            first = index[cycle[0]]
+            problems.append(Problem(f"spec.stages[{first}].inputs", f"cycle: {' -> '.join(cycle)}"))
+    if not problems and not any("sink" in s for s in stages):
+        problems.append(Problem("spec.stages", "needs at least one sink"))
+    return problems
+
+
+def _find_cycle(inputs: Mapping[str, Sequence[str]]) -> list[str]:
+    """Return one cycle as a path of stage names (first == last), or []."""
+    WHITE, GREY, BLACK = 0, 1, 2
+    color = dict.fromkeys(inputs, WHITE)
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        color[node] = GREY
+        stack.append(node)
+        for nxt in inputs[node]:
+            if color[nxt] == GREY:
+                return [*stack[stack.index(nxt):], nxt]
+            if color[nxt] == WHITE:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        color[node] = BLACK
+        return []
+
+    for name in inputs:
+        if color[name] == WHITE:
+            found = visit(name)
+            if found:
+                return found
+    return []
+
+
+def load_entry_module(entry_point: str, base_dir: Path) -> ModuleType:
+    """Import the entry point: a .py file (relative to ``base_dir``) or a dotted module."""
+    if entry_point.endswith(".py") or "/" in entry_point:
+        path = (base_dir / entry_point).resolve()
+        if not path.is_file():
+            raise FileNotFoundError(f"no such file {path}")
+        module_name = f"ftpipeline_entry_{path.stem}"
+        cached = sys.modules.get(module_name)
+        if cached is not None and getattr(cached, "__file__", None) == str(path):
+            return cached
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))
+        loaded = importlib.util.spec_from_file_location(module_name, path)
+        assert loaded is not None and loaded.loader is not None
+        module = importlib.util.module_from_spec(loaded)
+        sys.modules[module_name] = module
+        loaded.loader.exec_module(module)
+        return module
+    return importlib.import_module(entry_point)
+
+
+def _entry_problems(spec: PipelineSpec) -> list[Problem]:
+    try:
+        module = load_entry_module(spec.entry_point, spec.base_dir)
+    except Exception as exc:  # the user's module: any failure to import is the answer
+        return [Problem("spec.entryPoint", f"cannot import {spec.entry_point!r}: {type(exc).__name__}: {exc}")]
+    problems = []
+    for i, stage in enumerate(spec.stages):
+        name = stage.generator.function if stage.generator else stage.function
+        if name is None:
+            continue
+        field = "source.generator.function" if stage.generator else "transform.function"
+        if not callable(getattr(module, name, None)):
+            problems.append(Problem(f"spec.stages[{i}].{field}", f"{spec.entry_point!r} has no function {name!r}"))
+    return problems
+
+
+def _resolve(base_dir: Path, path: str) -> Path:
+    p = Path(path)
+    return p if p.is_absolute() else (base_dir / p).resolve()
+
+
+def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
+    spec = doc["spec"]
+    stages = []
+    for raw in spec["stages"]:
+        kind = StageKind(next(k for k in _KINDS if k in raw))
+        parallelism = raw.get("parallelism", 1)
+        edges = []
+        for edge in raw.get("inputs", []):
+            partition, keys = edge.get("partition"), tuple(edge.get("keys", ()))
+            if partition is None:
+                if kind is StageKind.AGGREGATE:
+                    partition, keys = "hash", tuple(raw["aggregate"]["keyBy"])
+                else:
+                    partition = "forward"
+            edges.append(Edge(edge["stage"], raw["name"], Partition(partition), keys))
+        generator = file = sink = aggregate = None
+        function = None
+        if kind is StageKind.SOURCE and "generator" in raw["source"]:
+            g = raw["source"]["generator"]
+            generator = GeneratorSource(g["function"], g["rowsPerStep"], g.get("seed", 0))
+        elif kind is StageKind.SOURCE:
+            f = raw["source"]["file"]
+            file = FileSource(
+                _resolve(base_dir, f["path"]), f["format"], f["rowsPerStep"],
+                tuple(f.get("schema", {}).items()), f.get("follow", False),
+            )
+        elif kind is StageKind.TRANSFORM:
+            function = raw["transform"]["function"]
+        elif kind is StageKind.AGGREGATE:
+            a = raw["aggregate"]
+            aggregate = AggregateOp(
+                tuple(a["keyBy"]),
+                tuple(Aggregation(x["name"], x["op"], x.get("column")) for x in a["aggregations"]),
+            )
+        else:
+            sink = ParquetSink(_resolve(base_dir, raw["sink"]["parquet"]["path"]))
+        stages.append(StageSpec(raw["name"], kind, parallelism, tuple(edges), generator, file, function, aggregate, sink))
+    steps = spec.get("steps", {})
+    trig = steps.get("trigger", {})
+    return PipelineSpec(
+        name=doc["metadata"]["name"],
+        image=spec["image"],
+        entry_point=spec["entryPoint"],
+        workers=spec["workers"],
+        stages=tuple(stages),
+        base_dir=base_dir,
+        fault_tolerance=spec.get("faultTolerance", True),
+        mode=steps.get("mode", "lockstep"),
+        max_steps=steps.get("maxSteps"),
+        trigger=Trigger(trig.get("records", 1), trig.get("timerMs", 100), trig.get("tickMs", 0)),
+        recovery_strategy=spec.get("recovery", {}).get("strategy", "lineage"),
+        gc_interval_ms=spec.get("gc", {}).get("intervalMs", 500),
+        redis_url=spec.get("redis", {}).get("url") or None,
+        spark_master=spec.get("spark", {}).get("master", "local[1]"),
+        spark_conf=tuple(sorted(spec.get("spark", {}).get("conf", {}).items())),
+        dead_letter=_resolve(base_dir, spec["deadLetter"]["path"]) if "deadLetter" in spec else None,
+        source_text=text,
+    )
+
+
+def parse_pipeline(text: str, base_dir: Path, source: str = "<text>", check_entry_point: bool = True) -> PipelineSpec:
+    """Validate an FTPipeline document given as text; raise :class:`SpecError`."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(source, [Problem("", f"not valid YAML: {exc}")]) from exc
+    if not isinstance(doc, dict):
+        raise SpecError(source, [Problem("", "expected a YAML mapping with apiVersion, kind, metadata, spec")])
+    problems = _schema_problems(doc)
+    if not problems:
+        problems = _dataflow_problems(doc["spec"])
+    if problems:
+        raise SpecError(source, problems)
+    spec = _build(doc, base_dir.resolve(), text)
+    if check_entry_point:
+        problems = _entry_problems(spec)
+        if problems:
+            raise SpecError(source, problems)
+    return spec
+
+
+def load_pipeline(path: str | Path, check_entry_point: bool = True) -> PipelineSpec:
+    """Read and validate an FTPipeline YAML file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise SpecError(str(p), [Problem("", f"cannot read: {exc.strerror}")]) from exc
+    return parse_pipeline(text, p.resolve().parent, str(p), check_entry_point)

@@ -1,0 +1,122 @@
+"""Typed, immutable view of a validated FTPipeline.
+
+The loader (``ftpipeline.spec.load``) is the only producer of these objects and
+only builds them from documents that passed every check, so code below this
+layer never re-validates: a ``PipelineSpec`` in hand is a runnable pipeline.
+Paths are already absolute; defaults are already applied.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class StageKind(str, enum.Enum):
+    SOURCE = "source"
+    TRANSFORM = "transform"
+    AGGREGATE = "aggregate"
+    SINK = "sink"
+
+
+class Partition(str, enum.Enum):
+    """How an upstream channel's rows are split over the downstream channels."""
+
+    FORWARD = "forward"
+    HASH = "hash"
+    BROADCAST = "broadcast"
+
+    @property
+    def number(self) -> int:
+        """The partition-function number that is part of every object name."""
+        return {Partition.FORWARD: 0, Partition.HASH: 1, Partition.BROADCAST: 2}[self]
+
+
+@dataclass(frozen=True)
+class Edge:
+    upstream: str
+    downstream: str
+    partition: Partition
+    keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GeneratorSource:
+    function: str
+    rows_per_step: int
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class FileSource:
+    path: Path
+    format: str
+    rows_per_step: int
+    schema: tuple[tuple[str, str], ...] = ()
+    follow: bool = False
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    name: str
+    op: str
+    column: str | None = None
+
+
+@dataclass(frozen=True)
+class AggregateOp:
+    key_by: tuple[str, ...]
+    aggregations: tuple[Aggregation, ...]
+
+
+@dataclass(frozen=True)
+class ParquetSink:
+    path: Path
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    name: str
+    kind: StageKind
+    parallelism: int
+    inputs: tuple[Edge, ...] = ()
+    generator: GeneratorSource | None = None
+    file: FileSource | None = None
+    function: str | None = None
+    aggregate: AggregateOp | None = None
+    sink: ParquetSink | None = None
+
+
+@dataclass(frozen=True)
+class Trigger:
+    records: int = 1
+    timer_ms: int = 100
+    tick_ms: int = 0
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    name: str
+    image: str
+    entry_point: str
+    workers: int
+    stages: tuple[StageSpec, ...]
+    base_dir: Path
+    fault_tolerance: bool = True
+    mode: str = "lockstep"
+    max_steps: int | None = None
+    trigger: Trigger = field(default_factory=Trigger)
+    recovery_strategy: str = "lineage"
+    gc_interval_ms: int = 500
+    redis_url: str | None = None
+    spark_master: str = "local[1]"
+    spark_conf: tuple[tuple[str, str], ...] = ()
+    dead_letter: Path | None = None
+    source_text: str = ""
+
+    def stage(self, name: str) -> StageSpec:
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        raise KeyError(name)

@@ -1,0 +1,48 @@
+"""Integration tests: real Redis (started here, privately) and real PySpark with a JVM.
+
+Set FTPIPELINE_TEST_REDIS_URL to use an existing server instead of a private one.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from ftpipeline.embedded.redis import EmbeddedRedis
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    configured = os.environ.get("FTPIPELINE_TEST_REDIS_URL")
+    if configured:
+        yield configured
+        return
+    server = EmbeddedRedis(tmp_path_factory.mktemp("redis")).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def pipeline_name() -> str:
+    return f"t{uuid.uuid4().hex[:10]}"

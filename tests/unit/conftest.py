@@ -1,0 +1,1 @@
+"""Unit tests: pure logic, no servers (no Redis, no JVM)."""
