@@ -33,6 +33,9 @@ Where this improves on the seed:
   step short, which is the product's recovery target.
 - A regeneration task writes only the outputs somebody needs (``emit``);
   its other outputs are already present elsewhere or consumed.
+- Regeneration of stateless history is spread over all survivors by step
+  (parallel recovery, which the seed names but leaves unplanned), rather
+  than queued on the one worker that adopted the channel.
 - The seed regenerates an input only when it is "in CT and not in PT". With
   lazy regeneration an input can be lost without being in CT, so the test
   here is simply "not present on a live worker and not going to be produced".
@@ -211,7 +214,19 @@ def plan_recovery(
             resurrect.add(name)
             need(name)
 
-    tasks = tuple((placement[t.ref], t) for t in sorted(planned.values(), key=_key))
+    # Where each task runs: re-launched work and stateful channels on their (new) owner;
+    # regeneration of stateless history spread over all survivors by step, so the
+    # lost work is divided among them (a step's source and transform regenerations
+    # land on the same worker, keeping forward edges local).
+    relaunched = {_key(t) for t in dead_pending}
+    spread = sorted(live)
+
+    def where(task: Task) -> WorkerId:
+        if _key(task) in relaunched or graph.is_stateful(task.stage) or task.kind is TaskKind.SINK:
+            return placement[task.ref]
+        return spread[task.step % len(spread)]
+
+    tasks = tuple((where(t), t) for t in sorted(planned.values(), key=_key))
     planned_rows = 0
     for _, task in tasks:
         if task.offsets is not None:

@@ -1,0 +1,313 @@
+"""``ftpipeline``: run, validate and verify pipelines on this machine.
+
+``ftpipeline run PIPELINE.yaml`` runs the same FTPipeline document that the
+operator runs on Kubernetes, with workers as local processes and embedded
+defaults: with no Redis configured it starts a private one. The spec is
+validated completely before anything starts, so a bad file costs no JVM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ftpipeline.barrier import ParquetBundleSink
+from ftpipeline.cluster.local import LocalCluster
+from ftpipeline.control.store import RunStore
+from ftpipeline.coordinator.coordinator import Coordinator, Observer, PipelineFailed, RunResult
+from ftpipeline.coordinator.faults import FaultPlan
+from ftpipeline.coordinator.recovery import RecoveryRecord
+from ftpipeline.coordinator.trigger import Reason
+from ftpipeline.embedded.redis import EmbeddedRedis
+from ftpipeline.lineage.naming import WorkerId
+from ftpipeline.lineage.tables import LineageTables
+from ftpipeline.obs.logging import setup_json_logging
+from ftpipeline.obs.metrics import RunMetrics
+from ftpipeline.spec.load import SpecError, load_pipeline
+from ftpipeline.spec.model import PipelineSpec
+from ftpipeline.worker.executor import build_session, default_dead_letter_root
+
+
+class ProgressObserver(Observer):
+    """A rich progress bar: steps committed, rows/s, recoveries."""
+
+    def __init__(self, console: Console, total_steps: int | None) -> None:
+        self.console = console
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"), TextColumn("[yellow]{task.fields[info]}"), TimeElapsedColumn(),
+            console=console,
+        )
+        self.total_steps = total_steps
+        self.task: TaskID | None = None
+        self.rows = 0
+        self.first_step_at: float | None = None
+        self.recoveries = 0
+
+    def __enter__(self) -> ProgressObserver:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def on_workers_starting(self, workers: list[WorkerId]) -> None:
+        self.task = self.progress.add_task("starting workers", total=len(workers), rate="", info="warming up Spark")
+
+    def on_worker_joined(self, worker: WorkerId, ready: int, total: int) -> None:
+        if self.first_step_at is None and self.task is not None:
+            self.progress.update(self.task, completed=ready)
+        else:
+            self.console.log(f"worker {worker} joined ({ready} workers)")
+
+    def on_step_started(self, step: int, reason: Reason, rows: int) -> None:
+        assert self.task is not None
+        if self.first_step_at is None:
+            self.first_step_at = time.monotonic()
+            self.progress.update(self.task, total=self.total_steps, completed=0, info="")
+        self.progress.update(self.task, description=f"step {step} ({reason.value})")
+
+    def on_step_committed(self, step: int, rows: int, seconds: float) -> None:
+        assert self.task is not None and self.first_step_at is not None
+        self.rows += rows
+        rate = self.rows / max(time.monotonic() - self.first_step_at, 1e-9)
+        self.progress.update(self.task, completed=step, rate=f"{rate:,.0f} rows/s",
+                             info=f"{self.recoveries} recoveries" if self.recoveries else "")
+
+    def on_worker_lost(self, worker: WorkerId) -> None:
+        self.console.log(f"[red]worker {worker} lost[/red]: planning lineage recovery")
+
+    def on_recovery(self, record: RecoveryRecord) -> None:
+        self.recoveries += 1
+        p = record.plan
+        self.console.log(
+            f"[yellow]recovered {p.dead}[/yellow] in {record.seconds * 1000:.0f} ms ({p.strategy}): "
+            f"{len(p.tasks)} tasks on {len({w for w, _ in p.tasks})} survivors, "
+            f"{len(p.rebuilt)} stateful channels rebuilt; replacement worker starting"
+        )
+
+
+def _override(spec: PipelineSpec, args: argparse.Namespace) -> PipelineSpec:
+    changes: dict[str, Any] = {}
+    if args.workers is not None:
+        changes["workers"] = args.workers
+    if args.steps is not None:
+        changes["max_steps"] = args.steps
+    if args.redis_url is not None:
+        changes["redis_url"] = args.redis_url
+    return dataclasses.replace(spec, **changes) if changes else spec
+
+
+def _prepare_outputs(spec: PipelineSpec, overwrite: bool, console: Console) -> bool:
+    for stage in spec.stages:
+        if stage.sink is None:
+            continue
+        sink = ParquetBundleSink(stage.sink.path)
+        if sink.gt_last() or sink.staging.exists():
+            if not overwrite:
+                console.print(f"[red]error:[/red] {stage.sink.path} already holds output (steps up to "
+                              f"{sink.gt_last()}); pass --overwrite to replace it, or change spec.stages"
+                              f"[{spec.stages.index(stage)}].sink.parquet.path")
+                return False
+            sink.reset()
+    dead = default_dead_letter_root(spec)
+    if dead.exists() and overwrite:
+        import shutil
+
+        shutil.rmtree(dead)
+    return True
+
+
+def _summary(console: Console, spec: PipelineSpec, result: RunResult) -> None:
+    table = Table(title=f"{spec.name}: {result.committed} steps committed", show_header=False)
+    rate = result.source_rows / max(sum(result.step_seconds), 1e-9)
+    table.add_row("rows read", f"{result.source_rows:,} ({rate:,.0f} rows/s over the steps)")
+    table.add_row("wall time", f"{result.seconds:.1f} s")
+    table.add_row("recoveries", str(len(result.recoveries)))
+    for r in result.recoveries:
+        p = r.plan
+        to_commit = f"{r.to_commit_seconds:.2f} s" if r.to_commit_seconds is not None else "n/a"
+        table.add_row(f"  lost {p.dead}", f"plan {r.seconds * 1000:.0f} ms, {len(p.tasks)} tasks, next commit after {to_commit}, "
+                                          f"{p.buffered_rows:,} rows were buffered there")
+    table.add_row("rows re-processed by recovery", f"{result.stats.get('replayed_rows', 0):,}")
+    dead = result.stats.get("dead_letters", 0)
+    table.add_row("dead letters", f"{dead:,}" + (f" -> {default_dead_letter_root(spec)}" if dead else ""))
+    for stage in spec.stages:
+        if stage.sink is not None:
+            table.add_row(f"output {stage.name}", str(stage.sink.path))
+    console.print(table)
+
+
+def _result_json(result: RunResult) -> dict[str, Any]:
+    return {
+        "committed": result.committed,
+        "source_rows": result.source_rows,
+        "seconds": result.seconds,
+        "step_seconds": result.step_seconds,
+        "stats": result.stats,
+        "recoveries": [{**r.summary(), "to_commit_seconds": r.to_commit_seconds} for r in result.recoveries],
+    }
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    console = Console(stderr=False)
+    try:
+        spec = _override(load_pipeline(args.pipeline), args)
+    except SpecError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    if not _prepare_outputs(spec, args.overwrite, console):
+        return 2
+    run_dir = (args.run_dir or Path.cwd() / ".ftpipeline" / spec.name).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    setup_json_logging(args.log_level, run_dir / "coordinator.log")
+    embedded = None
+    url = spec.redis_url
+    if url is None:
+        embedded = EmbeddedRedis(run_dir / "redis").start()
+        url = embedded.url
+    client = redis.Redis.from_url(url)
+    tables, store = LineageTables(client, spec.name), RunStore(client, spec.name)
+    tables.clear()  # a fresh run (Feldera's create): no history
+    metrics = RunMetrics(spec.name)
+    if args.metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port, registry=metrics.registry)
+    faults = None
+    if args.kill_at_step is not None or args.kill_after is not None:
+        faults = FaultPlan(at_step=args.kill_at_step, after_tasks=args.kill_after_tasks, after_seconds=args.kill_after,
+                           worker=WorkerId(args.kill_worker) if args.kill_worker else None, seed=args.seed)
+    cluster = LocalCluster(run_dir, spec.name, url, spec.spark_master, dict(spec.spark_conf))
+    console.print(f"[bold]{spec.name}[/bold]: {len(spec.stages)} stages, {spec.workers} workers, "
+                  f"Redis {'embedded' if embedded else url}, logs in {run_dir}")
+    observer: Observer = ProgressObserver(console, spec.max_steps) if not args.no_progress else Observer()
+    coordinator = Coordinator(spec, store, tables, cluster, observer, faults, metrics)
+    code = 0
+    try:
+        if isinstance(observer, ProgressObserver):
+            with observer:
+                result = coordinator.run()
+        else:
+            result = coordinator.run()
+    except PipelineFailed as exc:
+        console.print(f"[red]pipeline failed:[/red] {exc}")
+        code = 1
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/yellow]")
+        code = 130
+    finally:
+        coordinator.shutdown()
+        cluster.stop()
+        client.close()
+        if embedded is not None:
+            embedded.stop()
+    if code:
+        return code
+    _summary(console, spec, result)
+    summary = _result_json(result)
+    if args.verify:
+        ok, comparisons = _verify(console, spec, result.committed, run_dir)
+        summary["verify"] = [dataclasses.asdict(c) | {"equal": c.equal} for c in comparisons]
+        code = 0 if ok else 1
+    if args.summary_json:
+        Path(args.summary_json).write_text(json.dumps(summary, indent=2, default=str))
+    return code
+
+
+def _verify(console: Console, spec: PipelineSpec, steps: int, work_dir: Path) -> tuple[bool, list[Any]]:
+    from ftpipeline.oracle import compare
+
+    with console.status("computing the oracle: the same pipeline as one plain PySpark batch job"):
+        work_dir.mkdir(parents=True, exist_ok=True)
+        spark = build_session("local[2]", {}, work_dir, "ftpipeline-oracle")
+        try:
+            comparisons = compare(spark, spec, steps)
+        finally:
+            spark.stop()
+    for c in comparisons:
+        console.print(("[green]" if c.equal else "[red]") + str(c))
+    return all(c.equal for c in comparisons), comparisons
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    console = Console()
+    try:
+        spec = load_pipeline(args.pipeline)
+    except SpecError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    console.print(f"{args.pipeline}: valid ({len(spec.stages)} stages, {spec.workers} workers)")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    console = Console()
+    try:
+        spec = load_pipeline(args.pipeline)
+    except SpecError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    steps = args.steps or min(ParquetBundleSink(s.sink.path).gt_last() for s in spec.stages if s.sink)
+    ok, _ = _verify(console, spec, steps, Path.cwd() / ".ftpipeline" / spec.name)
+    return 0 if ok else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ftpipeline", description="Fault-tolerant PySpark pipelines.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a pipeline on this machine (workers as local processes)",
+                         description="Run an FTPipeline on this machine. Relative paths in the file are resolved "
+                                     "against the file's directory.")
+    run.add_argument("pipeline", type=Path, help="FTPipeline YAML file")
+    run.add_argument("--workers", type=int, help="override spec.workers")
+    run.add_argument("--steps", type=int, help="stop after this many committed steps (overrides spec.steps.maxSteps)")
+    run.add_argument("--redis-url", help="use this Redis (redis://host:port or unix:///path) instead of a private one")
+    run.add_argument("--overwrite", action="store_true", help="replace existing output and dead-letter files")
+    run.add_argument("--verify", action="store_true",
+                     help="afterwards, compare the output row for row with the oracle (one plain PySpark batch job)")
+    run.add_argument("--kill-at-step", type=int, metavar="S",
+                     help="fault injection: SIGKILL a worker while step S is running")
+    run.add_argument("--kill-after-tasks", type=int, default=2, metavar="N",
+                     help="with --kill-at-step: kill once N tasks of that step completed (default 2: mid-step)")
+    run.add_argument("--kill-after", type=float, metavar="SECONDS",
+                     help="fault injection: SIGKILL a worker this long after the run started")
+    run.add_argument("--kill-worker", metavar="ID", help="which worker to kill (w0, w1, ...); default: seeded random")
+    run.add_argument("--seed", type=int, default=0, help="seed for choosing the worker to kill (default 0)")
+    run.add_argument("--run-dir", type=Path, help="where logs, buffers and the embedded Redis live "
+                                                  "(default: ./.ftpipeline/NAME)")
+    run.add_argument("--metrics-port", type=int, help="serve Prometheus metrics of the coordinator on this port")
+    run.add_argument("--summary-json", type=Path, metavar="FILE", help="write the run's figures to FILE as JSON")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar (plain output)")
+    run.add_argument("--log-level", default="INFO", help="coordinator log level (log file in the run directory)")
+    run.set_defaults(func=cmd_run)
+
+    validate = sub.add_parser("validate", help="check a pipeline file without running it")
+    validate.add_argument("pipeline", type=Path, help="FTPipeline YAML file")
+    validate.set_defaults(func=cmd_validate)
+
+    verify = sub.add_parser("verify", help="compare a pipeline's existing output with the oracle")
+    verify.add_argument("pipeline", type=Path, help="FTPipeline YAML file")
+    verify.add_argument("--steps", type=int, help="compare steps 1..N (default: every released step)")
+    verify.set_defaults(func=cmd_verify)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    sys.exit(args.func(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Where workers run: local processes (``local.py``) or, later, Kubernetes pods."""

@@ -1,0 +1,31 @@
+"""The cluster backend: the only thing that differs between local and Kubernetes runs.
+
+The coordinator starts, kills (fault injection) and watches workers only
+through this interface; recovery itself never asks where a worker ran.
+Local processes and pods report the same event — a worker is gone — from
+different evidence: a process exit, a pod deletion.
+"""
+
+from __future__ import annotations
+
+import abc
+
+from ftpipeline.lineage.naming import WorkerId
+
+
+class ClusterBackend(abc.ABC):
+    @abc.abstractmethod
+    def start_worker(self, worker: WorkerId) -> None:
+        """Start a worker; it registers itself and announces ``joined`` when ready."""
+
+    @abc.abstractmethod
+    def kill_worker(self, worker: WorkerId) -> None:
+        """Kill a worker abruptly (SIGKILL, pod deletion with no grace): fault injection."""
+
+    @abc.abstractmethod
+    def lost(self) -> list[WorkerId]:
+        """Workers found gone since the last call (each reported once)."""
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Stop every worker (end of run)."""

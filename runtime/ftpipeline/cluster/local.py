@@ -1,0 +1,113 @@
+"""Workers as local processes: a sidecar and a Spark process per worker.
+
+Both processes of a worker share one process group, so a worker dies as a
+unit — ``killpg`` takes the Spark process, its JVM and the sidecar together,
+as a pod deletion would. A worker is reported lost when either process exits;
+the survivor of the pair is then killed too, so a half-worker never lingers.
+Losses are noticed by polling the processes every few milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ftpipeline.cluster.base import ClusterBackend
+from ftpipeline.lineage.naming import WorkerId
+
+
+@dataclass
+class _Worker:
+    sidecar: subprocess.Popen[bytes]
+    executor: subprocess.Popen[bytes]
+    reported: bool = False
+
+    @property
+    def pgid(self) -> int:
+        return self.sidecar.pid
+
+
+class LocalCluster(ClusterBackend):
+    def __init__(
+        self,
+        run_dir: Path,
+        pipeline: str,
+        redis_url: str,
+        spark_master: str = "local[1]",
+        spark_conf: Mapping[str, str] | None = None,
+        python: str = sys.executable,
+    ) -> None:
+        self.run_dir = run_dir
+        self.pipeline = pipeline
+        self.redis_url = redis_url
+        self.spark_master = spark_master
+        self.spark_conf = dict(spark_conf or {})
+        self.python = python
+        self.workers: dict[WorkerId, _Worker] = {}
+
+    def worker_dir(self, worker: WorkerId) -> Path:
+        return self.run_dir / "workers" / worker
+
+    def start_worker(self, worker: WorkerId) -> None:
+        wdir = self.worker_dir(worker)
+        wdir.mkdir(parents=True, exist_ok=True)
+        (wdir / "sidecar.addr").unlink(missing_ok=True)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        with open(wdir / "sidecar.log", "ab") as slog:
+            sidecar = subprocess.Popen(
+                [self.python, "-m", "ftpipeline.worker.sidecar", "--worker-id", worker, "--pipeline", self.pipeline,
+                 "--redis-url", self.redis_url, "--dir", str(wdir)],
+                stdout=slog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=0, env=env,
+            )
+        with open(wdir / "executor.log", "ab") as elog:
+            executor = subprocess.Popen(
+                [self.python, "-m", "ftpipeline.worker.executor", "--worker-id", worker, "--dir", str(wdir),
+                 "--spark-master", self.spark_master, "--spark-conf", json.dumps(self.spark_conf)],
+                stdout=elog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=sidecar.pid, env=env,
+            )
+        self.workers[worker] = _Worker(sidecar, executor)
+
+    def _killpg(self, w: _Worker, sig: int) -> None:
+        try:
+            os.killpg(w.pgid, sig)
+        except ProcessLookupError:
+            pass
+
+    def kill_worker(self, worker: WorkerId) -> None:
+        self._killpg(self.workers[worker], signal.SIGKILL)
+
+    def lost(self) -> list[WorkerId]:
+        gone = []
+        for wid, w in self.workers.items():
+            if w.reported:
+                continue
+            if w.sidecar.poll() is not None or w.executor.poll() is not None:
+                self._killpg(w, signal.SIGKILL)
+                w.sidecar.wait()
+                w.executor.wait()
+                w.reported = True
+                gone.append(wid)
+        return gone
+
+    def pids(self, worker: WorkerId) -> tuple[int, int]:
+        w = self.workers[worker]
+        return w.sidecar.pid, w.executor.pid
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        for w in self.workers.values():
+            self._killpg(w, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for w in self.workers.values():
+            for p in (w.executor, w.sidecar):
+                try:
+                    p.wait(max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    self._killpg(w, signal.SIGKILL)
+                    p.wait()

@@ -1,0 +1,1 @@
+"""Run records shared by the coordinator and the workers (Redis); see ``store.py``."""

@@ -1,0 +1,119 @@
+"""Run records in Redis that are not lineage: the step log, the inbox, the registry.
+
+- **Step log** (``steps``): step S's source offsets are written here *before*
+  step S is triggered, so any step can be replayed from exactly the same
+  input (Feldera's input log, FlameStream's replay from a global time).
+  ``offsets`` holds each source channel's next unread offset; ``committed`` the
+  last committed step.
+- **Inbox** (``inbox``): the workers' messages to the coordinator — Feldera's
+  ``received(step, n)`` and ``replay(step)``, plus task completions (pushed by
+  the completion script in the same atomic step as the lineage update),
+  failures and joins. A list survives a coordinator restart: messages wait.
+- **Registry** (``workers``): each worker's Flight address, written by its
+  sidecar when it starts.
+- **Stats** (``stats``): counters the workers increment (rows processed,
+  rows re-processed by recovery tasks, dead letters), read for reports.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from ftpipeline.lineage.naming import Channel, WorkerId
+
+
+def _s(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    step: int
+    offsets: dict[Channel, tuple[int, int]]
+    reason: str
+
+    def to_json(self) -> str:
+        return json.dumps({"step": self.step, "reason": self.reason,
+                           "offsets": {c.key(): list(o) for c, o in self.offsets.items()}})
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> StepRecord:
+        doc = json.loads(text)
+        return cls(doc["step"], {Channel.parse(c): (o[0], o[1]) for c, o in doc["offsets"].items()}, doc["reason"])
+
+
+class RunStore:
+    def __init__(self, client: redis.Redis, pipeline: str) -> None:
+        self.r = client
+        self.prefix = f"ftp:{{{pipeline}}}:"
+
+    def k(self, name: str) -> str:
+        return self.prefix + name
+
+    # --- registry ----------------------------------------------------------
+    def register(self, worker: WorkerId, info: Mapping[str, Any]) -> None:
+        self.r.hset(self.k("workers"), worker, json.dumps(dict(info)))
+
+    def workers(self) -> dict[WorkerId, dict[str, Any]]:
+        return {WorkerId(_s(w)): json.loads(v) for w, v in self.r.hgetall(self.k("workers")).items()}
+
+    def address(self, worker: WorkerId) -> str | None:
+        raw = self.r.hget(self.k("workers"), worker)
+        return json.loads(raw)["address"] if raw else None
+
+    # --- inbox -------------------------------------------------------------
+    def send(self, event: Mapping[str, Any]) -> None:
+        self.r.rpush(self.k("inbox"), json.dumps(dict(event)))
+
+    def receive(self, timeout_s: float, limit: int = 256) -> list[dict[str, Any]]:
+        """Block up to ``timeout_s`` for one message, then take what else is queued."""
+        first = self.r.blpop([self.k("inbox")], timeout=timeout_s)
+        if first is None:
+            return []
+        out = [json.loads(first[1])]
+        rest = self.r.lpop(self.k("inbox"), limit)
+        if isinstance(rest, list):
+            out.extend(json.loads(m) for m in rest)
+        return out
+
+    # --- step log ----------------------------------------------------------
+    def record_step(self, record: StepRecord) -> None:
+        pipe = self.r.pipeline(transaction=True)
+        pipe.hset(self.k("steps"), str(record.step), record.to_json())
+        for ch, (_, hi) in record.offsets.items():
+            pipe.hset(self.k("offsets"), ch.key(), hi)
+        pipe.execute()
+
+    def step(self, step: int) -> StepRecord | None:
+        raw = self.r.hget(self.k("steps"), str(step))
+        return StepRecord.from_json(raw) if raw else None
+
+    def next_offsets(self) -> dict[Channel, int]:
+        return {Channel.parse(_s(c)): int(v) for c, v in self.r.hgetall(self.k("offsets")).items()}
+
+    def commit(self, step: int) -> None:
+        self.r.set(self.k("committed"), step)
+
+    def committed(self) -> int:
+        return int(self.r.get(self.k("committed")) or 0)
+
+    # --- stats and history -------------------------------------------------
+    def stats(self) -> dict[str, int]:
+        return {_s(k): int(v) for k, v in self.r.hgetall(self.k("stats")).items()}
+
+    def add_stats(self, increments: Mapping[str, int]) -> None:
+        pipe = self.r.pipeline(transaction=True)
+        for field, n in increments.items():
+            pipe.hincrby(self.k("stats"), field, n)
+        pipe.execute()
+
+    def record_recovery(self, info: Mapping[str, Any]) -> None:
+        self.r.rpush(self.k("recoveries"), json.dumps(dict(info)))
+
+    def recoveries(self) -> list[dict[str, Any]]:
+        return [json.loads(x) for x in self.r.lrange(self.k("recoveries"), 0, -1)]

@@ -1,0 +1,1 @@
+"""The coordinator: lockstep steps, triggers, recovery (``coordinator.py``)."""

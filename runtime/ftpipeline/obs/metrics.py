@@ -1,0 +1,43 @@
+"""Prometheus metrics of a run, named ``ftpipeline_<subsystem>_<name>_<unit>``.
+
+Labels are bounded (pipeline, strategy, outcome, reason): never a step
+number or a row id. Buckets sit around the targets: a step of ~1 s, a
+recovery that should commit its next step within ~1 s of a loss.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class RunMetrics:
+    def __init__(self, pipeline: str, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        labels = ["pipeline"]
+        self.steps = Counter("ftpipeline_steps_committed_total", "Steps committed (released by the barrier).",
+                             labels, registry=self.registry).labels(pipeline)
+        self.triggers = Counter("ftpipeline_step_triggers_total", "Steps started, by trigger reason.",
+                                ["pipeline", "reason"], registry=self.registry)
+        self.committed = Gauge("ftpipeline_step_committed", "Last committed step.", labels,
+                               registry=self.registry).labels(pipeline)
+        self.current = Gauge("ftpipeline_step_current", "Step being run.", labels, registry=self.registry).labels(pipeline)
+        self.step_seconds = Histogram("ftpipeline_step_duration_seconds", "From trigger to commit of a step.", labels,
+                                      buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32), registry=self.registry).labels(pipeline)
+        self.recoveries = Counter("ftpipeline_recoveries_total", "Worker losses recovered, by strategy and outcome.",
+                                  ["pipeline", "strategy", "outcome"], registry=self.registry)
+        self.recovery_seconds = Histogram(
+            "ftpipeline_recovery_duration_seconds", "From a worker loss to the plan applied and survivors woken.",
+            ["pipeline", "strategy"], buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5), registry=self.registry)
+        self.recovery_to_commit = Histogram(
+            "ftpipeline_recovery_to_commit_seconds", "From a worker loss to the next committed step.",
+            labels, buckets=(0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 30), registry=self.registry).labels(pipeline)
+        self.replayed = Counter("ftpipeline_recovery_records_replayed_total",
+                                "Records read again by tasks re-run for recovery.", labels,
+                                registry=self.registry).labels(pipeline)
+        self.source_rows = Counter("ftpipeline_source_records_total", "Records read by sources.", labels,
+                                   registry=self.registry).labels(pipeline)
+        self.dead_letters = Counter("ftpipeline_dead_letter_records_total",
+                                    "Malformed records sent to the dead-letter output.", labels,
+                                    registry=self.registry).labels(pipeline)
+        self.workers_ready = Gauge("ftpipeline_workers_ready", "Workers joined and alive.", labels,
+                                   registry=self.registry).labels(pipeline)

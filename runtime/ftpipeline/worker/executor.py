@@ -1,0 +1,218 @@
+"""The Spark process of a worker: one warm SparkSession executing tasks.
+
+It holds no fault-tolerance logic. It asks its sidecar for the next task
+(whose inputs the sidecar has already located or fetched), runs it, writes
+the output objects into the shared buffer directory, and reports. Keeping the
+session warm across tasks — and across recoveries, when this worker adopts a
+lost worker's channels — is what keeps JVM start-up (seconds) off the
+recovery path.
+
+A task runs as follows:
+
+- source: read the recorded offset range (generated or from files), send
+  malformed records to the dead-letter output;
+- transform: inputs -> ``spark.createDataFrame(arrow)`` -> user function;
+- aggregate: one Spark ``groupBy`` on the step's rows, merged into the
+  channel's running state with Arrow (``dataflow.aggregate``);
+- rebuild: the same ``groupBy`` over all kept inputs of steps ``1..k``;
+  the result *is* the state at k;
+- sink: stage this channel's part of the step behind the barrier;
+
+then the output is split per downstream channel (``dataflow.partition``) and
+written as Arrow IPC objects. A user exception is reported, with its
+traceback, as a task failure: it fails the pipeline, it is never "completed".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from ftpipeline.barrier import ParquetBundleSink
+from ftpipeline.dataflow import aggregate as agg
+from ftpipeline.dataflow.deadletter import write_dead_letters
+from ftpipeline.dataflow.graph import Graph
+from ftpipeline.dataflow.partition import split
+from ftpipeline.dataflow.sources import DeadLetter, SourceReader, make_reader
+from ftpipeline.lineage.naming import Channel, Task, TaskKind
+from ftpipeline.obs.logging import setup_json_logging
+from ftpipeline.spec.load import load_entry_module, parse_pipeline
+from ftpipeline.spec.model import PipelineSpec
+from ftpipeline.worker.buffer import ObjectBuffer, read_ipc
+from ftpipeline.worker.transport import SidecarClient
+
+log = logging.getLogger("ftpipeline.executor")
+
+
+class UserCodeError(RuntimeError):
+    """The pipeline's own code failed or returned the wrong thing."""
+
+
+def default_dead_letter_root(spec: PipelineSpec) -> Path:
+    return spec.dead_letter or (spec.base_dir / f"{spec.name}-dead-letter")
+
+
+class TaskRunner:
+    def __init__(self, spark: Any, spec: PipelineSpec, module: Any, buffer: ObjectBuffer) -> None:
+        self.spark = spark
+        self.spec = spec
+        self.graph = Graph(spec)
+        self.module = module
+        self.buffer = buffer
+        self.readers: dict[str, SourceReader] = {s.name: make_reader(s, module) for s in self.graph.sources()}
+        self.sinks = {s.name: ParquetBundleSink(s.sink.path) for s in self.graph.sinks() if s.sink}
+        self.dead_letters = default_dead_letter_root(spec)
+        self.states: dict[Channel, pa.Table | None] = {}
+
+    def _inputs(self, inputs: list[list[str]]) -> tuple[pa.Table | None, int]:
+        tables = [read_ipc(Path(path)) for _, path in inputs]
+        if not tables:
+            return None, 0
+        table = pa.concat_tables(tables, promote_options="permissive")
+        return table, table.num_rows
+
+    def run(self, task: Task, inputs: list[list[str]]) -> dict[str, Any]:
+        stage = self.graph.stage(task.stage)
+        data: Any = None
+        dead: list[DeadLetter] = []
+        table, rows_in = self._inputs(inputs)
+        if task.kind is TaskKind.SOURCE:
+            assert task.offsets is not None
+            lo, hi = task.offsets
+            batch = self.readers[task.stage].read(task.channel, task.step, lo, hi)
+            data, dead, rows_in = batch.table, batch.dead_letters, hi - lo
+        elif task.kind is TaskKind.TRANSFORM:
+            assert table is not None and stage.function is not None
+            fn = getattr(self.module, stage.function)
+            try:
+                data = fn(self.spark.createDataFrame(table))
+            except Exception as exc:
+                raise UserCodeError(f"stage {task.stage!r}: {stage.function}() raised {type(exc).__name__}: {exc}") from exc
+            if not hasattr(data, "toArrow"):
+                raise UserCodeError(f"stage {task.stage!r}: {stage.function}() returned {type(data).__name__}, expected a DataFrame")
+        elif task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD):
+            assert stage.aggregate is not None
+            data, dead = self._aggregate(task, table, stage.aggregate)
+        elif task.kind is TaskKind.SINK:
+            assert table is not None
+            self.sinks[task.stage].stage(task.step, task.channel, table)
+        if dead and task.kind is not TaskKind.REBUILD:
+            write_dead_letters(self.dead_letters, task.stage, task.step, task.channel, dead)
+        outputs = []
+        if data is not None:
+            for name, obj in split(self.graph, task, data, self.spark).items():
+                self.buffer.put(name, obj)
+                outputs.append([name, obj.num_rows])
+        return {"task": task.to_json(), "outputs": outputs, "rows_in": rows_in, "dead_letters": len(dead)}
+
+    def _aggregate(self, task: Task, table: pa.Table | None, op: Any) -> tuple[pa.Table | None, list[DeadLetter]]:
+        if table is None:  # a rebuild to step 0: empty state
+            self.states[task.ref] = None
+            return None, []
+        df = self.spark.createDataFrame(table)
+        part, nulls = agg.split_null_keys(agg.partial(df, op).toArrow(), op)
+        dead = []
+        if nulls and task.kind is TaskKind.AGGREGATE:
+            for row in df.filter(agg.null_key_filter(op)).toArrow().to_pylist():
+                dead.append(DeadLetter(json.dumps(row, default=str), f"null key in {', '.join(op.key_by)}", f"{task.stage}.{task.channel}"))
+        if task.kind is TaskKind.REBUILD:
+            self.states[task.ref] = agg.merge(None, part, op)[0]
+            return None, []
+        state, updated = agg.merge(self.states.get(task.ref), part, op)
+        self.states[task.ref] = state
+        return updated, dead
+
+
+def build_session(master: str, conf: dict[str, str], work_dir: Path, app: str) -> Any:
+    """A local SparkSession tuned for many small jobs (one per task)."""
+    from pyspark.sql import SparkSession
+
+    # JVM options must be given at launch: the builder's settings arrive too late.
+    log4j = Path(__file__).resolve().parent.parent / "obs" / "log4j2.properties"
+    os.environ.setdefault(
+        "PYSPARK_SUBMIT_ARGS",
+        f'--driver-java-options "-Dlog4j2.configurationFile=file:{log4j} -Dderby.system.home={work_dir / "derby"}" pyspark-shell',
+    )
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.local.dir", str(work_dir / "spark-tmp"))
+        .config("spark.sql.warehouse.dir", str(work_dir / "spark-warehouse"))
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.adaptive.enabled", "false")  # nothing to adapt in one-partition jobs; saves planning time
+    )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _sidecar_address(work_dir: Path, timeout_s: float = 60) -> str:
+    path = work_dir / "sidecar.addr"
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"sidecar did not publish {path}")
+        time.sleep(0.05)
+    return path.read_text().strip()
+
+
+def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> None:
+    spark = build_session(master, conf, work_dir, f"ftpipeline-{worker}")
+    spark.createDataFrame(pa.table({"x": [1]})).toArrow()  # warm up the JVM paths every task uses
+    sidecar = SidecarClient(_sidecar_address(work_dir))
+    config = None
+    while config is None:
+        config = sidecar.call("hello", {"pid": os.getpid()})
+        if config is None:
+            time.sleep(0.1)
+    spec = parse_pipeline(config["spec"], Path(config["base_dir"]), check_entry_point=False)
+    module = load_entry_module(spec.entry_point, spec.base_dir)
+    runner = TaskRunner(spark, spec, module, ObjectBuffer(work_dir))
+    log.info("ready", extra={"worker": worker})
+    while True:
+        reply = sidecar.call("next_task", {"timeout_ms": 1000})
+        if reply is None:
+            continue
+        if reply.get("shutdown"):
+            break
+        task = Task.from_json(reply["task"])
+        started = time.monotonic()
+        try:
+            result = runner.run(task, reply["inputs"])
+        except Exception as exc:
+            log.error("task failed", extra={"task": task.id, "error": str(exc)})
+            sidecar.call("task_failed", {"id": task.id, "error": f"{exc}\n{traceback.format_exc()}"})
+            continue
+        sidecar.call("task_done", result)
+        log.info("task done", extra={"task": task.id, "seconds": round(time.monotonic() - started, 4),
+                                     "rows_in": result["rows_in"], "outputs": len(result["outputs"])})
+    spark.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="ftpipeline Spark process")
+    parser.add_argument("--worker-id", required=True)
+    parser.add_argument("--dir", required=True, type=Path, help="buffer directory shared with the sidecar")
+    parser.add_argument("--spark-master", default="local[1]")
+    parser.add_argument("--spark-conf", default="{}", help="JSON object of extra Spark settings")
+    args = parser.parse_args(argv)
+    setup_json_logging()
+    serve(args.worker_id, args.dir, args.spark_master, json.loads(args.spark_conf))
+
+
+if __name__ == "__main__":
+    main()

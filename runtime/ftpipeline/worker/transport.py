@@ -1,0 +1,41 @@
+"""Arrow Flight between workers, and between the coordinator and workers.
+
+One Flight server per worker (in its sidecar) carries both kinds of traffic:
+
+- data: ``do_get(object name)`` streams a buffered object as Arrow record
+  batches to the worker whose task needs it;
+- control: ``do_action(name, json)`` for the coordinator's calls (``state``,
+  ``create``, ``step``, ``wake``, ``release``, ``shutdown``) and for the
+  local Spark process (``hello``, ``next_task``, ``task_done``,
+  ``task_failed``).
+
+Actions carry small JSON documents; objects never go through JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+
+class SidecarClient:
+    def __init__(self, address: str, timeout_s: float = 30.0) -> None:
+        self.address = address
+        self.timeout_s = timeout_s
+        self._client = flight.FlightClient(f"grpc://{address}")
+
+    def call(self, action: str, body: dict[str, Any] | None = None, timeout_s: float | None = None) -> Any:
+        options = flight.FlightCallOptions(timeout=timeout_s or self.timeout_s)
+        payload = json.dumps(body or {}).encode()
+        results = list(self._client.do_action(flight.Action(action, payload), options=options))
+        return json.loads(results[0].body.to_pybytes()) if results else None
+
+    def fetch(self, name: str, timeout_s: float | None = None) -> pa.Table:
+        options = flight.FlightCallOptions(timeout=timeout_s or self.timeout_s)
+        return self._client.do_get(flight.Ticket(name.encode()), options=options).read_all()
+
+    def close(self) -> None:
+        self._client.close()
