@@ -46,3 +46,13 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
 @pytest.fixture
 def pipeline_name() -> str:
     return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A plain local SparkSession for oracles (not a worker, not the runtime)."""
+    from ftpipeline.worker.executor import build_session
+
+    session = build_session("local[2]", {}, tmp_path_factory.mktemp("oracle-spark"), "ftpipeline-tests-oracle")
+    yield session
+    session.stop()

@@ -93,8 +93,14 @@ class ParquetBundleSink:
         directory.mkdir(parents=True, exist_ok=True)
         final = directory / f"part-{channel:05d}.parquet"
         tmp = directory / f".part-{channel:05d}.{os.getpid()}.tmp"
-        pq.write_table(table, tmp)
-        os.replace(tmp, final)
+        try:
+            pq.write_table(table, tmp)
+            os.replace(tmp, final)
+        except FileNotFoundError:
+            # released by another worker between our check and our write: at or below GT_last now
+            if step <= self.gt_last():
+                return False
+            raise
         return True
 
     def release(self, step: int, channels: int) -> bool:

@@ -45,7 +45,12 @@ class IntervalSet:
             bounds = json.loads(text)
             if not isinstance(bounds, list) or len(bounds) % 2:
                 raise ValueError(f"not an interval list: {text!r}")
-            out._bounds = [int(b) for b in bounds]
+            ints = [int(b) for b in bounds]
+            # sorted, each lo <= hi, and a gap of at least one between intervals
+            for i in range(0, len(ints), 2):
+                if ints[i] > ints[i + 1] or (i and ints[i] <= ints[i - 1] + 1):
+                    raise ValueError(f"not sorted, disjoint, non-adjacent intervals: {text!r}")
+            out._bounds = ints
         return out
 
     # --- queries -----------------------------------------------------------

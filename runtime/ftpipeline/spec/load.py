@@ -215,7 +215,11 @@ def load_entry_module(entry_point: str, base_dir: Path) -> ModuleType:
         assert loaded is not None and loaded.loader is not None
         module = importlib.util.module_from_spec(loaded)
         sys.modules[module_name] = module
-        loaded.loader.exec_module(module)
+        try:
+            loaded.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[module_name]  # never cache a half-imported module
+            raise
         return module
     return importlib.import_module(entry_point)
 

@@ -5,7 +5,10 @@ Kubernetes only accepts *structural* OpenAPI v3 schemas (no ``$ref``, every
 node typed, no unions of types), and the same document is the contract for
 ``ftpipeline run`` and for ``kubectl apply``. Writing it once, in the subset
 both sides accept, means a file that validates locally is accepted by the API
-server and vice versa. ``crds/ftpipeline.yaml`` is rendered from
+server and vice versa. One difference is rendered away: objects here say
+``additionalProperties: false`` so local validation names unknown fields;
+the API server forbids that beside ``properties`` and rejects unknown fields
+through its strict field validation instead. ``crds/ftpipeline.yaml`` is rendered from
 :data:`FTPIPELINE_SCHEMA` (see ``ftpipeline.spec.crd``); a test keeps the two
 in step.
 

@@ -195,8 +195,8 @@ class Sidecar:
                    "rows_in": rows_in, "rows_out": sum(r for _, r in body["outputs"]), "recovery": task.recovery},
             stats=stats,
         )
-        result = self.tables.complete(self.worker, done, lineage=lineage)
-        with self._cv:
+        with self._cv:  # atomic w.r.t. _refresh: the task leaves NTT and _running together
+            result = self.tables.complete(self.worker, done, lineage=lineage)
             for name in self._running.pop(task.id, []):
                 self.buffer.uncache(name)
             if result == 1 and stateful:
@@ -218,8 +218,8 @@ class Sidecar:
         self._last_refresh = now
         if self.graph is None:
             return
-        tasks = {t.id: t for t in self.tables.tasks_of(self.worker)}
-        with self._cv:
+        with self._cv:  # read NTT and rebuild the queue under the lock task completion holds
+            tasks = {t.id: t for t in self.tables.tasks_of(self.worker)}
             self._queue = {i: t for i, t in tasks.items() if i not in self._running}
             if self._state is WorkerState.RUNNING and not tasks:
                 self._set_state(WorkerState.OPEN, self._step)

@@ -1,0 +1,84 @@
+"""What fault tolerance costs: rows/s of the same pipeline with it on and off.
+
+Runs the clickstream example through the real CLI, alternating
+``faultTolerance: true`` and ``false`` (so drift in the machine's load hits
+both sides alike), and prints steady-state throughput of each and their
+ratio. Steady state excludes the first steps, which measure JVM warm-up
+rather than the runtime.
+
+    python bench/ft_overhead.py [--pairs 3] [--steps 20] [--warmup 5] [--rows 30000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "clickstream"
+
+
+def pipeline(directory: Path, fault_tolerance: bool, steps: int, rows: int) -> Path:
+    doc = yaml.safe_load((EXAMPLE / "pipeline.yaml").read_text())
+    name = "bench-ft" if fault_tolerance else "bench-noft"
+    doc["metadata"]["name"] = name
+    spec = doc["spec"]
+    spec["entryPoint"] = str(EXAMPLE / "clickstream.py")
+    spec["faultTolerance"] = fault_tolerance
+    spec["steps"]["maxSteps"] = steps
+    for stage in spec["stages"]:
+        if "source" in stage:
+            stage["source"]["generator"]["rowsPerStep"] = rows
+        if "sink" in stage:
+            stage["sink"]["parquet"]["path"] = str(directory / name / "out")
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def run(path: Path, directory: Path, warmup: int) -> float:
+    summary = directory / "summary.json"
+    subprocess.run(
+        [sys.executable, "-m", "ftpipeline.cli", "run", str(path), "--no-progress", "--overwrite",
+         "--run-dir", str(directory / "run"), "--summary-json", str(summary)],
+        check=True, capture_output=True,
+    )
+    data = json.loads(summary.read_text())
+    seconds = data["step_seconds"][warmup:]
+    rows_per_step = data["source_rows"] / data["committed"]
+    return rows_per_step * len(seconds) / sum(seconds)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--rows", type=int, default=30000)
+    args = parser.parse_args()
+    on: list[float] = []
+    off: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        for i in range(args.pairs):
+            for ft, results in ((True, on), (False, off)) if i % 2 == 0 else ((False, off), (True, on)):
+                results.append(run(pipeline(d, ft, args.steps, args.rows), d, args.warmup))
+                print(f"pair {i + 1}: fault tolerance {'on ' if ft else 'off'}: {results[-1]:,.0f} rows/s", flush=True)
+    m_on, m_off = statistics.median(on), statistics.median(off)
+    print()
+    print(f"{'':24}{'rows/s (median)':>18}{'runs':>8}")
+    print(f"{'fault tolerance on':24}{m_on:>18,.0f}{len(on):>8}")
+    print(f"{'fault tolerance off':24}{m_off:>18,.0f}{len(off):>8}")
+    print(f"ratio on/off: {m_on / m_off:.3f}   (goal >= 0.95; {args.steps} steps of {args.rows:,} rows, "
+          f"first {args.warmup} excluded)")
+
+
+if __name__ == "__main__":
+    main()

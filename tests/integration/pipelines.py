@@ -1,0 +1,61 @@
+"""Build pipeline files for tests and run them through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "clickstream"
+
+
+def clickstream(
+    directory: Path,
+    name: str,
+    *,
+    steps: int = 20,
+    workers: int = 3,
+    rows_per_step: int = 9000,
+    parallelism: dict[str, int] | None = None,
+    fault_tolerance: bool = True,
+) -> Path:
+    """The example pipeline with test-sized knobs, writing into ``directory``."""
+    doc = yaml.safe_load((EXAMPLE / "pipeline.yaml").read_text())
+    doc["metadata"]["name"] = name
+    spec = doc["spec"]
+    spec["entryPoint"] = str(EXAMPLE / "clickstream.py")
+    spec["workers"] = workers
+    spec["steps"]["maxSteps"] = steps
+    spec["faultTolerance"] = fault_tolerance
+    for stage in spec["stages"]:
+        stage["parallelism"] = (parallelism or {}).get(stage["name"], stage["parallelism"])
+        if "source" in stage:
+            stage["source"]["generator"]["rowsPerStep"] = rows_per_step
+        if "sink" in stage:
+            stage["sink"]["parquet"]["path"] = str(directory / "out")
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+@dataclass
+class CliRun:
+    code: int
+    output: str
+    summary: dict[str, Any]
+    run_dir: Path
+
+
+def run_cli(pipeline: Path, run_dir: Path, *args: str, timeout_s: float = 900) -> CliRun:
+    summary = run_dir / "summary.json"
+    cmd = [sys.executable, "-m", "ftpipeline.cli", "run", str(pipeline), "--no-progress",
+           "--run-dir", str(run_dir), "--summary-json", str(summary), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=run_dir.parent)
+    data = json.loads(summary.read_text()) if summary.exists() else {}
+    return CliRun(proc.returncode, proc.stdout + proc.stderr, data, run_dir)

@@ -1,0 +1,128 @@
+"""``ftpipeline run`` as a user runs it: bad input, malformed records, failing user code."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ftpipeline.oracle import compare
+from ftpipeline.spec import load_pipeline
+
+from .pipelines import EXAMPLE, clickstream, run_cli
+
+
+def _broken(tmp_path: Path, edit: str) -> Path:
+    doc = yaml.safe_load((EXAMPLE / "pipeline.yaml").read_text())
+    doc["spec"]["entryPoint"] = str(EXAMPLE / "clickstream.py")
+    stages = doc["spec"]["stages"]
+    if edit == "unknown field":
+        doc["spec"]["wrokers"] = 3
+    elif edit == "wrong type":
+        stages[1]["parallelism"] = "three"
+    elif edit == "cycle":
+        stages[1]["inputs"].append({"stage": "per-user"})
+    elif edit == "missing entry point":
+        doc["spec"]["entryPoint"] = "no_such_module.py"
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        ("unknown field", "spec.wrokers: unknown field"),
+        ("wrong type", "spec.stages[1].parallelism: must be an integer"),
+        ("cycle", "spec.stages[1].inputs: cycle: clean -> per-user -> clean"),
+        ("missing entry point", "spec.entryPoint: cannot import 'no_such_module.py'"),
+    ],
+)
+def test_invalid_pipeline_fails_before_any_worker_starts(tmp_path: Path, edit: str, field: str) -> None:
+    run = run_cli(_broken(tmp_path, edit), tmp_path / "run", timeout_s=60)
+    assert run.code == 2
+    assert field in " ".join(run.output.split()), run.output
+    assert not (tmp_path / "run" / "workers").exists()
+
+
+MODULE = '''
+from pyspark.sql import functions as F
+
+def enrich(df):
+    return df.withColumn("amount_eur", F.col("amount_cents") / 100.0)
+
+def explode(df):
+    raise ValueError("bad day")
+'''
+
+
+def _files_pipeline(tmp_path: Path, function: str = "enrich") -> tuple[Path, int]:
+    data = tmp_path / "in"
+    data.mkdir()
+    malformed = 0
+    for f in range(4):
+        lines = []
+        for i in range(25):
+            n = f * 100 + i
+            if i % 9 == 4:
+                lines.append('{"user_id": "u1", "amount_cents": "lots"}')  # wrong type
+                malformed += 1
+            elif i % 11 == 7:
+                lines.append("{not json")
+                malformed += 1
+            else:
+                lines.append(json.dumps({"user_id": f"u{n % 7}", "amount_cents": n}))
+        (data / f"part-{f}.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "enrich.py").write_text(MODULE)
+    (tmp_path / "files.yaml").write_text(textwrap.dedent(f"""\
+        apiVersion: ftpipeline.io/v1alpha1
+        kind: FTPipeline
+        metadata: {{name: files}}
+        spec:
+          image: x
+          entryPoint: enrich.py
+          workers: 2
+          deadLetter: {{path: dead}}
+          stages:
+            - name: orders
+              parallelism: 2
+              source:
+                file: {{path: in, format: jsonl, rowsPerStep: 14, schema: {{user_id: string, amount_cents: long}}}}
+            - {{name: enrich, parallelism: 2, inputs: [{{stage: orders}}], transform: {{function: {function}}}}}
+            - {{name: out, parallelism: 2, inputs: [{{stage: enrich}}], sink: {{parquet: {{path: out}}}}}}
+        """))
+    return tmp_path / "files.yaml", malformed
+
+
+def test_malformed_records_go_to_the_dead_letter_output_and_steps_commit(tmp_path: Path, spark: object) -> None:
+    pipeline, malformed = _files_pipeline(tmp_path)
+    run = run_cli(pipeline, tmp_path / "run")  # embedded Redis: nothing configured
+    assert run.code == 0, run.output
+    assert run.summary["committed"] >= 7  # 100 rows over 2 channels, 7 per channel per step
+    assert run.summary["stats"]["dead_letters"] == malformed
+    letters = [json.loads(line) for f in sorted((tmp_path / "dead").rglob("*.jsonl")) for line in f.read_text().splitlines()]
+    assert len(letters) == malformed
+    assert {r["record"] for r in letters} == {'{"user_id": "u1", "amount_cents": "lots"}', "{not json"}
+    assert all(r["stage"] == "orders" and ".jsonl:" in r["location"] for r in letters)
+    assert any("field 'amount_cents'" in r["reason"] for r in letters)
+    [result] = compare(spark, load_pipeline(pipeline), run.summary["committed"])
+    assert result.equal and result.actual_rows == 100 - malformed, result
+
+
+def test_an_exception_in_user_code_fails_the_run_naming_the_stage(tmp_path: Path) -> None:
+    pipeline, _ = _files_pipeline(tmp_path, function="explode")
+    run = run_cli(pipeline, tmp_path / "run")
+    assert run.code == 1
+    assert "stage 'enrich': explode() raised ValueError: bad day" in run.output
+
+
+def test_existing_output_is_not_overwritten_silently(tmp_path: Path, redis_url: str) -> None:
+    pipeline = clickstream(tmp_path, "again", steps=2, workers=1, rows_per_step=500,
+                           parallelism={"events": 1, "clean": 1, "per-user": 1, "output": 1})
+    assert run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url).code == 0
+    second = run_cli(pipeline, tmp_path / "run2", "--redis-url", redis_url, timeout_s=60)
+    assert second.code == 2 and "--overwrite" in second.output
+    assert run_cli(pipeline, tmp_path / "run3", "--redis-url", redis_url, "--overwrite").code == 0

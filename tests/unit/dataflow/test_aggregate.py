@@ -1,0 +1,221 @@
+"""The Arrow side of the running aggregation: merging partials into state, and null-key rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ftpipeline.dataflow.aggregate import ROWS, empty_state, merge, split_null_keys
+from ftpipeline.spec.model import AggregateOp, Aggregation
+
+OP = AggregateOp(
+    ("user",),
+    (
+        Aggregation("n", "count"),
+        Aggregation("total", "sum", "amount"),
+        Aggregation("lo", "min", "ts"),
+        Aggregation("hi", "max", "ts"),
+    ),
+)
+SCHEMA = pa.schema([
+    ("user", pa.string()),
+    (ROWS, pa.int64()),
+    ("n", pa.int64()),
+    ("total", pa.int64()),
+    ("lo", pa.int64()),
+    ("hi", pa.int64()),
+])
+COLS = ["n", "total", "lo", "hi"]
+
+
+def partial(*rows: tuple[Any, ...], schema: pa.Schema = SCHEMA) -> pa.Table:
+    """Rows as (user, rows, n, total, lo, hi) — what Spark's groupBy of one step would return."""
+    return pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
+
+
+def by_key(table: pa.Table, keys: tuple[str, ...] = ("user",)) -> dict[Any, dict[str, Any]]:
+    out: dict[Any, dict[str, Any]] = {}
+    for row in table.to_pylist():
+        key = tuple(row.pop(k) for k in keys)
+        assert key not in out, f"duplicate key {key}"
+        out[key if len(keys) > 1 else key[0]] = row
+    return out
+
+
+def test_first_partial_becomes_the_state() -> None:
+    part = partial(("a", 2, 2, 10, 1, 5), ("b", 1, 1, 3, 7, 7))
+    state, updated = merge(None, part, OP)
+    assert state.column_names == ["user", *COLS]  # the hidden row count is not kept
+    assert by_key(state) == {"a": {"n": 2, "total": 10, "lo": 1, "hi": 5}, "b": {"n": 1, "total": 3, "lo": 7, "hi": 7}}
+    assert by_key(updated) == by_key(state)
+
+
+def test_empty_state_behaves_like_no_state() -> None:
+    part = partial(("a", 2, 2, 10, 1, 5))
+    state, updated = merge(empty_state(SCHEMA, OP), part, OP)
+    assert by_key(state) == {"a": {"n": 2, "total": 10, "lo": 1, "hi": 5}}
+    assert by_key(updated) == by_key(state)
+
+
+def test_empty_state_schema() -> None:
+    state = empty_state(SCHEMA, OP)
+    assert state.num_rows == 0
+    assert state.schema == pa.schema([SCHEMA.field(n) for n in ["user", *COLS]])
+
+
+def test_empty_partial_keeps_the_state_and_touches_nothing() -> None:
+    state, _ = merge(None, partial(("a", 2, 2, 10, 1, 5)), OP)
+    new_state, updated = merge(state, partial(), OP)
+    assert by_key(new_state) == by_key(state)
+    assert updated.num_rows == 0
+
+
+def test_new_keys_are_appended() -> None:
+    state, _ = merge(None, partial(("a", 1, 1, 1, 1, 1), ("b", 1, 1, 2, 2, 2)), OP)
+    new_state, updated = merge(state, partial(("c", 1, 1, 3, 3, 3)), OP)
+    assert by_key(new_state) == {
+        "a": {"n": 1, "total": 1, "lo": 1, "hi": 1},
+        "b": {"n": 1, "total": 2, "lo": 2, "hi": 2},
+        "c": {"n": 1, "total": 3, "lo": 3, "hi": 3},
+    }
+    assert by_key(updated) == {"c": {"n": 1, "total": 3, "lo": 3, "hi": 3}}
+
+
+def test_existing_keys_are_merged_per_op() -> None:
+    state, _ = merge(None, partial(("a", 2, 2, 10, 5, 8), ("b", 1, 1, 4, 4, 4)), OP)
+    new_state, updated = merge(state, partial(("a", 3, 3, 7, 2, 6), ("b", 1, 1, 1, 9, 9)), OP)
+    expected = {
+        "a": {"n": 5, "total": 17, "lo": 2, "hi": 8},
+        "b": {"n": 2, "total": 5, "lo": 4, "hi": 9},
+    }
+    assert by_key(new_state) == expected
+    assert by_key(updated) == expected
+
+
+def test_updated_has_exactly_the_touched_keys() -> None:
+    state, _ = merge(None, partial(*[(k, 1, 1, 1, 1, 1) for k in "abcde"]), OP)
+    new_state, updated = merge(state, partial(("b", 1, 1, 1, 1, 1), ("e", 1, 1, 1, 1, 1), ("z", 1, 1, 1, 1, 1)), OP)
+    assert set(by_key(updated)) == {"b", "e", "z"}
+    assert by_key(updated)["b"] == {"n": 2, "total": 2, "lo": 1, "hi": 1}
+    assert by_key(updated)["z"] == {"n": 1, "total": 1, "lo": 1, "hi": 1}
+    assert set(by_key(new_state)) == set("abcdez")  # by_key also checks one row per key
+    assert new_state.num_rows == 6
+    assert by_key(new_state)["a"] == {"n": 1, "total": 1, "lo": 1, "hi": 1}  # untouched keys unchanged
+
+
+def test_state_keeps_the_partial_schema() -> None:
+    state, _ = merge(None, partial(("a", 1, 1, 1, 1, 1)), OP)
+    new_state, updated = merge(state, partial(("a", 1, 1, 1, 1, 1), ("b", 1, 1, 1, 1, 1)), OP)
+    assert new_state.schema == state.schema
+    assert updated.schema == state.schema
+
+
+def test_null_partial_values_keep_the_state() -> None:
+    """A step whose values are all null (Spark's sum/min/max give null) leaves the totals as they were."""
+    state, _ = merge(None, partial(("a", 2, 2, 10, 3, 9)), OP)
+    new_state, updated = merge(state, partial(("a", 1, 1, None, None, None)), OP)
+    assert by_key(new_state)["a"] == {"n": 3, "total": 10, "lo": 3, "hi": 9}
+    assert by_key(updated)["a"] == {"n": 3, "total": 10, "lo": 3, "hi": 9}
+
+
+def test_null_state_values_take_the_partial() -> None:
+    state, _ = merge(None, partial(("a", 1, 1, None, None, None)), OP)
+    assert by_key(state)["a"] == {"n": 1, "total": None, "lo": None, "hi": None}
+    new_state, _ = merge(state, partial(("a", 1, 1, 4, 6, 6)), OP)
+    assert by_key(new_state)["a"] == {"n": 2, "total": 4, "lo": 6, "hi": 6}
+
+
+def test_null_on_both_sides_stays_null() -> None:
+    state, _ = merge(None, partial(("a", 1, 1, None, None, None)), OP)
+    new_state, _ = merge(state, partial(("a", 2, 2, None, None, None)), OP)
+    assert by_key(new_state)["a"] == {"n": 3, "total": None, "lo": None, "hi": None}
+
+
+def test_multi_column_keys() -> None:
+    op = AggregateOp(("user", "day"), (Aggregation("n", "count"), Aggregation("total", "sum", "amount")))
+    schema = pa.schema([("user", pa.string()), ("day", pa.int32()), (ROWS, pa.int64()), ("n", pa.int64()), ("total", pa.float64())])
+    state, _ = merge(None, partial(("a", 1, 1, 1, 1.5), ("a", 2, 1, 1, 2.0), ("b", 1, 1, 1, 4.0), schema=schema), op)
+    new_state, updated = merge(state, partial(("a", 2, 2, 2, 0.5), ("b", 2, 1, 1, 1.0), schema=schema), op)
+    keys = ("user", "day")
+    assert by_key(updated, keys) == {("a", 2): {"n": 3, "total": 2.5}, ("b", 2): {"n": 1, "total": 1.0}}
+    assert by_key(new_state, keys) == {
+        ("a", 1): {"n": 1, "total": 1.5},
+        ("a", 2): {"n": 3, "total": 2.5},
+        ("b", 1): {"n": 1, "total": 4.0},
+        ("b", 2): {"n": 1, "total": 1.0},
+    }
+    assert new_state.schema.field("day").type == pa.int32()
+
+
+# -- null keys ------------------------------------------------------------------------
+
+
+def test_split_null_keys_counts_the_hidden_rows() -> None:
+    part = partial(("a", 3, 3, 1, 1, 1), (None, 7, 7, 2, 2, 2), ("b", 2, 2, 1, 1, 1))
+    kept, dropped = split_null_keys(part, OP)
+    assert dropped == 7  # rows of the batch, not rows of the partial
+    assert kept.column("user").to_pylist() == ["a", "b"]
+    assert kept.column_names == part.column_names
+
+
+def test_split_null_keys_without_nulls() -> None:
+    part = partial(("a", 3, 3, 1, 1, 1))
+    kept, dropped = split_null_keys(part, OP)
+    assert dropped == 0
+    assert kept.equals(part)
+
+
+def test_split_null_keys_of_an_empty_partial() -> None:
+    kept, dropped = split_null_keys(partial(), OP)
+    assert dropped == 0 and kept.num_rows == 0
+
+
+def test_split_null_keys_any_key_column() -> None:
+    op = AggregateOp(("user", "day"), (Aggregation("n", "count"),))
+    schema = pa.schema([("user", pa.string()), ("day", pa.int32()), (ROWS, pa.int64()), ("n", pa.int64())])
+    part = partial(("a", 1, 2, 2), ("a", None, 5, 5), (None, 1, 4, 4), (None, None, 1, 1), schema=schema)
+    kept, dropped = split_null_keys(part, op)
+    assert dropped == 10
+    assert kept.to_pylist() == [{"user": "a", "day": 1, ROWS: 2, "n": 2}]
+
+
+# -- merging step by step equals aggregating everything at once -------------------------
+
+values = st.one_of(st.none(), st.integers(-1000, 1000))
+steps = st.lists(st.lists(st.tuples(st.sampled_from("abcde"), values), max_size=12), min_size=1, max_size=6)
+
+
+def aggregate_rows(rows: list[tuple[str, int | None]]) -> dict[str, dict[str, Any]]:
+    """count/sum/min/max per key in plain Python, with SQL's null rules (null if no non-null value)."""
+    out: dict[str, dict[str, Any]] = {}
+    for key in sorted({k for k, _ in rows}):
+        vs = [v for k, v in rows if k == key]
+        present = [v for v in vs if v is not None]
+        out[key] = {
+            "n": len(vs),
+            "total": sum(present) if present else None,
+            "lo": min(present) if present else None,
+            "hi": max(present) if present else None,
+        }
+    return out
+
+
+def as_partial(rows: list[tuple[str, int | None]]) -> pa.Table:
+    agg = aggregate_rows(rows)
+    return partial(*[(k, a["n"], a["n"], a["total"], a["lo"], a["hi"]) for k, a in agg.items()])
+
+
+@given(steps)
+def test_merging_partials_equals_aggregating_all_rows(batches: list[list[tuple[str, int | None]]]) -> None:
+    state = None
+    seen: list[tuple[str, int | None]] = []
+    for batch in batches:
+        state, updated = merge(state, as_partial(batch), OP)
+        seen += batch
+        totals = aggregate_rows(seen)
+        assert by_key(updated) == {k: totals[k] for k in {k for k, _ in batch}}
+    assert state is not None
+    assert by_key(state) == aggregate_rows(seen)

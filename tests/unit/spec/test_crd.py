@@ -1,0 +1,28 @@
+"""The committed CRD files are the rendering of the one schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from ftpipeline.spec.crd import crd, render
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_committed_crd_files_are_up_to_date() -> None:
+    expected = render()
+    for path in (ROOT / "crds" / "ftpipeline.yaml", ROOT / "charts" / "ftpipeline" / "crds" / "ftpipeline.yaml"):
+        assert path.read_text() == expected, f"{path} is stale: run python -m ftpipeline.spec.crd > {path}"
+
+
+def test_crd_has_status_subresource_short_name_and_printer_columns() -> None:
+    doc = crd()
+    version = doc["spec"]["versions"][0]
+    assert version["subresources"] == {"status": {}}
+    assert "ftp" in doc["spec"]["names"]["shortNames"]
+    assert {c["name"] for c in version["additionalPrinterColumns"]} >= {"Phase", "Step", "Age"}
+    schema = version["schema"]["openAPIV3Schema"]
+    assert schema["properties"]["spec"]["required"] == ["image", "entryPoint", "workers", "stages"]
+    assert yaml.safe_load(render())["metadata"]["name"] == "ftpipelines.ftpipeline.io"
