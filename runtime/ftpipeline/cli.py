@@ -93,7 +93,8 @@ class ProgressObserver(Observer):
         self.console.log(
             f"[yellow]recovered {p.dead}[/yellow] in {record.seconds * 1000:.0f} ms ({p.strategy}): "
             f"{len(p.tasks)} tasks on {len({w for w, _ in p.tasks})} survivors, "
-            f"{len(p.rebuilt)} stateful channels rebuilt; replacement worker starting"
+            f"stateful channels rebuilt: {', '.join(c.key() for c in p.rebuilt) or 'none'}; "
+            "a replacement worker starts after the next commit"
         )
 
 
@@ -144,7 +145,7 @@ def _summary(console: Console, spec: PipelineSpec, result: RunResult) -> None:
     table.add_row("dead letters", f"{dead:,}" + (f" -> {default_dead_letter_root(spec)}" if dead else ""))
     for stage in spec.stages:
         if stage.sink is not None:
-            table.add_row(f"output {stage.name}", str(stage.sink.path))
+            table.add_row(f"sink {stage.name}", str(stage.sink.path))
     console.print(table)
 
 
@@ -155,17 +156,27 @@ def _result_json(result: RunResult) -> dict[str, Any]:
         "seconds": result.seconds,
         "step_seconds": result.step_seconds,
         "stats": result.stats,
+        "tasks_by_worker": result.tasks_by_worker,
+        "joins": result.joins,
         "recoveries": [{**r.summary(), "to_commit_seconds": r.to_commit_seconds} for r in result.recoveries],
     }
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    console = Console(stderr=False)
+def _load(console: Console, path: Path) -> PipelineSpec | None:
+    """The validated spec, or None after printing every problem with its field path."""
     try:
-        spec = _override(load_pipeline(args.pipeline), args)
+        return load_pipeline(path)
     except SpecError as exc:
         console.print(f"[red]error:[/red] {exc}")
+        return None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    console = Console()
+    loaded = _load(console, args.pipeline)
+    if loaded is None:
         return 2
+    spec = _override(loaded, args)
     if not _prepare_outputs(spec, args.overwrite, console):
         return 2
     run_dir = (args.run_dir or Path.cwd() / ".ftpipeline" / spec.name).resolve()
@@ -242,10 +253,8 @@ def _verify(console: Console, spec: PipelineSpec, steps: int, work_dir: Path) ->
 
 def cmd_validate(args: argparse.Namespace) -> int:
     console = Console()
-    try:
-        spec = load_pipeline(args.pipeline)
-    except SpecError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+    spec = _load(console, args.pipeline)
+    if spec is None:
         return 2
     console.print(f"{args.pipeline}: valid ({len(spec.stages)} stages, {spec.workers} workers)")
     return 0
@@ -253,10 +262,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     console = Console()
-    try:
-        spec = load_pipeline(args.pipeline)
-    except SpecError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+    spec = _load(console, args.pipeline)
+    if spec is None:
         return 2
     steps = args.steps or min(ParquetBundleSink(s.sink.path).gt_last() for s in spec.stages if s.sink)
     ok, _ = _verify(console, spec, steps, Path.cwd() / ".ftpipeline" / spec.name)

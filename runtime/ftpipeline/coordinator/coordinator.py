@@ -71,6 +71,8 @@ class RunResult:
     recoveries: list[RecoveryRecord] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
     step_seconds: list[float] = field(default_factory=list)
+    tasks_by_worker: dict[str, int] = field(default_factory=dict)
+    joins: list[dict[str, Any]] = field(default_factory=list)  # replacements: worker, committed step at join
 
 
 class Coordinator:
@@ -116,6 +118,9 @@ class Coordinator:
         self._source_rows = 0
         self._awaiting_commit: list[RecoveryRecord] = []
         self._replacements_due = 0
+        self._tasks_by_worker: dict[str, int] = {}
+        self._joins: list[dict[str, Any]] = []
+        self._replays: set[int] = set()
 
     # --- workers -----------------------------------------------------------
     def _spawn(self) -> WorkerId:
@@ -172,6 +177,7 @@ class Coordinator:
         self.client(worker).call("create", self._config())
         self.workers = sorted([*self.workers, worker])
         self._newcomers.append(worker)
+        self._joins.append({"worker": worker, "committed": self.committed})
         self.metrics.workers_ready.set(len(self.workers))
         self.observer.on_worker_joined(worker, len(self.workers), len(self.workers))
 
@@ -200,6 +206,7 @@ class Coordinator:
         if kind == "done":
             task = self.outstanding.pop(event["id"], None)
             if task is not None:
+                self._tasks_by_worker[event["w"]] = self._tasks_by_worker.get(event["w"], 0) + 1
                 self._last_progress = self.clock()
                 if not event["recovery"] and event["step"] == self.committed + 1:
                     self._done_in_step += 1
@@ -212,6 +219,8 @@ class Coordinator:
             raise PipelineFailed(f"task {event['id']} failed on worker {event['w']}: {event['error']}")
         elif kind == "received":
             self.avail[Channel.parse(event["ch"])] = (event["start"], event["n"], event["exhausted"])
+        elif kind == "replay":
+            self._replays.add(int(event["step"]))
         elif kind == "joined" and event["w"] in self._joining:
             self._admit_newcomer(WorkerId(event["w"]))
 
@@ -284,12 +293,15 @@ class Coordinator:
 
     def _await_trigger(self, trigger: StepTrigger) -> tuple[Reason, dict[Channel, tuple[int, int]]] | None:
         step = self.committed + 1
-        recorded = self.store.step(step)
-        if recorded is not None:
-            trigger.replay(True)
+        check_log = True  # at the start, and whenever a worker reports replay(step)
         while True:
-            if recorded is not None:
-                return Reason.REPLAY, recorded.offsets
+            if check_log or step in self._replays:
+                self._replays.discard(step)
+                check_log = False
+                recorded = self.store.step(step)
+                trigger.replay(recorded is not None)
+                if recorded is not None:  # the step log has it: re-run with exactly those offsets
+                    return Reason.REPLAY, recorded.offsets
             offsets, reported, exhausted = self._plan_offsets()
             if reported and exhausted:
                 return None
@@ -371,6 +383,8 @@ class Coordinator:
             recoveries=self.recoveries,
             stats=self.store.stats(),
             step_seconds=step_seconds,
+            tasks_by_worker=dict(self._tasks_by_worker),
+            joins=list(self._joins),
         )
 
     def shutdown(self) -> None:

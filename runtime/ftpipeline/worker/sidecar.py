@@ -11,7 +11,8 @@ in a separate process that never runs user code. It
 - records each completion atomically (outputs in PT/NOT/LT, inputs into the
   cemetery, the stateful channel's step) with one script;
 - collects garbage: drops consumed objects, in shared mode of the PT lock;
-- reports available source records to the coordinator (``received``).
+- reports available source records to the coordinator (``received``), and
+  a recorded but uncommitted next step (``replay``).
 
 States (what ``state()`` answers)::
 
@@ -93,6 +94,7 @@ class Sidecar:
         self._joined = False
         self._last_refresh = 0.0
         self._sent: dict[Channel, tuple[Any, ...]] = {}
+        self._replayed = 0
         self.stopping = threading.Event()
 
     # --- states ------------------------------------------------------------
@@ -307,12 +309,26 @@ class Sidecar:
                 self.store.send({"t": "received", "w": self.worker, "step": self._step + 1, "ch": ch.key(),
                                  "start": report[0], "n": report[1], "exhausted": report[2]})
 
+    def report_replay(self) -> None:
+        """Feldera's replay(step): the step log already holds the next step's offsets.
+
+        That happens when a step was recorded and then the coordinator went away
+        before committing it; the next step must then re-run with exactly those
+        offsets, at once.
+        """
+        if self._state is not WorkerState.OPEN or self._replayed == self._step + 1:
+            return
+        if self.store.step(self._step + 1) is not None:
+            self._replayed = self._step + 1
+            self.store.send({"t": "replay", "w": self.worker, "step": self._replayed})
+
     def background(self) -> None:
         next_gc = 0.0
         while not self.stopping.is_set():
             try:
                 self._refresh()
                 self.report_sources()
+                self.report_replay()
                 if self.spec is not None and time.monotonic() >= next_gc:
                     self.collect_garbage()
                     next_gc = time.monotonic() + self.spec.gc_interval_ms / 1000

@@ -36,11 +36,18 @@ def test_example_survives_a_killed_worker(tmp_path: Path, redis_url: str, spark:
     assert result.equal, result
 
 
-def test_recovery_replays_only_the_lost_work(tmp_path: Path, redis_url: str, spark: object) -> None:
-    """Kill a worker holding stateless channels: re-processed rows <= 1.5x what it had buffered."""
+def test_recovery_replays_only_the_lost_work_and_does_not_wait_for_the_replacement(
+    tmp_path: Path, redis_url: str, spark: object
+) -> None:
+    """Kill a worker holding stateless channels: re-processed rows <= 1.5x what it had buffered.
+
+    The replacement worker joins only after the recovered step committed, and then
+    takes channels back (it runs tasks).
+    """
     # three workers; the aggregate and the sink have two channels, so w2 runs events.2 and clean.2 only
-    pipeline = clickstream(tmp_path, "replay", steps=12, parallelism={"events": 3, "clean": 3, "per-user": 2, "output": 2})
-    run = run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url, "--kill-at-step", "9",
+    # 30 steps: the replacement's JVM needs a while on a loaded machine before it can join
+    pipeline = clickstream(tmp_path, "replay", steps=30, parallelism={"events": 3, "clean": 3, "per-user": 2, "output": 2})
+    run = run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url, "--kill-at-step", "3",
                   "--kill-after-tasks", "3", "--kill-worker", "w2")
     assert run.code == 0, run.output
     [recovery] = run.summary["recoveries"]
@@ -49,7 +56,10 @@ def test_recovery_replays_only_the_lost_work(tmp_path: Path, redis_url: str, spa
     buffered = recovery["buffered_rows"]
     assert buffered > 0
     assert 0 < replayed <= 1.5 * buffered, (replayed, buffered)
-    [result] = compare(spark, load_pipeline(pipeline), 12)
+    [join] = run.summary["joins"]
+    assert join["worker"] == "w3" and join["committed"] >= 3  # step 3 committed without it
+    assert run.summary["tasks_by_worker"].get("w3", 0) > 0
+    [result] = compare(spark, load_pipeline(pipeline), 30)
     assert result.equal, result
 
 
