@@ -1,21 +1,33 @@
 # One image for the operator and the workers: a JRE, Python, PySpark and ftpipeline.
-# BASE can point at a locally built Debian bookworm image with Python 3.11.
-ARG BASE=python:3.11-slim-bookworm
+#
+# BASE is Debian bookworm: debian:bookworm-slim where a registry is reachable,
+# or the same distribution bootstrapped locally (tests/e2e/cluster.py builds
+# one with debootstrap); the steps below only need apt and PyPI.
+ARG BASE=debian:bookworm-slim
 FROM ${BASE}
 
 RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      python3 python3-venv openjdk-17-jre-headless procps ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 
 RUN useradd --uid 10001 --create-home --shell /usr/sbin/nologin ftpipeline
+ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    PYTHONUNBUFFERED=1 JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64
+RUN python3 -m venv /opt/venv
+
 WORKDIR /opt/ftpipeline
 COPY pyproject.toml README.md ./
 COPY runtime runtime
 COPY operator operator
-RUN pip install --no-cache-dir . && rm -rf /root/.cache
+# An optional build secret "pip_cert" (a CA bundle) serves networks that intercept TLS;
+# it is used for this step only and never stored in the image.
+RUN --mount=type=secret,id=pip_cert,required=false \
+    if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
+ && pip install --no-cache-dir . \
+ && find /opt/venv -name '__pycache__' -prune -exec rm -rf {} +
 COPY examples examples
 
-ENV PYTHONUNBUFFERED=1
 USER 10001
 ENTRYPOINT ["ftpipeline"]
 CMD ["--help"]

@@ -34,10 +34,11 @@ def _structural(node: Any) -> Any:
 def crd() -> dict[str, Any]:
     schema = _structural(copy.deepcopy(FTPIPELINE_SCHEMA))
     props = schema["properties"]
-    # The API server validates apiVersion, kind and metadata itself; a CRD may only
-    # constrain metadata.name, which it does.
+    # The API server validates apiVersion, kind and metadata itself, and refuses a CRD
+    # whose metadata schema says anything beyond name/generateName (even "required").
     props["apiVersion"] = {"type": "string", "description": props["apiVersion"]["description"]}
     props["kind"] = {"type": "string", "description": props["kind"]["description"]}
+    props["metadata"] = {"type": "object"}
     props["status"] = {
         "type": "object",
         "description": "Observed state, written by the operator.",

@@ -1,0 +1,223 @@
+"""Build (or find in the cache) everything the local cluster runs.
+
+Nothing here comes from a container registry or a release download:
+
+- Debian packages: containerd, runc, CNI plugins, buildah, debootstrap;
+- Go modules: etcd, and kube-apiserver, kube-controller-manager,
+  kube-scheduler, kube-proxy, kubelet and kubectl built from a wrapper module
+  whose go.mod maps each ``k8s.io/<staging>`` module to its published
+  ``v0.X.Y`` (``k8s.io/kubernetes`` itself replaces them with ``./staging``
+  paths, so it cannot be built or installed directly); helm via go install;
+- the pause image, compiled from ``build/pause/linux/pause.c`` in the
+  Kubernetes module source;
+- a Debian bookworm base image made with debootstrap, and the project image
+  built from the repository's own Dockerfile with buildah on top of it.
+
+Every artifact is keyed by version (binaries) or content hash (the project
+image), so a warm ``up`` builds nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .config import APT_PACKAGES, BASE_IMAGE, ETCD, HELM, KUBERNETES, PAUSE_IMAGE, PROJECT_IMAGE, Paths
+
+REPO = Path(__file__).resolve().parents[3]
+K8S_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubectl")
+
+
+@contextmanager
+def phase(name: str) -> Iterator[None]:
+    started = time.monotonic()
+    print(f"--- {name}", flush=True)
+    try:
+        yield
+    finally:
+        print(f"--- {name}: {time.monotonic() - started:.1f}s", flush=True)
+
+
+def run(*cmd: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None, quiet: bool = False) -> str:
+    proc = subprocess.run([str(c) for c in cmd], env=env, cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+    if not quiet and proc.stdout.strip():
+        print(proc.stdout.strip()[-2000:], flush=True)
+    return proc.stdout
+
+
+def ensure_apt() -> None:
+    probes = {"containerd": "containerd", "runc": "runc", "containernetworking-plugins": "/usr/lib/cni/bridge",
+              "buildah": "buildah", "debootstrap": "debootstrap", "iptables": "iptables", "conntrack": "conntrack",
+              "socat": "socat", "openssl": "openssl", "gcc": "gcc", "libc6-dev": "/usr/lib/x86_64-linux-gnu/libc.a"}
+    missing = [p for p in APT_PACKAGES if not (Path(probes[p]).exists() if probes[p].startswith("/") else shutil.which(probes[p]))]
+    if not missing:
+        return
+    with phase(f"apt-get install {' '.join(missing)}"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        run("apt-get", "update", "-qq", env=env, quiet=True)
+        run("apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing, env=env, quiet=True)
+
+
+def _go_env(paths: Paths) -> dict[str, str]:
+    if shutil.which("go") is None:
+        raise RuntimeError("Go is needed to build Kubernetes and etcd from their modules")
+    return {**os.environ, "GOMODCACHE": str(paths.gomodcache), "GOCACHE": str(paths.gocache), "GOFLAGS": "-mod=mod"}
+
+
+def _k8s_source(paths: Paths, env: dict[str, str]) -> Path:
+    """The wrapper module: k8s.io/kubernetes with every staging module pinned to its release."""
+    src = paths.cache / "src" / f"k8s-v{KUBERNETES}"
+    if (src / "go.mod").exists():
+        return src
+    src.mkdir(parents=True, exist_ok=True)
+    info = run("go", "mod", "download", "-json", f"k8s.io/kubernetes@v{KUBERNETES}", env=env, cwd=src, quiet=True)
+    import json
+
+    upstream = Path(json.loads(info)["GoMod"]).read_text()
+    staging = sorted({line.split()[0] for line in upstream.splitlines() if "=> ./staging/" in line})
+    minor = "v0." + KUBERNETES.split(".", 1)[1]
+    replaces = "\n".join(f"\t{m} => {m} {minor}" for m in staging)
+    (src / "go.mod").write_text(f"module ftpipeline.io/e2e/k8s\n\ngo 1.20\n\nrequire k8s.io/kubernetes v{KUBERNETES}\n\n"
+                                f"replace (\n{replaces}\n)\n")
+    return src
+
+
+def ensure_go_binaries(paths: Paths) -> None:
+    k8s = paths.k8s_bin
+    wanted = [c for c in (*K8S_COMMANDS, "kubelet") if not (k8s / c).exists()]
+    etcd = paths.bin("etcd", ETCD) / "etcd"
+    helm = paths.bin("helm", HELM) / "helm"
+    if not wanted and etcd.exists() and helm.exists():
+        return
+    env = _go_env(paths)
+    if wanted:
+        src = _k8s_source(paths, env)
+        minor = KUBERNETES.split(".")[1]
+        ldflags = (f"-s -w -X k8s.io/component-base/version.gitVersion=v{KUBERNETES} "
+                   f"-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor={minor}")
+        for cmd in wanted:
+            with phase(f"go build {cmd} v{KUBERNETES}"):
+                cgo = "1" if cmd == "kubelet" else "0"  # kubelet needs cgo (cadvisor, mount utilities)
+                run("go", "build", "-tags", "selinux,notest", "-ldflags", ldflags, "-o", k8s / cmd,
+                    f"k8s.io/kubernetes/cmd/{cmd}", env={**env, "CGO_ENABLED": cgo}, cwd=src)
+    if not etcd.exists():
+        with phase(f"go build etcd v{ETCD}"):
+            src = paths.cache / "src" / f"etcd-v{ETCD}"
+            src.mkdir(parents=True, exist_ok=True)
+            if not (src / "go.mod").exists():
+                run("go", "mod", "init", "ftpipeline.io/e2e/etcd", env=env, cwd=src, quiet=True)
+            run("go", "get", f"go.etcd.io/etcd/server/v3@v{ETCD}", env=env, cwd=src, quiet=True)
+            run("go", "build", "-ldflags", "-s -w", "-o", etcd, "go.etcd.io/etcd/server/v3",
+                env={**env, "CGO_ENABLED": "0"}, cwd=src)
+    if not helm.exists():
+        with phase(f"go install helm v{HELM}"):
+            run("go", "install", "-ldflags", "-s -w", f"helm.sh/helm/v3/cmd/helm@v{HELM}",
+                env={**env, "CGO_ENABLED": "0", "GOBIN": str(helm.parent)})
+
+
+def _buildah_has(image: str) -> bool:
+    return subprocess.run(["buildah", "inspect", "--type", "image", image], capture_output=True).returncode == 0
+
+
+def _save(image: str, archive: Path) -> None:
+    tmp = archive.with_suffix(".tmp")
+    tmp.unlink(missing_ok=True)
+    run("buildah", "push", "-q", image, f"docker-archive:{tmp}:{image}")
+    tmp.rename(archive)
+
+
+def ensure_pause(paths: Paths) -> Path:
+    archive = paths.images / "pause-3.9.tar"
+    if archive.exists():
+        return archive
+    with phase("pause image (from the Kubernetes source)"):
+        paths.images.mkdir(parents=True, exist_ok=True)
+        source = paths.gomodcache / f"k8s.io/kubernetes@v{KUBERNETES}" / "build/pause/linux/pause.c"
+        if not source.exists():
+            _k8s_source(paths, _go_env(paths))
+            run("go", "mod", "download", f"k8s.io/kubernetes@v{KUBERNETES}", env=_go_env(paths),
+                cwd=paths.cache / "src" / f"k8s-v{KUBERNETES}", quiet=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            binary = Path(tmp) / "pause"
+            run("gcc", "-Os", "-static", "-DVERSION=3.9-ftpipeline", "-o", binary, source)
+            run("strip", binary)
+            ctr = run("buildah", "from", "scratch", quiet=True).strip()
+            try:
+                run("buildah", "copy", ctr, binary, "/pause", quiet=True)
+                run("buildah", "config", "--entrypoint", '["/pause"]', "--user", "65535:65535", ctr, quiet=True)
+                run("buildah", "commit", "-q", ctr, PAUSE_IMAGE, quiet=True)
+            finally:
+                run("buildah", "rm", ctr, quiet=True)
+        _save(PAUSE_IMAGE, archive)
+    return archive
+
+
+def ensure_base(paths: Paths) -> None:
+    if _buildah_has(BASE_IMAGE):
+        return
+    rootfs = paths.images / "rootfs-bookworm"
+    if not (rootfs / "etc" / "debian_version").exists():
+        with phase("debootstrap bookworm"):
+            shutil.rmtree(rootfs, ignore_errors=True)
+            run("debootstrap", "--variant=minbase", "--include=ca-certificates", "bookworm", rootfs,
+                "http://deb.debian.org/debian", quiet=True)
+    with phase("base image from the bootstrapped rootfs"):
+        ctr = run("buildah", "from", "scratch", quiet=True).strip()
+        try:
+            mnt = run("buildah", "mount", ctr, quiet=True).strip()
+            subprocess.run(f"tar -C {rootfs} -c . | tar -C {mnt} -x", shell=True, check=True)
+            run("buildah", "umount", ctr, quiet=True)
+            run("buildah", "config", "--env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "--cmd", "/bin/bash", ctr, quiet=True)
+            run("buildah", "commit", "-q", ctr, BASE_IMAGE, quiet=True)
+        finally:
+            run("buildah", "rm", ctr, quiet=True)
+
+
+def project_hash() -> str:
+    """Content hash of everything the project image is built from."""
+    h = hashlib.sha256()
+    files = [REPO / "Dockerfile", REPO / "pyproject.toml", REPO / "README.md"]
+    for top in ("runtime", "operator", "examples"):
+        files += sorted(p for p in (REPO / top).rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                        and "out" not in p.relative_to(REPO / top).parts)
+    for f in files:
+        h.update(str(f.relative_to(REPO)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _pip_cert() -> str | None:
+    """The CA bundle the host's pip is told to trust, if any (networks that intercept TLS)."""
+    cert = os.environ.get("PIP_CERT")
+    if not cert:
+        proc = subprocess.run(["python3", "-m", "pip", "config", "get", "global.cert"], capture_output=True, text=True)
+        cert = proc.stdout.strip() if proc.returncode == 0 else None
+    return cert if cert and Path(cert).is_file() else None
+
+
+def ensure_project_image(paths: Paths) -> Path:
+    archive = paths.images / f"ftpipeline-{project_hash()}.tar"
+    if archive.exists():
+        return archive
+    ensure_base(paths)
+    with phase("project image (Dockerfile, buildah)"):
+        cmd = ["buildah", "bud", "--isolation", "chroot", "--network", "host", "--layers",
+               "--build-arg", f"BASE={BASE_IMAGE}", "-t", PROJECT_IMAGE, "-f", str(REPO / "Dockerfile")]
+        cert = _pip_cert()
+        if cert:
+            cmd += ["--secret", f"id=pip_cert,src={cert}"]
+        run(*cmd, str(REPO), quiet=True)
+        for old in paths.images.glob("ftpipeline-*.tar"):
+            old.unlink()
+        _save(PROJECT_IMAGE, archive)
+    return archive

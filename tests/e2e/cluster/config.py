@@ -1,0 +1,72 @@
+"""Pinned versions, paths and addresses of the local cluster."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+KUBERNETES = "1.28.15"   # kubelet 1.28 is the newest validated with Debian's containerd 1.6 on cgroup v1
+ETCD = "3.5.21"
+HELM = "3.16.4"
+PAUSE_IMAGE = "localhost/pause:3.9"
+PROJECT_IMAGE = "localhost/ftpipeline:e2e"
+BASE_IMAGE = "localhost/ftpipeline-base:bookworm"
+APT_PACKAGES = ("containerd", "runc", "containernetworking-plugins", "buildah", "debootstrap", "iptables",
+                "conntrack", "socat", "openssl", "gcc", "libc6-dev")
+
+
+@dataclass(frozen=True)
+class Paths:
+    cache: Path
+    state: Path
+
+    @classmethod
+    def from_env(cls) -> Paths:
+        cache = Path(os.environ.get("FTPIPELINE_E2E_CACHE", Path.home() / ".cache" / "ftpipeline-e2e"))
+        state = Path(os.environ.get("FTPIPELINE_E2E_STATE", "/var/lib/ftpipeline-e2e"))
+        return cls(cache, state)
+
+    @property
+    def gomodcache(self) -> Path:
+        return self.cache / "go" / "mod"
+
+    @property
+    def gocache(self) -> Path:
+        return self.cache / "go" / "build"
+
+    def bin(self, component: str, version: str) -> Path:
+        return self.cache / "bin" / f"{component}-v{version}"
+
+    @property
+    def k8s_bin(self) -> Path:
+        return self.bin("k8s", KUBERNETES)
+
+    @property
+    def images(self) -> Path:
+        return self.cache / "images"
+
+    @property
+    def containerd_root(self) -> Path:  # persists: imported images survive down/up
+        return self.cache / "containerd"
+
+    @property
+    def pki(self) -> Path:
+        return self.state / "pki"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state / "admin.kubeconfig"
+
+
+@dataclass(frozen=True)
+class Network:
+    node: str = "ftp-node"
+    node_ip: str = "10.255.254.1"         # on its own interface: independent of the machine's network
+    node_if: str = "ftpnode0"
+    bridge: str = "ftpcni0"
+    pod_cidr: str = "10.244.0.0/24"
+    cluster_cidr: str = "10.244.0.0/16"
+    service_cidr: str = "10.96.0.0/16"
+    service_ip: str = "10.96.0.1"         # the kubernetes Service's ClusterIP
+    apiserver_port: int = 6443

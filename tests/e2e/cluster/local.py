@@ -1,0 +1,338 @@
+"""The local provider: one node, every component a process on this machine.
+
+``up`` order: packages and artifacts (``build.py``) -> node address on a dummy
+interface, IP forwarding -> certificates and kubeconfigs -> etcd ->
+kube-apiserver (wait for /readyz) -> controller-manager, scheduler ->
+containerd (images imported) -> kubelet, kube-proxy -> wait for the node to
+be Ready. Each daemon runs in its own session with its log and pid file in
+the state directory, so it outlives this command and ``down`` can find it.
+
+``down`` stops the kubelet first (so it recreates nothing), removes every
+container and pod sandbox containerd has (which stops their shims), stops the
+daemons, unmounts everything below the state and containerd directories,
+deletes the network namespaces, the bridge and the dummy interface, and the
+iptables chains of the CNI plugins and kube-proxy. etcd's data goes too: every
+``up`` is a fresh cluster. Built binaries and images stay in the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import shutil
+import ssl
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+from . import build, pki
+from .build import phase, run
+from .config import ETCD, PAUSE_IMAGE, Network, Paths
+
+DAEMONS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet", "kube-proxy")
+
+
+class LocalCluster:
+    def __init__(self, paths: Paths | None = None, net: Network | None = None) -> None:
+        self.paths = paths or Paths.from_env()
+        self.net = net or Network()
+        self.state = self.paths.state
+        self.sock = self.state / "containerd" / "containerd.sock"
+
+    # --- processes ---------------------------------------------------------
+    def _pidfile(self, name: str) -> Path:
+        return self.state / "run" / f"{name}.pid"
+
+    def _alive(self, name: str) -> int | None:
+        try:
+            pid = int(self._pidfile(name).read_text())
+            os.kill(pid, 0)
+            return pid
+        except (OSError, ValueError):
+            return None
+
+    def _start(self, name: str, *cmd: str | Path) -> None:
+        if self._alive(name):
+            return
+        (self.state / "run").mkdir(parents=True, exist_ok=True)
+        (self.state / "logs").mkdir(parents=True, exist_ok=True)
+        with open(self.state / "logs" / f"{name}.log", "ab") as log:
+            proc = subprocess.Popen([str(c) for c in cmd], stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        self._pidfile(name).write_text(str(proc.pid))
+
+    def _stop(self, name: str, grace_s: float = 10) -> None:
+        pid = self._alive(name)
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace_s
+            while time.monotonic() < deadline and self._alive(name):
+                time.sleep(0.1)
+            if self._alive(name):
+                os.kill(pid, signal.SIGKILL)
+        self._pidfile(name).unlink(missing_ok=True)
+
+    def _wait(self, what: str, check: object, timeout_s: float, daemon: str | None = None) -> None:
+        deadline = time.monotonic() + timeout_s
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if daemon and not self._alive(daemon):
+                log = (self.state / "logs" / f"{daemon}.log").read_text()[-3000:]
+                raise RuntimeError(f"{daemon} exited while waiting for {what}:\n{log}")
+            try:
+                if check():  # type: ignore[operator]
+                    return
+            except Exception as exc:  # noqa: BLE001 - we report the last one
+                last = exc
+            time.sleep(0.5)
+        logs = self.state / "logs"
+        raise TimeoutError(f"{what} not ready after {timeout_s:.0f}s (last error: {last}); logs in {logs}")
+
+    # --- configuration -----------------------------------------------------
+    def _network(self) -> None:
+        n = self.net
+        if subprocess.run(["ip", "link", "show", n.node_if], capture_output=True).returncode != 0:
+            run("ip", "link", "add", n.node_if, "type", "bridge")  # a portless bridge: this kernel may lack "dummy"
+        run("ip", "addr", "replace", f"{n.node_ip}/32", "dev", n.node_if)
+        run("ip", "link", "set", n.node_if, "up")
+        Path("/proc/sys/net/ipv4/ip_forward").write_text("1")
+        Path("/proc/sys/net/bridge/bridge-nf-call-iptables").write_text("1")
+        cni = self.state / "cni" / "net.d"
+        cni.mkdir(parents=True, exist_ok=True)
+        (cni / "10-ftpipeline.conflist").write_text(json.dumps({
+            "cniVersion": "0.4.0",
+            "name": "ftpipeline-e2e",
+            "plugins": [
+                {"type": "bridge", "bridge": n.bridge, "isGateway": True, "ipMasq": True, "hairpinMode": True,
+                 "ipam": {"type": "host-local", "ranges": [[{"subnet": n.pod_cidr}]], "routes": [{"dst": "0.0.0.0/0"}],
+                          "dataDir": str(self.state / "cni" / "ipam")}},
+                {"type": "portmap", "capabilities": {"portMappings": True}},
+            ],
+        }, indent=2))
+
+    def _configs(self) -> None:
+        p, n, s = self.paths, self.net, self.state
+        pki.make_all(p.pki, n.node, n.node_ip, n.service_ip)
+        server = f"https://{n.node_ip}:{n.apiserver_port}"
+        for user, cert in (("admin", "admin"), ("controller-manager", "controller-manager"),
+                           ("scheduler", "scheduler"), ("kubelet", "kubelet"), ("kube-proxy", "kube-proxy")):
+            pki.kubeconfig(s / f"{user}.kubeconfig", p.pki, server, user, cert)
+        (s / "containerd").mkdir(parents=True, exist_ok=True)
+        (s / "containerd" / "config.toml").write_text(f"""version = 2
+root = "{p.containerd_root}"
+state = "{s / 'containerd' / 'state'}"
+[grpc]
+  address = "{self.sock}"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{PAUSE_IMAGE}"
+  enable_unprivileged_ports = true
+  # Root may lack CAP_SYS_RESOURCE (seen in microVMs): then no process can lower its
+  # OOM score, and the default -998 of a pod sandbox makes runc fail to start it.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "{s / 'cni' / 'net.d'}"
+""")
+        (s / "kubelet").mkdir(parents=True, exist_ok=True)
+        (s / "kubelet-config.yaml").write_text(f"""apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication:
+  anonymous: {{enabled: false}}
+  webhook: {{enabled: true}}
+  x509: {{clientCAFile: {p.pki / 'ca.crt'}}}
+authorization: {{mode: Webhook}}
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://{self.sock}
+failSwapOn: false
+clusterDomain: cluster.local
+tlsCertFile: {p.pki / 'kubelet-serving.crt'}
+tlsPrivateKeyFile: {p.pki / 'kubelet-serving.key'}
+evictionHard: {{memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+serializeImagePulls: false
+resolvConf: /etc/resolv.conf
+podPidsLimit: -1
+""")
+        (s / "kube-proxy-config.yaml").write_text(f"""apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {{kubeconfig: {s / 'kube-proxy.kubeconfig'}}}
+mode: iptables
+clusterCIDR: {n.cluster_cidr}
+hostnameOverride: {n.node}
+conntrack: {{maxPerCore: 0}}
+oomScoreAdj: 0
+""")
+
+    # --- readiness ---------------------------------------------------------
+    def _readyz(self) -> bool:
+        ctx = ssl.create_default_context(cafile=str(self.paths.pki / "ca.crt"))
+        ctx.load_cert_chain(str(self.paths.pki / "admin.crt"), str(self.paths.pki / "admin.key"))
+        url = f"https://{self.net.node_ip}:{self.net.apiserver_port}/readyz"
+        with urllib.request.urlopen(url, context=ctx, timeout=5) as resp:
+            return bool(resp.status == 200)
+
+    def kubectl(self, *args: str) -> str:
+        return run(self.paths.k8s_bin / "kubectl", "--kubeconfig", self.paths.kubeconfig, *args, quiet=True)
+
+    def _node_ready(self) -> bool:
+        out = self.kubectl("get", "node", self.net.node, "-o",
+                           "jsonpath={.status.conditions[?(@.type=='Ready')].status}")
+        return out.strip() == "True"
+
+    def _ctr(self, *args: str) -> str:
+        return run("ctr", "--address", self.sock, "--namespace", "k8s.io", *args, quiet=True)
+
+    def _import_images(self) -> None:
+        present = set(self._ctr("images", "ls", "-q").split())
+        for archive, name in ((build.ensure_pause(self.paths), PAUSE_IMAGE),
+                              (build.ensure_project_image(self.paths), None)):
+            tag = name or build.PROJECT_IMAGE
+            digest_file = archive.with_suffix(".imported")
+            if tag in present and digest_file.exists():
+                continue
+            with phase(f"import {archive.name} into containerd"):
+                self._ctr("images", "import", str(archive))
+                digest_file.write_text(tag)
+
+    # --- commands ----------------------------------------------------------
+    def up(self) -> None:
+        p, n, s = self.paths, self.net, self.state
+        total = time.monotonic()
+        build.ensure_apt()
+        with phase("binaries (Go modules)"):
+            build.ensure_go_binaries(p)
+        with phase("images (pause, project)"):
+            build.ensure_pause(p)
+            build.ensure_project_image(p)
+        with phase("network, certificates, configuration"):
+            s.mkdir(parents=True, exist_ok=True)
+            self._network()
+            self._configs()
+        k8s = p.k8s_bin
+        with phase("control plane"):
+            self._start("etcd", p.bin("etcd", ETCD) / "etcd", "--data-dir", s / "etcd", "--name", n.node,
+                        "--listen-client-urls", "http://127.0.0.1:2379", "--advertise-client-urls", "http://127.0.0.1:2379",
+                        "--listen-peer-urls", "http://127.0.0.1:2380", "--unsafe-no-fsync", "--log-level", "warn")
+            self._start("kube-apiserver", k8s / "kube-apiserver",
+                        "--etcd-servers", "http://127.0.0.1:2379",
+                        "--advertise-address", n.node_ip, "--bind-address", "0.0.0.0", "--secure-port", str(n.apiserver_port),
+                        "--tls-cert-file", p.pki / "apiserver.crt", "--tls-private-key-file", p.pki / "apiserver.key",
+                        "--client-ca-file", p.pki / "ca.crt",
+                        "--kubelet-client-certificate", p.pki / "apiserver-kubelet-client.crt",
+                        "--kubelet-client-key", p.pki / "apiserver-kubelet-client.key",
+                        "--kubelet-certificate-authority", p.pki / "ca.crt",
+                        "--service-account-key-file", p.pki / "sa.pub",
+                        "--service-account-signing-key-file", p.pki / "sa.key",
+                        "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+                        "--service-cluster-ip-range", n.service_cidr,
+                        "--kubelet-preferred-address-types", "InternalIP,Hostname",
+                        "--authorization-mode", "Node,RBAC", "--allow-privileged=true",
+                        "--enable-admission-plugins", "NodeRestriction", "--profiling=false")
+            self._wait("kube-apiserver /readyz", self._readyz, 120, "kube-apiserver")
+            self._start("kube-controller-manager", k8s / "kube-controller-manager",
+                        "--kubeconfig", s / "controller-manager.kubeconfig",
+                        "--authentication-kubeconfig", s / "controller-manager.kubeconfig",
+                        "--authorization-kubeconfig", s / "controller-manager.kubeconfig",
+                        "--service-account-private-key-file", p.pki / "sa.key", "--root-ca-file", p.pki / "ca.crt",
+                        "--cluster-signing-cert-file", p.pki / "ca.crt", "--cluster-signing-key-file", p.pki / "ca.key",
+                        "--use-service-account-credentials=true", "--leader-elect=false",
+                        "--bind-address", "127.0.0.1", "--profiling=false")
+            self._start("kube-scheduler", k8s / "kube-scheduler", "--kubeconfig", s / "scheduler.kubeconfig",
+                        "--authentication-kubeconfig", s / "scheduler.kubeconfig",
+                        "--authorization-kubeconfig", s / "scheduler.kubeconfig",
+                        "--leader-elect=false", "--bind-address", "127.0.0.1", "--profiling=false")
+        with phase("node (containerd, kubelet, kube-proxy)"):
+            self._start("containerd", "containerd", "--config", s / "containerd" / "config.toml")
+            self._wait("containerd", lambda: self._ctr("version") != "", 60, "containerd")
+            self._import_images()
+            self._start("kubelet", k8s / "kubelet", "--config", s / "kubelet-config.yaml",
+                        "--kubeconfig", s / "kubelet.kubeconfig", "--root-dir", s / "kubelet",
+                        "--node-ip", n.node_ip, "--hostname-override", n.node, "--oom-score-adj=0", "--v", "1")
+            self._start("kube-proxy", k8s / "kube-proxy", "--config", s / "kube-proxy-config.yaml")
+            self._wait(f"node {n.node} Ready", self._node_ready, 180, "kubelet")
+            self._wait("service account default/default", lambda: bool(self.kubectl(
+                "get", "serviceaccount", "default", "-n", "default", "-o", "name").strip()), 60, "kube-controller-manager")
+        print(f"--- cluster up in {time.monotonic() - total:.1f}s; {self.env()}", flush=True)
+
+    def env(self) -> str:
+        return f"export KUBECONFIG={self.paths.kubeconfig} PATH={self.paths.k8s_bin}:{self.paths.bin('helm', build.HELM)}:$PATH"
+
+    def status(self) -> str:
+        lines = [f"{name}: {'running (pid %d)' % pid if (pid := self._alive(name)) else 'stopped'}" for name in DAEMONS]
+        if self._alive("kube-apiserver"):
+            try:
+                lines.append(self.kubectl("get", "nodes", "-o", "wide").strip())
+            except RuntimeError as exc:
+                lines.append(str(exc))
+        return "\n".join(lines)
+
+    def down(self) -> None:
+        s, n = self.state, self.net
+        with phase("down"):
+            self._stop("kubelet")
+            self._stop("kube-proxy")
+            if self._alive("containerd"):
+                for kind in ("tasks", "containers"):
+                    ids = self._ctr(kind, "ls", "-q").split()
+                    for cid in ids:
+                        if kind == "tasks":
+                            subprocess.run(["ctr", "--address", str(self.sock), "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", cid],
+                                           capture_output=True)
+                            time.sleep(0.2)
+                            subprocess.run(["ctr", "--address", str(self.sock), "-n", "k8s.io", "tasks", "rm", "-f", cid],
+                                           capture_output=True)
+                        else:
+                            subprocess.run(["ctr", "--address", str(self.sock), "-n", "k8s.io", "containers", "rm", cid],
+                                           capture_output=True)
+            for name in ("containerd", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
+                self._stop(name)
+            # shims outlive containerd by design; ours are the ones talking to our socket
+            for line in subprocess.run(["pgrep", "-af", "containerd-shim"], capture_output=True, text=True).stdout.splitlines():
+                pid, _, cmdline = line.partition(" ")
+                if str(self.sock) in cmdline or str(s) in cmdline:
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                    except OSError:
+                        pass
+            roots = (str(s), str(self.paths.containerd_root), "/run/netns/cni-", "/var/run/netns/cni-")
+            mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+            for mnt in sorted((m for m in mounts if m.startswith(roots)), key=len, reverse=True):
+                subprocess.run(["umount", "-l", mnt], capture_output=True)
+            for ns in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split("\n"):
+                if ns.startswith("cni-"):
+                    subprocess.run(["ip", "netns", "delete", ns.split()[0]], capture_output=True)
+            for link in (n.bridge, n.node_if):
+                subprocess.run(["ip", "link", "delete", link], capture_output=True)
+            self._flush_iptables()
+            for sub in ("etcd", "kubelet", "containerd/state", "cni/ipam", "run"):
+                shutil.rmtree(s / sub, ignore_errors=True)
+
+    def _flush_iptables(self) -> None:
+        saved = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
+        if not any(tok in saved for tok in ("KUBE-", "CNI-")):
+            return
+        kept = [line for line in saved.splitlines() if "KUBE-" not in line and "CNI-" not in line]
+        subprocess.run(["iptables-restore"], input="\n".join(kept) + "\n", text=True, capture_output=True)
+
+    def leftovers(self) -> list[str]:
+        """Processes and mounts of this cluster that still exist (``down`` must leave none)."""
+        out = []
+        for name in DAEMONS:
+            if self._alive(name):
+                out.append(f"process {name}")
+        for line in subprocess.run(["pgrep", "-af", "containerd-shim|kubelet|kube-apiserver|etcd"],
+                                   capture_output=True, text=True).stdout.splitlines():
+            if str(self.state) in line or str(self.sock) in line or str(self.paths.cache) in line:
+                out.append(f"process {line[:120]}")
+        roots = (str(self.state), str(self.paths.containerd_root))
+        out += [f"mount {line.split()[1]}" for line in Path("/proc/mounts").read_text().splitlines()
+                if line.split()[1].startswith(roots)]
+        return out

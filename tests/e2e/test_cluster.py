@@ -1,0 +1,119 @@
+"""The cluster itself: it runs the project image, reports deletions promptly, validates CRDs.
+
+These are the properties the operator relies on, checked on whatever
+cluster KUBECONFIG names.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+
+from .conftest import IMAGE
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SPARK_COUNT = (
+    "import ftpipeline, pyspark\n"
+    "from pyspark.sql import SparkSession\n"
+    "spark = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false').getOrCreate()\n"
+    "print('COUNT', spark.range(100000).filter('id % 7 = 0').count(), flush=True)\n"
+    "spark.stop()\n"
+)
+SLEEP = "import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\ntime.sleep(3600)\n"
+
+
+def _pod(name: str, code: str, restart: str = "Never") -> client.V1Pod:
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name, labels={"app": "ftpipeline-e2e"}),
+        spec=client.V1PodSpec(
+            restart_policy=restart,
+            containers=[client.V1Container(
+                name="main", image=IMAGE, image_pull_policy="Never", command=["python", "-c", code],
+                security_context=client.V1SecurityContext(run_as_non_root=True, allow_privilege_escalation=False),
+            )],
+        ),
+    )
+
+
+def _wait_phase(core: client.CoreV1Api, ns: str, name: str, phases: set[str], timeout_s: float) -> str:
+    deadline = time.monotonic() + timeout_s
+    phase = ""
+    while time.monotonic() < deadline:
+        phase = core.read_namespaced_pod(name, ns).status.phase
+        if phase in phases:
+            return phase
+        time.sleep(0.5)
+    raise AssertionError(f"pod {name} still {phase!r} after {timeout_s}s")
+
+
+def test_a_pod_from_the_project_image_runs_spark(kube: client.ApiClient, namespace: str) -> None:
+    core = client.CoreV1Api(kube)
+    core.create_namespaced_pod(namespace, _pod("spark-count", SPARK_COUNT))
+    assert _wait_phase(core, namespace, "spark-count", {"Succeeded", "Failed"}, 300) == "Succeeded", \
+        core.read_namespaced_pod_log("spark-count", namespace)
+    assert "COUNT 14286" in core.read_namespaced_pod_log("spark-count", namespace)
+
+
+def test_a_deleted_pod_is_seen_deleted_within_two_seconds(kube: client.ApiClient, namespace: str) -> None:
+    core = client.CoreV1Api(kube)
+    core.create_namespaced_pod(namespace, _pod("sleeper", SLEEP))
+    _wait_phase(core, namespace, "sleeper", {"Running"}, 120)
+    seen: dict[str, float] = {}
+    started = threading.Event()
+
+    def watch_pods() -> None:
+        w = watch.Watch()
+        started.set()
+        for event in w.stream(core.list_namespaced_pod, namespace, timeout_seconds=60):
+            if event["type"] == "DELETED" and event["object"].metadata.name == "sleeper":
+                seen["deleted"] = time.monotonic()
+                w.stop()
+
+    thread = threading.Thread(target=watch_pods, daemon=True)
+    thread.start()
+    started.wait()
+    time.sleep(0.5)  # let the watch connect
+    deleted_at = time.monotonic()
+    core.delete_namespaced_pod("sleeper", namespace)
+    thread.join(30)
+    assert "deleted" in seen, "no DELETED event"
+    assert seen["deleted"] - deleted_at < 2.0, f"DELETED after {seen['deleted'] - deleted_at:.2f}s"
+
+
+@pytest.fixture
+def crd(kube: client.ApiClient) -> str:
+    ext = client.ApiextensionsV1Api(kube)
+    doc = yaml.safe_load((ROOT / "crds" / "ftpipeline.yaml").read_text())
+    name = doc["metadata"]["name"]
+    try:
+        ext.create_custom_resource_definition(doc)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+        current = ext.read_custom_resource_definition(name)
+        doc["metadata"]["resourceVersion"] = current.metadata.resource_version
+        ext.replace_custom_resource_definition(name, doc)
+    for _ in range(100):
+        conditions = ext.read_custom_resource_definition(name).status.conditions or []
+        if any(c.type == "Established" and c.status == "True" for c in conditions):
+            return name
+        time.sleep(0.1)
+    raise AssertionError("CRD not established")
+
+
+def test_the_api_server_validates_ftpipelines_with_the_crd_schema(kube: client.ApiClient, namespace: str, crd: str) -> None:
+    api = client.CustomObjectsApi(kube)
+    valid = yaml.safe_load((ROOT / "examples" / "clickstream" / "pipeline.yaml").read_text())
+    api.create_namespaced_custom_object("ftpipeline.io", "v1alpha1", namespace, "ftpipelines", valid)
+    invalid = {**valid, "metadata": {"name": "bad"}, "spec": {**valid["spec"], "workers": 0}}
+    with pytest.raises(ApiException) as err:
+        api.create_namespaced_custom_object("ftpipeline.io", "v1alpha1", namespace, "ftpipelines", invalid)
+    assert err.value.status == 422
+    assert "spec.workers" in err.value.body and "greater than or equal to 1" in err.value.body
