@@ -84,7 +84,9 @@ def test_a_deleted_pod_is_seen_deleted_within_two_seconds(kube: client.ApiClient
     core.delete_namespaced_pod("sleeper", namespace)
     thread.join(30)
     assert "deleted" in seen, "no DELETED event"
-    assert seen["deleted"] - deleted_at < 2.0, f"DELETED after {seen['deleted'] - deleted_at:.2f}s"
+    latency = seen["deleted"] - deleted_at
+    print(f"DELETED event {latency:.3f}s after the delete call")
+    assert latency < 2.0, f"DELETED after {latency:.2f}s"
 
 
 @pytest.fixture
