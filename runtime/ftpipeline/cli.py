@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kazoo.client import KazooClient
+
 from ftpipeline.barrier import ParquetBundleSink
+from ftpipeline.checkpoint.pointer import CheckpointPointer
+from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.cluster.local import LocalCluster
 from ftpipeline.control.store import RunStore
 from ftpipeline.coordinator.coordinator import Coordinator, Observer, PipelineFailed, RunResult
@@ -29,6 +35,7 @@ from ftpipeline.coordinator.faults import FaultPlan
 from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.trigger import Reason
 from ftpipeline.embedded.redis import EmbeddedRedis
+from ftpipeline.embedded.zookeeper import EmbeddedZooKeeper
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.obs.logging import setup_json_logging
@@ -89,23 +96,32 @@ class ProgressObserver(Observer):
 
     def on_recovery(self, record: RecoveryRecord) -> None:
         self.recoveries += 1
-        p = record.plan
+        how = (f"rolled back to the checkpoint at step {record.boundary}" if record.strategy == "checkpoint"
+               else f"stateful channels rebuilt: {', '.join(c.key() for c in record.rebuilt) or 'none'}")
         self.console.log(
-            f"[yellow]recovered {p.dead}[/yellow] in {record.seconds * 1000:.0f} ms ({p.strategy}): "
-            f"{len(p.tasks)} tasks on {len({w for w, _ in p.tasks})} survivors, "
-            f"stateful channels rebuilt: {', '.join(c.key() for c in p.rebuilt) or 'none'}; "
+            f"[yellow]recovered {record.worker}[/yellow] in {record.seconds * 1000:.0f} ms ({record.strategy}): "
+            f"{len(record.tasks)} tasks on {len({w for w, _ in record.tasks})} survivors, {how}; "
             "a replacement worker starts after the next commit"
         )
 
+    def on_checkpoint(self, info: dict[str, Any]) -> None:
+        self.console.log(f"checkpoint {info['epoch']} committed at step {info['boundary']} in {info['seconds']:.2f} s "
+                         f"({info['bytes']:,} bytes, {info['inflight']} in-flight messages)")
+
+
+# command-line option -> the PipelineSpec field it overrides
+_OVERRIDES = (("workers", "workers"), ("steps", "max_steps"), ("redis_url", "redis_url"),
+              ("zookeeper", "zookeeper"), ("checkpoint_every", "checkpoint_steps"), ("strategy", "recovery_strategy"))
+
 
 def _override(spec: PipelineSpec, args: argparse.Namespace) -> PipelineSpec:
-    changes: dict[str, Any] = {}
-    if args.workers is not None:
-        changes["workers"] = args.workers
-    if args.steps is not None:
-        changes["max_steps"] = args.steps
-    if args.redis_url is not None:
-        changes["redis_url"] = args.redis_url
+    changes: dict[str, Any] = {field: getattr(args, option) for option, field in _OVERRIDES
+                               if getattr(args, option) is not None}
+    if args.mode is not None:
+        changes["mode"] = args.mode
+        changes["window"] = (args.window or 3) if args.mode == "pipelined" else 1
+    elif args.window is not None and spec.mode == "pipelined":
+        changes["window"] = args.window
     return dataclasses.replace(spec, **changes) if changes else spec
 
 
@@ -136,10 +152,13 @@ def _summary(console: Console, spec: PipelineSpec, result: RunResult) -> None:
     table.add_row("wall time", f"{result.seconds:.1f} s")
     table.add_row("recoveries", str(len(result.recoveries)))
     for r in result.recoveries:
-        p = r.plan
         to_commit = f"{r.to_commit_seconds:.2f} s" if r.to_commit_seconds is not None else "n/a"
-        table.add_row(f"  lost {p.dead}", f"plan {r.seconds * 1000:.0f} ms, {len(p.tasks)} tasks, next commit after {to_commit}, "
-                                          f"{p.buffered_rows:,} rows were buffered there")
+        table.add_row(f"  lost {r.worker}", f"{r.strategy}: {r.seconds * 1000:.0f} ms, {len(r.tasks)} tasks, next commit "
+                                            f"after {to_commit}, {r.buffered_rows:,} rows were buffered there")
+    if result.checkpoints:
+        last = result.checkpoints[-1]
+        table.add_row("checkpoints", f"{len(result.checkpoints)} committed, newest at step {last['boundary']} "
+                                     f"({last['bytes']:,} bytes)")
     table.add_row("rows re-processed by recovery", f"{result.stats.get('replayed_rows', 0):,}")
     dead = result.stats.get("dead_letters", 0)
     table.add_row("dead letters", f"{dead:,}" + (f" -> {default_dead_letter_root(spec)}" if dead else ""))
@@ -158,6 +177,9 @@ def _result_json(result: RunResult) -> dict[str, Any]:
         "stats": result.stats,
         "tasks_by_worker": result.tasks_by_worker,
         "joins": result.joins,
+        "checkpoints": result.checkpoints,
+        "buffers": result.buffers,
+        "commit_at": result.commit_at,
         "recoveries": [{**r.summary(), "to_commit_seconds": r.to_commit_seconds} for r in result.recoveries],
     }
 
@@ -171,13 +193,33 @@ def _load(console: Console, path: Path) -> PipelineSpec | None:
         return None
 
 
+def _session_expirer(zk: KazooClient, hosts: str, console: Console) -> Callable[[], None]:
+    """Fault injection: once, just before a checkpoint commit, make ZooKeeper expire our session."""
+    done = False
+
+    def expire() -> None:
+        nonlocal done
+        if done:
+            return
+        done = True
+        session_id, password = zk.client_id
+        other = KazooClient(hosts=hosts, client_id=(session_id, password))
+        other.start(timeout=10)
+        other.stop()
+        other.close()
+        console.log("[red]fault injection: ZooKeeper session expired during a checkpoint commit[/red]")
+
+    return expire
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     console = Console()
     loaded = _load(console, args.pipeline)
     if loaded is None:
         return 2
     spec = _override(loaded, args)
-    if not _prepare_outputs(spec, args.overwrite, console):
+    resuming = args.resume or args.from_checkpoint is not None
+    if not resuming and not _prepare_outputs(spec, args.overwrite, console):
         return 2
     run_dir = (args.run_dir or Path.cwd() / ".ftpipeline" / spec.name).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -189,21 +231,39 @@ def cmd_run(args: argparse.Namespace) -> int:
         url = embedded.url
     client = redis.Redis.from_url(url)
     tables, store = LineageTables(client, spec.name), RunStore(client, spec.name)
-    tables.clear()  # a fresh run (Feldera's create): no history
+    tables.clear()  # Feldera's create: no history (a resume starts from the checkpoints on disk)
+    zookeeper, zk, pointer, connect = None, None, None, None
+    if spec.needs_zookeeper:
+        connect = spec.zookeeper
+        if connect is None:
+            zookeeper = EmbeddedZooKeeper(run_dir / "zookeeper").start()
+            connect = zookeeper.connect
+        zk = KazooClient(hosts=connect, timeout=10.0)
+        zk.start(timeout=30)
+        pointer = CheckpointPointer(zk, spec.name)
+        if not resuming:
+            pointer.clear()
+            CheckpointStorage(spec.checkpoint_root, spec.name).reset()
     metrics = RunMetrics(spec.name)
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
 
         start_http_server(args.metrics_port, registry=metrics.registry)
     faults = None
-    if args.kill_at_step is not None or args.kill_after is not None:
+    if args.kill_at_step is not None or args.kill_after is not None or args.kill_during_checkpoint:
         faults = FaultPlan(at_step=args.kill_at_step, after_tasks=args.kill_after_tasks, after_seconds=args.kill_after,
-                           worker=WorkerId(args.kill_worker) if args.kill_worker else None, seed=args.seed)
+                           worker=WorkerId(args.kill_worker) if args.kill_worker else None, seed=args.seed,
+                           during_checkpoint=args.kill_during_checkpoint)
     cluster = LocalCluster(run_dir, spec.name, url, spec.spark_master, dict(spec.spark_conf))
     console.print(f"[bold]{spec.name}[/bold]: {len(spec.stages)} stages, {spec.workers} workers, "
                   f"Redis {'embedded' if embedded else url}, logs in {run_dir}")
     observer: Observer = ProgressObserver(console, spec.max_steps) if not args.no_progress else Observer()
-    coordinator = Coordinator(spec, store, tables, cluster, observer, faults, metrics)
+    coordinator = Coordinator(spec, store, tables, cluster, observer, faults, metrics, pointer=pointer,
+                              resume=args.resume or args.from_checkpoint is not None, resume_epoch=args.from_checkpoint)
+    if args.expire_zookeeper_session and zk is not None and connect is not None:
+        coordinator.ckpt.before_commit = _session_expirer(zk, connect, console)
+    if pointer is not None:  # "checkpoint now": kill -USR1 <pid of ftpipeline run>
+        signal.signal(signal.SIGUSR1, lambda *_: setattr(coordinator.ckpt, "requested", True))
     code = 0
     try:
         if isinstance(observer, ProgressObserver):
@@ -221,6 +281,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         coordinator.shutdown()
         cluster.stop()
         client.close()
+        if zk is not None:
+            zk.stop()
+            zk.close()
+        if zookeeper is not None:
+            zookeeper.stop()
         if embedded is not None:
             embedded.stop()
     if code:
@@ -276,11 +341,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a pipeline on this machine (workers as local processes)",
                          description="Run an FTPipeline on this machine. Relative paths in the file are resolved "
-                                     "against the file's directory.")
+                                     "against the file's directory. With checkpoints configured, SIGUSR1 asks "
+                                     "for a checkpoint now.")
     run.add_argument("pipeline", type=Path, help="FTPipeline YAML file")
     run.add_argument("--workers", type=int, help="override spec.workers")
     run.add_argument("--steps", type=int, help="stop after this many committed steps (overrides spec.steps.maxSteps)")
     run.add_argument("--redis-url", help="use this Redis (redis://host:port or unix:///path) instead of a private one")
+    run.add_argument("--zookeeper", metavar="HOSTS", help="use this ZooKeeper (host:port,...) instead of a private one")
+    run.add_argument("--checkpoint-every", type=int, metavar="N", help="checkpoint every N steps (overrides spec.checkpoint)")
+    run.add_argument("--strategy", choices=["lineage", "checkpoint", "auto"], help="override spec.recovery.strategy")
+    run.add_argument("--mode", choices=["lockstep", "pipelined"], help="override spec.steps.mode")
+    run.add_argument("--window", type=int, help="pipelined: uncommitted steps in flight (overrides spec.steps.window)")
+    run.add_argument("--resume", action="store_true",
+                     help="continue a previous run of this pipeline from its newest checkpoint on disk")
+    run.add_argument("--from-checkpoint", type=int, metavar="EPOCH",
+                     help="like --resume, from this committed checkpoint instead of the newest")
     run.add_argument("--overwrite", action="store_true", help="replace existing output and dead-letter files")
     run.add_argument("--verify", action="store_true",
                      help="afterwards, compare the output row for row with the oracle (one plain PySpark batch job)")
@@ -290,7 +365,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --kill-at-step: kill once N tasks of that step completed (default 2: mid-step)")
     run.add_argument("--kill-after", type=float, metavar="SECONDS",
                      help="fault injection: SIGKILL a worker this long after the run started")
+    run.add_argument("--kill-during-checkpoint", action="store_true",
+                     help="fault injection: SIGKILL a worker while a checkpoint is being taken (at or after --kill-at-step)")
     run.add_argument("--kill-worker", metavar="ID", help="which worker to kill (w0, w1, ...); default: seeded random")
+    run.add_argument("--expire-zookeeper-session", action="store_true",
+                     help="fault injection: expire the coordinator's ZooKeeper session during a checkpoint commit")
     run.add_argument("--seed", type=int, default=0, help="seed for choosing the worker to kill (default 0)")
     run.add_argument("--run-dir", type=Path, help="where logs, buffers and the embedded Redis live "
                                                   "(default: ./.ftpipeline/NAME)")

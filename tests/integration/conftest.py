@@ -1,6 +1,6 @@
-"""Integration tests: real Redis (started here, privately) and real PySpark with a JVM.
+"""Integration tests: real Redis and ZooKeeper (started here, privately) and real PySpark with a JVM.
 
-Set FTPIPELINE_TEST_REDIS_URL to use an existing server instead of a private one.
+Set FTPIPELINE_TEST_REDIS_URL or FTPIPELINE_TEST_ZOOKEEPER to use existing servers instead.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from ftpipeline.embedded.redis import EmbeddedRedis
+from ftpipeline.embedded.zookeeper import EmbeddedZooKeeper
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -32,6 +33,20 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server = EmbeddedRedis(tmp_path_factory.mktemp("redis")).start()
     try:
         yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Connect string of a real ZooKeeper (from the jars in the PySpark wheel)."""
+    configured = os.environ.get("FTPIPELINE_TEST_ZOOKEEPER")
+    if configured:
+        yield configured
+        return
+    server = EmbeddedZooKeeper(tmp_path_factory.mktemp("zookeeper")).start()
+    try:
+        yield server.connect
     finally:
         server.stop()
 

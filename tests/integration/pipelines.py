@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -24,6 +25,11 @@ def clickstream(
     rows_per_step: int = 9000,
     parallelism: dict[str, int] | None = None,
     fault_tolerance: bool = True,
+    checkpoint_every: int = 0,
+    retain: int = 2,
+    mode: str = "lockstep",
+    window: int = 3,
+    strategy: str = "lineage",
 ) -> Path:
     """The example pipeline with test-sized knobs, writing into ``directory``."""
     doc = yaml.safe_load((EXAMPLE / "pipeline.yaml").read_text())
@@ -33,6 +39,13 @@ def clickstream(
     spec["workers"] = workers
     spec["steps"]["maxSteps"] = steps
     spec["faultTolerance"] = fault_tolerance
+    spec["steps"]["mode"] = mode
+    if mode == "pipelined":
+        spec["steps"]["window"] = window
+    spec["recovery"] = {"strategy": strategy}
+    if checkpoint_every:
+        spec["checkpoint"] = {"intervalSteps": checkpoint_every, "retain": retain,
+                              "storage": {"path": str(directory / "checkpoints")}}
     for stage in spec["stages"]:
         stage["parallelism"] = (parallelism or {}).get(stage["name"], stage["parallelism"])
         if "source" in stage:
@@ -52,10 +65,11 @@ class CliRun:
     run_dir: Path
 
 
-def run_cli(pipeline: Path, run_dir: Path, *args: str, timeout_s: float = 900) -> CliRun:
+def run_cli(pipeline: Path, run_dir: Path, *args: str, timeout_s: float = 900, env: dict[str, str] | None = None) -> CliRun:
     summary = run_dir / "summary.json"
     cmd = [sys.executable, "-m", "ftpipeline.cli", "run", str(pipeline), "--no-progress",
            "--run-dir", str(run_dir), "--summary-json", str(summary), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=run_dir.parent)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=run_dir.parent,
+                          env={**os.environ, **(env or {})})
     data = json.loads(summary.read_text()) if summary.exists() else {}
     return CliRun(proc.returncode, proc.stdout + proc.stderr, data, run_dir)

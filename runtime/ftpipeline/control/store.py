@@ -96,6 +96,19 @@ class RunStore:
     def next_offsets(self) -> dict[Channel, int]:
         return {Channel.parse(_s(c)): int(v) for c, v in self.r.hgetall(self.k("offsets")).items()}
 
+    def set_offsets(self, offsets: Mapping[Channel, int]) -> None:
+        pipe = self.r.pipeline(transaction=True)
+        pipe.delete(self.k("offsets"))
+        if offsets:
+            pipe.hset(self.k("offsets"), mapping={c.key(): v for c, v in offsets.items()})
+        pipe.execute()
+
+    def trim_steps(self, floor: int) -> None:
+        """Forget step records of steps <= ``floor`` (a committed checkpoint covers them)."""
+        old = [k for k in self.r.hkeys(self.k("steps")) if int(k) <= floor]
+        if old:
+            self.r.hdel(self.k("steps"), *old)
+
     def commit(self, step: int) -> None:
         self.r.set(self.k("committed"), step)
 

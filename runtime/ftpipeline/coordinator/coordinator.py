@@ -1,21 +1,27 @@
-"""The coordinator: lockstep steps, and lineage recovery when a worker is lost.
+"""The coordinator: steps, checkpoints, and recovery when a worker is lost.
 
-One loop, one thread, so every decision is taken in a definite order:
+One loop, one thread, so every decision is taken in a definite order. Each
+turn it (1) handles the workers' messages and any lost worker, (2) commits
+every step whose tasks are all done, in order (the barrier releases it),
+(3) moves the current checkpoint along, (4) triggers the next step if the
+window allows and a trigger reason holds. Lockstep is a window of one step;
+pipelined mode keeps up to ``window`` uncommitted steps in flight, and its
+checkpoints stay consistent through vector clocks (``checkpoint/``).
 
-    STARTING --all workers joined, Create/Resume--> IDLE
-    IDLE     --trigger reason--> RUNNING(S)    (offsets recorded *before* step(S))
-    RUNNING(S) --every task of S (and of recovery) done--> COMMITTING(S)
-    COMMITTING(S) --barrier released S--> IDLE  (committed = S)
-    any      --worker lost--> RECOVERING --plan applied--> back where it was
-    any      --task failed / no survivor / stalled--> FAILED
-    IDLE     --max steps reached or input exhausted--> DONE
+    STARTING --all workers joined, created (or reopened at a checkpoint)--> RUNNING
+    RUNNING  --a step's tasks all done--> that step COMMITTED (in order)
+    RUNNING  --worker lost--> RECOVERING --lineage plan applied / rolled back--> RUNNING
+    RUNNING  --task failed / no survivor / stalled--> FAILED
+    RUNNING  --max steps committed, or input exhausted and nothing in flight--> DONE
 
-A lost worker does not stop the step in flight: survivors keep running what
-they have, the plan's tasks are added to their NTTs, and the step commits
-when the re-run work is done. A replacement worker is not waited for: it is
-started once the step in flight has committed (so its JVM start does not
-slow the survivors down); when it joins it is created and, at the next step
-boundary, takes stateless channels back.
+A lost worker does not stop the steps in flight under lineage recovery:
+survivors keep running what they have, the plan's tasks join their NTTs, and
+the steps commit when the re-run work is done. Under checkpoint recovery
+every worker reopens the newest committed cut and the steps after it replay
+from the step log. A replacement worker is not waited for: it is started
+once the next step has committed (so its JVM start does not slow the
+survivors down); when it joins it is created and, at a step boundary with no
+checkpoint in progress, takes stateless channels back.
 
 The cluster backend (``cluster.base``) is the only thing that differs between
 ``ftpipeline run`` and the Kubernetes operator.
@@ -27,19 +33,22 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ftpipeline.checkpoint.pointer import CheckpointPointer
 from ftpipeline.cluster.base import ClusterBackend
 from ftpipeline.control.store import RunStore, StepRecord
+from ftpipeline.coordinator.checkpoints import CheckpointManager
 from ftpipeline.coordinator.faults import FaultPlan
 from ftpipeline.coordinator.protocol import Create, startup_decision
-from ftpipeline.coordinator.recovery import RecoveryRecord, recover
+from ftpipeline.coordinator.recovery import RecoveryRecord, choose_strategy, recover_lineage, rollback
 from ftpipeline.coordinator.trigger import Reason, StepTrigger
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.sources import channel_share, rows_per_step
-from ftpipeline.lineage.naming import Channel, Task, WorkerId
-from ftpipeline.lineage.placement import hand_back, initial_placement
+from ftpipeline.lineage.naming import Channel, Task, TaskKind, WorkerId
+from ftpipeline.lineage.placement import adopt, hand_back, initial_placement
+from ftpipeline.lineage.planner import PlanningError
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.spec.model import PipelineSpec
@@ -61,6 +70,7 @@ class Observer:
     def on_step_committed(self, step: int, rows: int, seconds: float) -> None: ...
     def on_worker_lost(self, worker: WorkerId) -> None: ...
     def on_recovery(self, record: RecoveryRecord) -> None: ...
+    def on_checkpoint(self, info: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -73,6 +83,9 @@ class RunResult:
     step_seconds: list[float] = field(default_factory=list)
     tasks_by_worker: dict[str, int] = field(default_factory=dict)
     joins: list[dict[str, Any]] = field(default_factory=list)  # replacements: worker, committed step at join
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    buffers: list[dict[str, Any]] = field(default_factory=list)  # held bytes per worker, every few steps
+    commit_at: list[float] = field(default_factory=list)          # seconds since start when each step committed
 
 
 class Coordinator:
@@ -88,6 +101,10 @@ class Coordinator:
         clock: Callable[[], float] = time.monotonic,
         startup_timeout_s: float = 300.0,
         stall_timeout_s: float = 300.0,
+        pointer: CheckpointPointer | None = None,
+        resume: bool = False,
+        resume_epoch: int | None = None,
+        sample_every: int = 10,
     ) -> None:
         self.spec = spec
         self.graph = Graph(spec)
@@ -100,10 +117,17 @@ class Coordinator:
         self.clock = clock
         self.startup_timeout_s = startup_timeout_s
         self.stall_timeout_s = stall_timeout_s
+        self.resume = resume
+        self.resume_epoch = resume_epoch
+        self.sample_every = sample_every
+        self.buffer_samples: list[dict[str, Any]] = []
+        self.ckpt = CheckpointManager(spec, self.graph, store, tables, pointer, self.metrics, clock)
         self.owner = f"coordinator-{uuid.uuid4().hex[:8]}"
         self.workers: list[WorkerId] = []
         self.placement: dict[Channel, WorkerId] = {}
-        self.committed = 0
+        self.committed = 0          # every task of every step <= committed is done, and it is released
+        self.released = 0           # GT_last of the barrier (> committed only right after a rollback)
+        self.triggered = 0
         self.outstanding: dict[str, Task] = {}
         self.avail: dict[Channel, tuple[int, int, bool]] = {}
         self.next_offsets: dict[Channel, int] = {}
@@ -112,7 +136,6 @@ class Coordinator:
         self._joining: list[WorkerId] = []
         self._newcomers: list[WorkerId] = []
         self._spawned = 0
-        self._done_in_step = 0
         self._last_progress = 0.0
         self._started_at = 0.0
         self._source_rows = 0
@@ -121,6 +144,16 @@ class Coordinator:
         self._tasks_by_worker: dict[str, int] = {}
         self._joins: list[dict[str, Any]] = []
         self._replays: set[int] = set()
+        self._checked_log_for = -1
+        self._exhausted = False
+        self._force_step = False
+        self._step_started: dict[int, float] = {}
+        self._step_rows: dict[int, int] = {}
+        self._done_in_step: dict[int, int] = {}
+        self._step_seconds: list[float] = []
+        self._commit_at: list[float] = []
+        self._replay_until = 0        # steps up to this one are re-run after a rollback
+        self._recomputed_rows = 0     # rows read again by recovery: re-run tasks and replayed steps
 
     # --- workers -----------------------------------------------------------
     def _spawn(self) -> WorkerId:
@@ -169,7 +202,31 @@ class Coordinator:
                 raise PipelineFailed(f"workers {', '.join(decision.shutdown_first)} are not fresh; a fresh run needs fresh workers")
             for w in self.workers:
                 self.client(w).call("create", self._config())
+        if self.resume:
+            self._open_newest_common_checkpoint()
         self.metrics.workers_ready.set(len(self.workers))
+
+    def _open_newest_common_checkpoint(self) -> None:
+        """Feldera's start-up: open the largest checkpoint step every worker has (or start fresh)."""
+        common = set.intersection(*(set(self.client(w).call("checkpoints")) for w in self.workers))
+        if self.resume_epoch is not None:
+            if self.resume_epoch not in common:
+                raise PipelineFailed(f"checkpoint {self.resume_epoch} is not available to every worker "
+                                     f"(common: {sorted(common) or 'none'})")
+            common = {self.resume_epoch}
+        if not common:
+            log.info("no common checkpoint: starting from the beginning")
+            return
+        manifest = self.ckpt.storage.manifest(max(common))
+        assert manifest is not None
+        gt_last = int(self.client(self.workers[0]).call("barrier")["gt_last"])
+        view = self.tables.snapshot(self.workers)
+        record = rollback(self.graph, self.tables, self.store, view, None, self.placement, {}, self.workers,
+                          self.tables.epoch() + 1, manifest, gt_last, self.clients_for(self.workers),
+                          self.clock(), self.clock)
+        self._restart_at(record, manifest, gt_last)
+        self.ckpt.last = manifest
+        log.info("resumed", extra={"epoch": manifest["epoch"], "boundary": manifest["boundary"], "gt_last": gt_last})
 
     def _admit_newcomer(self, worker: WorkerId) -> None:
         self._joining.remove(worker)
@@ -182,6 +239,8 @@ class Coordinator:
         self.observer.on_worker_joined(worker, len(self.workers), len(self.workers))
 
     def _hand_back(self) -> None:
+        if self.ckpt.busy:  # a worker joining mid-checkpoint would unbalance its deficit counts
+            return
         for worker in self._newcomers:
             others = [w for w in self.workers if w != worker]
             self.placement, moves = hand_back(self.placement, worker, others, self.graph.is_stateful)
@@ -189,16 +248,26 @@ class Coordinator:
             log.info("hand back", extra={"worker": worker, "channels": sorted(c.key() for c in moves)})
         self._newcomers = []
 
+    def _start_replacements(self) -> None:
+        while self._replacements_due:
+            self._replacements_due -= 1
+            log.info("starting replacement", extra={"worker": self._spawn()})
+
+    def clients_for(self, workers: list[WorkerId]) -> dict[WorkerId, SidecarClient]:
+        return {w: self.client(w) for w in workers}
+
     # --- events ------------------------------------------------------------
     def _poll(self, timeout_s: float) -> None:
         for event in self.store.receive(timeout_s):
             self._handle(event)
         for dead in self.cluster.lost():
             self._lost(dead)
-        if self.faults is not None and self.faults.due(self.committed + 1, self._done_in_step, self.clock() - self._started_at):
-            victim = self.faults.victim(self.workers)
-            self.faults.fired = True
-            log.warning("fault injection: killing worker", extra={"worker": victim, "step": self.committed + 1})
+        f = self.faults
+        if f is not None and f.due(self.triggered, self._done_in_step.get(f.at_step or 0, 0),
+                                   self.clock() - self._started_at, self.ckpt.busy):
+            victim = f.victim(self.workers)
+            f.fired = True
+            log.warning("fault injection: killing worker", extra={"worker": victim, "step": self.triggered})
             self.cluster.kill_worker(victim)
 
     def _handle(self, event: dict[str, Any]) -> None:
@@ -208,10 +277,10 @@ class Coordinator:
             if task is not None:
                 self._tasks_by_worker[event["w"]] = self._tasks_by_worker.get(event["w"], 0) + 1
                 self._last_progress = self.clock()
-                if not event["recovery"] and event["step"] == self.committed + 1:
-                    self._done_in_step += 1
-                if event["recovery"]:
+                self._done_in_step[task.step] = self._done_in_step.get(task.step, 0) + 1
+                if event["recovery"] or task.step <= self._replay_until:
                     self.metrics.replayed.inc(event["rows_in"])
+                    self._recomputed_rows += event["rows_in"]
                 elif event["kind"] == "source":
                     self._source_rows += event["rows_in"]
                     self.metrics.source_rows.inc(event["rows_in"])
@@ -221,6 +290,8 @@ class Coordinator:
             self.avail[Channel.parse(event["ch"])] = (event["start"], event["n"], event["exhausted"])
         elif kind == "replay":
             self._replays.add(int(event["step"]))
+        elif kind in ("checkpointed", "inflight"):
+            self.ckpt.on_event(event)
         elif kind == "joined" and event["w"] in self._joining:
             self._admit_newcomer(WorkerId(event["w"]))
 
@@ -236,13 +307,42 @@ class Coordinator:
         survivors = [w for w in self.workers if w != dead]
         if not survivors:
             raise PipelineFailed(f"worker {dead} was lost and no worker survives")
-        record = recover(self.graph, self.tables, dead, survivors, self.owner, self.clients_for(survivors), self.clock)
-        self.outstanding = {i: t for i, t in self.outstanding.items() if i not in record.plan.replaced}
-        self.outstanding.update({t.id: t for _, t in record.plan.tasks})
-        self.placement = dict(record.plan.placement)
-        self.workers = survivors
+        self.ckpt.abort(f"worker {dead} lost")
         self._clients.pop(dead, None)
-        record.detected_at = detected
+        self._newcomers = [w for w in self._newcomers if w != dead]
+        epoch = self.tables.epoch() + 1
+        manifest = self.ckpt.last
+        clients = self.clients_for(survivors)
+        self.tables.lock_exclusive(self.owner)
+        try:
+            view = self.tables.snapshot([*survivors, dead])
+            strategy = choose_strategy(self.spec.recovery_strategy, self.graph, view, dead, manifest)
+            record = None
+            if strategy == "lineage":
+                try:
+                    record = recover_lineage(self.graph, self.tables, view, dead, survivors, epoch, manifest,
+                                             clients, detected, self.clock)
+                except PlanningError as exc:  # the tables allow no lineage plan: roll back instead
+                    log.warning("lineage plan impossible; rolling back to the newest checkpoint",
+                                extra={"worker": dead, "error": str(exc)})
+            if record is not None:
+                self.outstanding = {i: t for i, t in self.outstanding.items() if i not in record.replaced}
+                self.outstanding.update({t.id: t for _, t in record.tasks})
+            else:
+                placement, moves = adopt(self.placement, dead, survivors, self.graph.is_stateful)
+                record = rollback(self.graph, self.tables, self.store, view, dead, placement, moves, survivors,
+                                  epoch, manifest, self.released, clients, detected, self.clock)
+                self._restart_at(record, manifest, self.released)
+        finally:
+            self.tables.unlock_exclusive(self.owner)
+        for worker, client in clients.items():
+            try:
+                client.call("wake", timeout_s=5)
+            except Exception as exc:  # a survivor dying now is the next failure
+                log.warning("wake failed", extra={"worker": worker, "error": str(exc)})
+        record.seconds = self.clock() - detected
+        self.placement = dict(record.placement)
+        self.workers = survivors
         self._awaiting_commit.append(record)
         self.recoveries.append(record)
         self.store.record_recovery(record.summary())
@@ -251,20 +351,23 @@ class Coordinator:
         self.metrics.workers_ready.set(len(self.workers))
         self.observer.on_recovery(record)
         self._replacements_due += 1
+        self._last_progress = self.clock()
         log.info("recovered", extra=record.summary())
 
-    def clients_for(self, workers: list[WorkerId]) -> dict[WorkerId, SidecarClient]:
-        return {w: self.client(w) for w in workers}
-
-    def _start_replacements(self) -> None:
-        """Start replacements for lost workers once the recovery's step has committed.
-
-        Never before: a JVM starting on the same machine would take CPU from
-        the survivors' recovery work, and progress must not wait for it anyway.
-        """
-        while self._replacements_due:
-            self._replacements_due -= 1
-            log.info("starting replacement", extra={"worker": self._spawn()})
+    def _restart_at(self, record: RecoveryRecord, manifest: dict[str, Any] | None, gt_last: int) -> None:
+        """After a rollback: progress is the cut's boundary; later steps replay from the step log."""
+        boundary = record.boundary or 0
+        self._replay_until = max(self._replay_until, self.triggered)
+        self.outstanding = {t.id: t for _, t in record.tasks}
+        self.committed = self.triggered = boundary
+        self.released = max(gt_last, boundary)
+        offsets = (manifest or {}).get("offsets", {})
+        self.next_offsets = {Channel.parse(c): int(v) for c, v in offsets.items()}
+        self.store.set_offsets(self.next_offsets)
+        self.avail.clear()
+        self._checked_log_for = -1
+        # messages carry the reopened cut's epoch until the next checkpoint, which gets a fresh number
+        self.ckpt.restored(int(manifest["epoch"]) if manifest else 0)
 
     # --- steps -------------------------------------------------------------
     def _plan_offsets(self) -> tuple[dict[Channel, tuple[int, int]], bool, bool]:
@@ -291,100 +394,158 @@ class Coordinator:
                 exhausted = exhausted and seen[2] and n == 0
         return offsets, reported, exhausted
 
-    def _await_trigger(self, trigger: StepTrigger) -> tuple[Reason, dict[Channel, tuple[int, int]]] | None:
-        step = self.committed + 1
-        check_log = True  # at the start, and whenever a worker reports replay(step)
-        while True:
-            if check_log or step in self._replays:
-                self._replays.discard(step)
-                check_log = False
-                recorded = self.store.step(step)
-                trigger.replay(recorded is not None)
-                if recorded is not None:  # the step log has it: re-run with exactly those offsets
-                    return Reason.REPLAY, recorded.offsets
-            offsets, reported, exhausted = self._plan_offsets()
-            if reported and exhausted:
-                return None
-            now = self.clock()
-            trigger.received(sum(hi - lo for lo, hi in offsets.values()) if reported else 0, now)
-            reason = trigger.due(now)
-            if reason is not None and reported:
-                return reason, offsets
-            self._poll(0.01)
+    def _maybe_trigger(self, trigger: StepTrigger) -> None:
+        if self.triggered - self.committed >= self.spec.window:
+            return
+        if self.spec.max_steps is not None and self.triggered >= self.spec.max_steps:
+            return
+        step = self.triggered + 1
+        if self.ckpt.due(self.triggered):
+            if self.ckpt.needs_settle and (self.triggered != self.committed or self.outstanding):
+                return  # drain before an epoch that follows a loss
+            self._begin_checkpoint()
+        if self._checked_log_for != step or step in self._replays:
+            self._checked_log_for = step
+            self._replays.discard(step)
+            recorded = self.store.step(step)
+            if recorded is not None:  # the step log has it: re-run with exactly those offsets
+                trigger.replay(True)
+                self._trigger(trigger, step, Reason.REPLAY, recorded.offsets)
+                return
+        offsets, reported, exhausted = self._plan_offsets()
+        self._exhausted = reported and exhausted
+        if self._exhausted or not reported:
+            return
+        now = self.clock()
+        trigger.received(sum(hi - lo for lo, hi in offsets.values()), now)
+        reason = trigger.due(now)
+        if reason is None and self._force_step:
+            reason = Reason.CHECKPOINT
+        if reason is not None:
+            self._trigger(trigger, step, reason, offsets)
 
-    def _run_step(self, step: int, reason: Reason, offsets: dict[Channel, tuple[int, int]]) -> None:
+    def _begin_checkpoint(self) -> None:
+        settle = self.ckpt.needs_settle
+        epoch = self.ckpt.begin(self.triggered, self.workers)
+        for w in self.workers:
+            self.client(w).call("checkpoint", {"epoch": epoch, "settle": settle})
+        self.ckpt.settled()
+        self._force_step = True
+
+    def _trigger(self, trigger: StepTrigger, step: int, reason: Reason, offsets: dict[Channel, tuple[int, int]]) -> None:
+        now = self.clock()
         self.store.record_step(StepRecord(step, offsets, reason.value))  # before the step runs
         for ch, (_, hi) in offsets.items():
             self.next_offsets[ch] = hi
-        tasks = self.graph.step_tasks(step, offsets)
+        self.triggered = step
+        self._force_step = False
+        epoch = self.ckpt.epoch
+        tasks = [replace(t, ckpt=epoch) if t.kind is TaskKind.SOURCE else t for t in self.graph.step_tasks(step, offsets)]
         self.tables.assign([(self.placement[t.ref], t) for t in tasks])
         self.outstanding.update({t.id: t for t in tasks})
-        self._done_in_step = 0
+        rows = sum(hi - lo for lo, hi in offsets.values())
+        self._step_started[step], self._step_rows[step] = now, rows
+        trigger.stepped(now)
         self.metrics.current.set(step)
         self.metrics.triggers.labels(self.spec.name, reason.value).inc()
-        self.observer.on_step_started(step, reason, sum(hi - lo for lo, hi in offsets.values()))
+        self.observer.on_step_started(step, reason, rows)
         for w in list(self.workers):
             try:
                 self.client(w).call("step", {"step": step})
             except Exception as exc:  # a worker dying right now is found by the cluster backend
                 log.warning("step call failed", extra={"worker": w, "error": str(exc)})
-        self._last_progress = self.clock()
-        while self.outstanding:
-            self._poll(0.02)
-            if self.clock() - self._last_progress > self.stall_timeout_s:
-                pending = ", ".join(sorted(self.outstanding)[:10])
-                raise PipelineFailed(f"step {step} made no progress for {self.stall_timeout_s:.0f}s; pending: {pending}")
+        if not self.outstanding or self._last_progress < now - 1:
+            self._last_progress = now
 
-    def _commit(self, step: int) -> None:
+    def _release(self, step: int) -> None:
         for w in list(self.workers):
             try:
                 self.client(w).call("release", {"step": step})
-                break
+                return
             except Exception as exc:  # release is idempotent: another worker can do it
                 log.warning("release failed", extra={"worker": w, "error": str(exc)})
-                self._poll(0.0)
-        else:
-            raise PipelineFailed(f"no worker could release step {step}")
-        self.store.commit(step)
-        self.committed = step
+        raise PipelineFailed(f"no worker could release step {step}")
+
+    def _commit_ready(self) -> None:
+        while self.committed < self.triggered:
+            step = self.committed + 1
+            if any(t.step <= step for t in self.outstanding.values()):
+                return
+            if step > self.released:
+                self._release(step)
+                self.released = step
+            self.store.commit(step)
+            self.committed = step
+            now = self.clock()
+            elapsed = now - self._step_started.pop(step, now)
+            self._step_seconds.append(elapsed)
+            self._commit_at.append(now - self._started_at)
+            for record in self._awaiting_commit:
+                record.to_commit_seconds = now - record.detected_at
+                self.metrics.recovery_to_commit.observe(record.to_commit_seconds)
+            self._awaiting_commit = []
+            self.metrics.steps.inc()
+            self.metrics.committed.set(step)
+            self.metrics.step_seconds.observe(elapsed)
+            self.observer.on_step_committed(step, self._step_rows.pop(step, 0), elapsed)
+            self.ckpt.released(step)
+            self._hand_back()
+            self._start_replacements()
+            if self.sample_every and step % self.sample_every == 0:
+                self._sample_buffers(step)
+
+    def _sample_buffers(self, step: int) -> None:
+        """Bytes each worker holds in its object buffer (bounded by GC and checkpoints)."""
+        sample: dict[str, Any] = {"step": step}
+        for w in list(self.workers):
+            try:
+                sample[w] = int(self.client(w).call("stats", timeout_s=5)["held_bytes"])
+            except Exception:  # a worker dying now is handled as a loss
+                continue
+        self.buffer_samples.append(sample)
+
+    def _checkpoint_tick(self) -> None:
+        manifest = self.ckpt.try_commit(self.released)
+        if manifest is not None:
+            self.metrics.checkpoint_step.set(manifest["boundary"])
+            self.observer.on_checkpoint(self.ckpt.history[-1])
+        age = self.ckpt.age()
+        if age is not None:
+            self.metrics.checkpoint_age.set(age)
+
+    def _finished(self) -> bool:
+        if self.spec.max_steps is not None and self.committed >= self.spec.max_steps:
+            return True
+        return self._exhausted and self.triggered == self.committed and not self.outstanding
 
     def run(self) -> RunResult:
         self._started_at = self.clock()
         self._start()
         trigger = StepTrigger(self.spec.trigger.records, self.spec.trigger.timer_ms, self.spec.trigger.tick_ms)
         trigger.start(self.clock())
-        step_seconds: list[float] = []
-        while self.spec.max_steps is None or self.committed < self.spec.max_steps:
-            decided = self._await_trigger(trigger)
-            if decided is None:
+        self._last_progress = self.clock()
+        while True:
+            self._poll(0.005)
+            self._commit_ready()
+            self._checkpoint_tick()
+            if self._finished():
                 break
-            reason, offsets = decided
-            step = self.committed + 1
-            started = self.clock()
-            trigger.stepped(started)
-            self._run_step(step, reason, offsets)
-            self._commit(step)
-            elapsed = self.clock() - started
-            step_seconds.append(elapsed)
-            for record in self._awaiting_commit:
-                record.to_commit_seconds = self.clock() - record.detected_at
-                self.metrics.recovery_to_commit.observe(record.to_commit_seconds)
-            self._awaiting_commit = []
-            self.metrics.steps.inc()
-            self.metrics.committed.set(step)
-            self.metrics.step_seconds.observe(elapsed)
-            self.observer.on_step_committed(step, sum(hi - lo for lo, hi in offsets.values()), elapsed)
-            self._hand_back()
-            self._start_replacements()
+            self._maybe_trigger(trigger)
+            if self.outstanding and self.clock() - self._last_progress > self.stall_timeout_s:
+                pending = ", ".join(sorted(self.outstanding)[:10])
+                raise PipelineFailed(f"no progress for {self.stall_timeout_s:.0f}s; pending: {pending}")
         return RunResult(
             committed=self.committed,
             source_rows=self._source_rows,
             seconds=self.clock() - self._started_at,
             recoveries=self.recoveries,
-            stats=self.store.stats(),
-            step_seconds=step_seconds,
+            stats={**self.store.stats(), "recomputed_rows": self._recomputed_rows},
+            step_seconds=self._step_seconds,
             tasks_by_worker=dict(self._tasks_by_worker),
             joins=list(self._joins),
+            checkpoints=list(self.ckpt.history),
+            buffers=list(self.buffer_samples),
+            commit_at=list(self._commit_at),
         )
 
     def shutdown(self) -> None:

@@ -3,7 +3,7 @@
 A kill is placed either at a step — after ``after_tasks`` of that step's tasks
 completed, so some of the step's objects exist and some tasks are still
 pending (the interesting case for lineage) — or at a time since the first
-step. The victim is named, or drawn from a seeded random generator, so a
+step, or while a checkpoint is being taken (at or after a given step). The victim is named, or drawn from a seeded random generator, so a
 failing run can be repeated exactly.
 """
 
@@ -22,6 +22,7 @@ class FaultPlan:
     after_seconds: float | None = None
     worker: WorkerId | None = None
     seed: int = 0
+    during_checkpoint: bool = False
     fired: bool = field(default=False, init=False)
 
     def victim(self, workers: list[WorkerId]) -> WorkerId:
@@ -31,11 +32,13 @@ class FaultPlan:
             return self.worker
         return random.Random(self.seed).choice(sorted(workers))
 
-    def due(self, step: int, tasks_done_in_step: int, seconds: float) -> bool:
+    def due(self, step: int, tasks_done_in_step: int, seconds: float, checkpointing: bool = False) -> bool:
         if self.fired:
             return False
-        if self.at_step is not None:
-            return step == self.at_step and tasks_done_in_step >= self.after_tasks
+        if self.during_checkpoint:
+            return checkpointing and (self.at_step is None or step >= self.at_step)
+        if self.at_step is not None:  # tasks_done_in_step: of step at_step (pipelined: later steps may run too)
+            return step >= self.at_step and tasks_done_in_step >= self.after_tasks
         if self.after_seconds is not None:
             return seconds >= self.after_seconds
         return False

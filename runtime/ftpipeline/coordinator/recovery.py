@@ -1,21 +1,28 @@
-"""Carrying out lineage recovery: lock, snapshot, plan, apply, wake.
+"""Carrying out recovery after a worker loss: lineage, checkpoint rollback, or the choice between them.
 
-The plan itself is a pure function (``lineage.planner``); this module is the
-protocol around it, in the order the seed prescribes:
+**Lineage** (the plan itself is ``lineage.planner``; this is the protocol
+around it, in the seed's order):
 
-1. take the PT delete lock exclusively — from here on no worker can drop an
-   object, so everything the snapshot sees as present stays present;
-2. read all tables in one transaction (a consistent snapshot);
-3. plan;
-4. apply the plan in one script: re-launched and regeneration tasks into the
-   survivors' NTTs, inputs resurrected from the cemetery, the lost worker's
-   NOT and PT entries dropped, its channels moved, the worker fenced off
-   (removed from ``alive``), the recovery epoch advanced;
-5. release the lock and wake the survivors so they pull their new tasks now
-   rather than at their next periodic refresh.
+1. take the PT delete lock exclusively — no worker can drop an object now,
+   so everything the snapshot sees as present stays present;
+2. read all tables in one transaction; plan (lost stateful channels start
+   from their newest committed snapshot);
+3. apply the plan in one script: tasks into survivors' NTTs, inputs
+   resurrected, the lost worker's NOT/PT entries dropped, its channels moved,
+   the worker fenced off, the recovery epoch advanced;
+4. release the lock and wake the survivors.
 
-Survivors never stop working meanwhile: completions of tasks they were
-already running are recorded while the lock is held (only deletions wait).
+**Checkpoint** (Feldera's restart from the newest common checkpoint, without
+restarting processes): every survivor reopens the newest committed cut
+(``open``): buffers are dropped, stateful channels load their snapshots, the
+lineage tables start over with the cut's in-flight objects held by checkpoint
+storage; ``checkpoint.restore`` plans what brings each channel to the cut's
+boundary; the steps after it replay from the step log, and the barrier drops
+what it released already.
+
+**Auto**: lineage when nothing stateful was lost, or when every lost stateful
+channel has a snapshot and every input it consumed since is still present on
+a survivor; checkpoint otherwise.
 """
 
 from __future__ import annotations
@@ -23,11 +30,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ftpipeline.lineage.naming import WorkerId
-from ftpipeline.lineage.planner import RecoveryPlan, TaskGraph, plan_recovery
+from ftpipeline.checkpoint.restore import Cut, plan_restore
+from ftpipeline.control.store import RunStore
+from ftpipeline.dataflow.graph import Graph
+from ftpipeline.lineage.naming import Channel, Task, TaskKind, WorkerId
+from ftpipeline.lineage.planner import TablesView, plan_recovery
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.worker.transport import SidecarClient
 
@@ -36,52 +46,144 @@ log = logging.getLogger("ftpipeline.recovery")
 
 @dataclass
 class RecoveryRecord:
-    plan: RecoveryPlan
+    worker: WorkerId
+    strategy: str
+    epoch: int
+    tasks: tuple[tuple[WorkerId, Task], ...]
+    moves: dict[Channel, WorkerId]
     detected_at: float
-    seconds: float
+    seconds: float = 0.0
+    replaced: tuple[str, ...] = ()
+    rebuilt: tuple[Channel, ...] = ()
+    lost_objects: int = 0
+    buffered_rows: int = 0
+    planned_rows: int = 0
+    boundary: int | None = None          # checkpoint strategy: the cut rolled back to
+    placement: dict[Channel, WorkerId] = field(default_factory=dict)
     to_commit_seconds: float | None = None
 
-    @property
-    def strategy(self) -> str:
-        return self.plan.strategy
-
     def summary(self) -> dict[str, Any]:
-        p = self.plan
         return {
-            "worker": p.dead,
-            "epoch": p.epoch,
+            "worker": self.worker,
+            "epoch": self.epoch,
             "strategy": self.strategy,
-            "tasks": len(p.tasks),
-            "rebuilt": [c.key() for c in p.rebuilt],
-            "moved": {c.key(): w for c, w in p.moves.items()},
-            "lost_objects": len(p.lost),
-            "buffered_rows": p.buffered_rows,
-            "planned_rows": p.planned_rows,
+            "tasks": len(self.tasks),
+            "rebuilt": [c.key() for c in self.rebuilt],
+            "moved": {c.key(): w for c, w in self.moves.items()},
+            "lost_objects": self.lost_objects,
+            "buffered_rows": self.buffered_rows,
+            "planned_rows": self.planned_rows,
+            "boundary": self.boundary,
             "seconds": round(self.seconds, 4),
         }
 
 
-def recover(
-    graph: TaskGraph,
-    tables: LineageTables,
-    dead: WorkerId,
-    survivors: list[WorkerId],
-    owner: str,
-    clients: Mapping[WorkerId, SidecarClient],
-    clock: Callable[[], float] = time.monotonic,
-) -> RecoveryRecord:
-    started = clock()
-    epoch = tables.epoch() + 1
-    tables.lock_exclusive(owner)
-    try:
-        view = tables.snapshot([*survivors, dead])
-        plan = plan_recovery(graph, view, dead, survivors, epoch)
-        tables.apply(plan)
-    finally:
-        tables.unlock_exclusive(owner)
+def snapshots_of(manifest: Mapping[str, Any] | None) -> dict[Channel, tuple[int, str]]:
+    if not manifest:
+        return {}
+    return {Channel.parse(c): (int(s["step"]), str(s["path"])) for c, s in manifest["states"].items()}
+
+
+def choose_strategy(strategy: str, graph: Graph, view: TablesView, dead: WorkerId,
+                    manifest: Mapping[str, Any] | None) -> str:
+    if strategy != "auto":
+        return strategy
+    lost = [ch for ch, w in view.placement.items() if w == dead and graph.is_stateful(ch.stage)]
+    if not lost:
+        return "lineage"
+    snaps = snapshots_of(manifest)
+    for ch in lost:
+        if ch not in snaps:
+            return "checkpoint"
+        kept = Task(TaskKind.REBUILD, ch.stage, ch.index, step=view.state_steps.get(ch, 0), first=snaps[ch][0] + 1)
+        if any(view.pt.get(o.key()) in (None, dead) for o in graph.inputs_of(kept)):
+            return "checkpoint"
+    return "lineage"
+
+
+def _wake(clients: Mapping[WorkerId, SidecarClient]) -> None:
     for worker, client in clients.items():
         try:
             client.call("wake", timeout_s=5)
         except Exception as exc:  # a survivor dying now is the next failure; the backend reports it
             log.warning("wake failed", extra={"worker": worker, "error": str(exc)})
-    return RecoveryRecord(plan, started, clock() - started)
+
+
+def recover_lineage(
+    graph: Graph,
+    tables: LineageTables,
+    view: TablesView,
+    dead: WorkerId,
+    survivors: list[WorkerId],
+    epoch: int,
+    manifest: Mapping[str, Any] | None,
+    clients: Mapping[WorkerId, SidecarClient],
+    started: float,
+    clock: Callable[[], float],
+) -> RecoveryRecord:
+    """Plan on ``view`` (taken under the exclusive lock, which the caller holds) and apply."""
+    plan = plan_recovery(graph, view, dead, survivors, epoch, snapshots_of(manifest))
+    tables.apply(plan)
+    return RecoveryRecord(
+        worker=dead, strategy="lineage", epoch=epoch, tasks=plan.tasks, moves=plan.moves, detected_at=started,
+        replaced=plan.replaced, rebuilt=plan.rebuilt, lost_objects=len(plan.lost), buffered_rows=plan.buffered_rows,
+        planned_rows=plan.planned_rows, placement=dict(plan.placement),
+    )
+
+
+def rollback(
+    graph: Graph,
+    tables: LineageTables,
+    store: RunStore,
+    view: TablesView,
+    dead: WorkerId | None,
+    placement: dict[Channel, WorkerId],
+    moves: dict[Channel, WorkerId],
+    survivors: list[WorkerId],
+    epoch: int,
+    manifest: Mapping[str, Any] | None,
+    gt_last: int,
+    clients: Mapping[WorkerId, SidecarClient],
+    started: float,
+    clock: Callable[[], float],
+    open_timeout_s: float = 120.0,
+) -> RecoveryRecord:
+    """Every survivor reopens ``manifest`` (None: the beginning); plan the way back to its cut."""
+    boundary = int(manifest["boundary"]) if manifest else 0
+    inflight = {k: int(v) for k, v in (manifest["inflight"] if manifest else {}).items()}
+    tables.set_placement(moves)
+    tables.reset_for_restore(survivors, inflight, epoch)
+    for worker, client in clients.items():
+        client.call("open", {"manifest": manifest})
+    deadline = time.monotonic() + open_timeout_s
+    for worker, client in clients.items():
+        while client.call("state")["state"] == "opening":
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"worker {worker} did not reopen checkpoint at step {boundary}")
+            time.sleep(0.02)
+    states = {Channel.parse(c): int(s["step"]) for c, s in (manifest["states"] if manifest else {}).items()}
+    for ch in (c for c in graph.channels() if graph.is_stateful(c.stage)):
+        states.setdefault(ch, 0)
+    recorded = {int(s): {Channel.parse(c): (o[0], o[1]) for c, o in offs.items()}
+                for s, offs in (manifest.get("steps", {}) if manifest else {}).items()}
+
+    def offsets_of(ch: Channel, step: int) -> tuple[int, int]:
+        if step in recorded:
+            return recorded[step][ch]
+        record = store.step(step)
+        if record is None:
+            raise RuntimeError(f"step {step} is neither in the checkpoint nor in the step log")
+        return record.offsets[ch]
+
+    cut = Cut(boundary=boundary, states=states, gt_last=gt_last, inflight=frozenset(inflight))
+    tasks = plan_restore(graph, cut, graph.task_kind, offsets_of, epoch)
+    assigned = tuple((placement[t.ref], t) for t in tasks)
+    tables.assign(assigned)
+    _wake(clients)
+    lost = view.not_.get(dead, frozenset()) if dead else frozenset()
+    return RecoveryRecord(
+        worker=dead or WorkerId(""), strategy="checkpoint", epoch=epoch, tasks=assigned, moves=moves,
+        detected_at=started, lost_objects=len(lost), buffered_rows=sum(view.rows.get(n, 0) for n in lost),
+        planned_rows=sum(view.rows.get(n, 0) for n in inflight), boundary=boundary, placement=dict(placement),
+        seconds=clock() - started,
+    )

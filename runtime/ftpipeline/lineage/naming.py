@@ -29,6 +29,9 @@ from typing import Any, NewType
 WorkerId = NewType("WorkerId", str)
 StepNo = NewType("StepNo", int)
 
+# The "worker" that holds objects saved in checkpoint storage (restores read them from there).
+STORAGE_NODE = WorkerId("storage")
+
 
 @dataclass(frozen=True, order=True)
 class Channel:
@@ -112,6 +115,8 @@ class Task:
     emit: frozenset[str] | None = None
     recovery: bool = False
     epoch: int = 0
+    ckpt: int = 0                 # checkpoint epoch a source task was triggered in (vector clock)
+    base: str | None = None       # rebuild: snapshot to start from (path in checkpoint storage)
 
     def __post_init__(self) -> None:
         if self.first < 0:
@@ -145,6 +150,10 @@ class Task:
             doc["r"] = 1
         if self.epoch:
             doc["p"] = self.epoch
+        if self.ckpt:
+            doc["x"] = self.ckpt
+        if self.base is not None:
+            doc["b"] = self.base
         return json.dumps(doc, separators=(",", ":"), sort_keys=True)
 
     @classmethod
@@ -162,4 +171,6 @@ class Task:
             emit=frozenset(emit) if emit is not None else None,
             recovery=bool(doc.get("r", 0)),
             epoch=doc.get("p", 0),
+            ckpt=doc.get("x", 0),
+            base=doc.get("b"),
         )

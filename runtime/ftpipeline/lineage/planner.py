@@ -13,10 +13,12 @@ Steps of :func:`plan_recovery`:
 
 1. The lost worker's channels are adopted by survivors (``placement.adopt``).
 2. Its pending tasks (its NTT) are re-launched on the adopters.
-3. Each of its stateful channels lost its in-memory state. Without snapshots
-   the state is rebuilt by a ``rebuild`` task that folds every kept input of
-   the channel (stateful consumers never put their inputs in the cemetery);
-   steps whose outputs were lost before being consumed are re-run after it.
+3. Each of its stateful channels lost its in-memory state. It is rebuilt by
+   a ``rebuild`` task that starts from the channel's newest committed
+   snapshot (or from nothing) and folds every input kept since (stateful
+   consumers put their inputs in the cemetery only once a checkpoint covers
+   them); steps whose outputs were lost before being consumed are re-run
+   after it.
 4. Inputs of all those tasks, and of every task pending on a survivor, that
    are neither present nor about to be produced are regenerated from their
    lineage (LT), recursively until the inputs exist or a source is reached
@@ -123,7 +125,9 @@ def plan_recovery(
     dead: WorkerId,
     alive: Sequence[WorkerId],
     epoch: int,
+    snapshots: Mapping[Channel, tuple[int, str]] | None = None,
 ) -> RecoveryPlan:
+    """``snapshots``: per stateful channel, (step, file) of its newest committed snapshot."""
     live = frozenset(alive)
     placement, moves = adopt(view.placement, dead, sorted(live), graph.is_stateful)
     lost = view.not_.get(dead, frozenset())
@@ -160,6 +164,13 @@ def plan_recovery(
     for task in dead_pending:
         add(task.for_recovery(epoch, task.emit))
 
+    def needed_now(obj: ObjectName) -> bool:
+        """Has the object's consumer still to read it? A stateful consumer has read it once its state
+        passed the object's step (it keeps its inputs out of the cemetery until a checkpoint covers them)."""
+        if graph.is_stateful(obj.target):
+            return view.state_steps.get(obj.consumer, 0) < obj.seq
+        return not view.consumed(obj.key())
+
     # 3. stateful channels lost their state.
     rebuilt: list[Channel] = []
     for ch in sorted(c for c in moves if graph.is_stateful(c.stage)):
@@ -170,10 +181,14 @@ def plan_recovery(
         lost_by_step: dict[int, set[str]] = {}
         for name in lost:
             obj = ObjectName.parse(name)
-            if obj.producer == ch and not view.consumed(name):
+            if obj.producer == ch and needed_now(obj):
                 lost_by_step.setdefault(obj.seq, set()).add(name)
         redo_from = min([applied + 1, *lost_by_step])
-        add(Task(TaskKind.REBUILD, ch.stage, ch.index, step=redo_from - 1, first=1, recovery=True, epoch=epoch))
+        snap_step, snap_path = (snapshots or {}).get(ch, (0, ""))
+        if redo_from <= snap_step:
+            raise PlanningError(f"{ch.key()} must redo step {redo_from}, older than its snapshot at {snap_step}")
+        add(Task(TaskKind.REBUILD, ch.stage, ch.index, step=redo_from - 1, first=snap_step + 1,
+                 recovery=True, epoch=epoch, base=snap_path or None))
         for step in range(redo_from, applied + 1):
             add(Task(TaskKind.AGGREGATE, ch.stage, ch.index, step, recovery=True, epoch=epoch,
                      emit=frozenset(lost_by_step.get(step, set()))))

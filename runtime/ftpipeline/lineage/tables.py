@@ -35,12 +35,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 import redis
 
 from ftpipeline.lineage.cemetery import IntervalSet
-from ftpipeline.lineage.naming import Channel, Task, WorkerId
+from ftpipeline.lineage.naming import STORAGE_NODE, Channel, Task, WorkerId
 from ftpipeline.lineage.planner import RecoveryPlan, TablesView
 
 
@@ -63,6 +63,7 @@ class Completion:
     state_step: int | None              # stateful channels: step now folded in
     event: Mapping[str, Any]
     stats: Mapping[str, int]
+    clock: str = ""                     # vector clock stamped on the outputs (checkpoint.clock)
 
 
 class LockBusy(RuntimeError):
@@ -77,6 +78,7 @@ class LineageTables:
         self._apply = client.register_script(_script("apply_plan"))
         self._collect = client.register_script(_script("collect"))
         self._ct_update = client.register_script(_script("ct_update"))
+        self._bury_range = client.register_script(_script("ct_bury_range"))
 
     def k(self, name: str) -> str:
         return self.prefix + name
@@ -112,6 +114,7 @@ class LineageTables:
         keys = [
             self.k(f"ntt:{worker}"), self.k(f"not:{worker}"), self.k("pt"), self.k("lt"),
             self.k("rows"), self.k("ct"), self.k("state"), self.k("inbox"), self.k("alive"), self.k("stats"),
+            self.k("meta"),
         ]
         args: list[str | int] = [
             worker,
@@ -123,8 +126,15 @@ class LineageTables:
             "1" if lineage else "0",
             json.dumps(dict(done.event)),
             json.dumps(dict(done.stats)) if done.stats else "{}",
+            done.clock,
         ]
         return int(self._complete(keys=keys, args=args))
+
+    def clocks(self, names: Sequence[str]) -> list[str | None]:
+        """The vector clocks stamped on objects (None where none was recorded)."""
+        if not names:
+            return []
+        return [_s(c) if c is not None else None for c in self.r.hmget(self.k("meta"), list(names))]
 
     def locate(self, names: Sequence[str]) -> list[WorkerId | None]:
         if not names:
@@ -147,6 +157,53 @@ class LineageTables:
     def resurrect(self, names: Sequence[str]) -> None:
         if names:
             self._ct_update(keys=[self.k("ct")], args=["remove", *names])
+
+    def bury_range(self, edges: Sequence[str], first: int, last: int) -> None:
+        """Put steps ``first..last`` of each edge in the cemetery (a checkpoint covers them)."""
+        if edges and last >= first:
+            self._bury_range(keys=[self.k("ct")], args=[first, last, *edges])
+
+    def trim(self, floor: int) -> int:
+        """Forget lineage, row counts and clocks of objects of steps <= ``floor``.
+
+        After a committed checkpoint every such object is folded into a snapshot
+        or released by the barrier: no plan can need it again.
+        """
+        dropped = 0
+        for name in ("lt", "rows", "meta"):
+            key = self.k(name)
+            batch: list[str] = []
+            for field, _ in self.r.hscan_iter(key, count=1000):
+                obj = _s(field)
+                if int(obj.split(".")[2]) <= floor:
+                    batch.append(obj)
+                if len(batch) >= 500:
+                    dropped += int(self.r.hdel(key, *batch))
+                    batch = []
+            if batch:
+                dropped += int(self.r.hdel(key, *batch))
+        return dropped
+
+    def reset_for_restore(self, workers: Sequence[WorkerId], held_by_storage: Mapping[str, int], epoch: int) -> None:
+        """Every worker reopens a checkpoint: the lineage of the run so far is void.
+
+        Objects saved with the checkpoint (in flight across its cut) are held by
+        checkpoint storage, which acts as a node (Quokka: persistent storage is a node).
+        """
+        pipe = self.r.pipeline(transaction=True)
+        for key in self.r.scan_iter(match=f"{self.prefix}ntt:*", count=1000):
+            pipe.delete(key)
+        for key in self.r.scan_iter(match=f"{self.prefix}not:*", count=1000):
+            pipe.delete(key)
+        for name in ("pt", "ct", "lt", "rows", "meta", "state", "alive"):
+            pipe.delete(self.k(name))
+        if held_by_storage:
+            pipe.hset(self.k("pt"), mapping=cast(Any, dict.fromkeys(held_by_storage, STORAGE_NODE)))
+            pipe.hset(self.k("rows"), mapping=cast(Any, dict(held_by_storage)))
+        if workers:
+            pipe.sadd(self.k("alive"), *workers)
+        pipe.set(self.k("epoch"), epoch)
+        pipe.execute()
 
     def cemetery(self) -> dict[str, IntervalSet]:
         return {_s(k): IntervalSet.decode(v) for k, v in self.r.hgetall(self.k("ct")).items()}

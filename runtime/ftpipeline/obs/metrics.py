@@ -39,5 +39,19 @@ class RunMetrics:
         self.dead_letters = Counter("ftpipeline_dead_letter_records_total",
                                     "Malformed records sent to the dead-letter output.", labels,
                                     registry=self.registry).labels(pipeline)
+        self.checkpoints = Counter("ftpipeline_checkpoints_total", "Checkpoints, by outcome (committed, aborted, commit_failed).",
+                                   ["pipeline", "outcome"], registry=self.registry)
+        self.checkpoint_seconds = Histogram(
+            "ftpipeline_checkpoint_duration_seconds", "From the start of a checkpoint epoch to its commit in ZooKeeper.",
+            labels, buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32), registry=self.registry).labels(pipeline)
+        self.checkpoint_bytes = Gauge("ftpipeline_checkpoint_size_bytes", "Size of the newest committed checkpoint.",
+                                      labels, registry=self.registry).labels(pipeline)
+        self.checkpoint_age = Gauge("ftpipeline_checkpoint_age_seconds", "Time since the newest checkpoint was committed.",
+                                    labels, registry=self.registry).labels(pipeline)
+        self.checkpoint_step = Gauge("ftpipeline_checkpoint_step", "Boundary step of the newest committed checkpoint.",
+                                     labels, registry=self.registry).labels(pipeline)
+        self.inflight = Counter("ftpipeline_checkpoint_inflight_messages_total",
+                                "Messages that crossed a checkpoint's cut and were saved with it.", labels,
+                                registry=self.registry).labels(pipeline)
         self.workers_ready = Gauge("ftpipeline_workers_ready", "Workers joined and alive.", labels,
                                    registry=self.registry).labels(pipeline)

@@ -293,6 +293,7 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
         base_dir=base_dir,
         fault_tolerance=spec.get("faultTolerance", True),
         mode=steps.get("mode", "lockstep"),
+        window=steps.get("window", 3) if steps.get("mode") == "pipelined" else 1,
         max_steps=steps.get("maxSteps"),
         trigger=Trigger(trig.get("records", 1), trig.get("timerMs", 100), trig.get("tickMs", 0)),
         recovery_strategy=spec.get("recovery", {}).get("strategy", "lineage"),
@@ -301,6 +302,12 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
         spark_master=spec.get("spark", {}).get("master", "local[1]"),
         spark_conf=tuple(sorted(spec.get("spark", {}).get("conf", {}).items())),
         dead_letter=_resolve(base_dir, spec["deadLetter"]["path"]) if "deadLetter" in spec else None,
+        checkpoint_steps=spec.get("checkpoint", {}).get("intervalSteps", 0),
+        checkpoint_ms=spec.get("checkpoint", {}).get("intervalMs", 0),
+        checkpoint_retain=spec.get("checkpoint", {}).get("retain", 2),
+        checkpoint_path=_resolve(base_dir, spec["checkpoint"]["storage"]["path"])
+        if "storage" in spec.get("checkpoint", {}) else None,
+        zookeeper=spec.get("zookeeper", {}).get("connect") or None,
         source_text=text,
     )
 

@@ -105,6 +105,7 @@ class PipelineSpec:
     base_dir: Path
     fault_tolerance: bool = True
     mode: str = "lockstep"
+    window: int = 1
     max_steps: int | None = None
     trigger: Trigger = field(default_factory=Trigger)
     recovery_strategy: str = "lineage"
@@ -113,7 +114,24 @@ class PipelineSpec:
     spark_master: str = "local[1]"
     spark_conf: tuple[tuple[str, str], ...] = ()
     dead_letter: Path | None = None
+    checkpoint_steps: int = 0
+    checkpoint_ms: int = 0
+    checkpoint_retain: int = 2
+    checkpoint_path: Path | None = None
+    zookeeper: str | None = None
     source_text: str = ""
+
+    @property
+    def checkpoints_enabled(self) -> bool:
+        return self.checkpoint_steps > 0 or self.checkpoint_ms > 0
+
+    @property
+    def needs_zookeeper(self) -> bool:
+        return self.checkpoints_enabled or self.recovery_strategy != "lineage"
+
+    @property
+    def checkpoint_root(self) -> Path:
+        return self.checkpoint_path or (self.base_dir / f"{self.name}-checkpoints")
 
     def stage(self, name: str) -> StageSpec:
         for stage in self.stages:

@@ -181,7 +181,10 @@ SPEC_SCHEMA: Schema = _obj(
         "steps": _obj(
             "How steps are triggered.",
             {
-                "mode": _str("lockstep: step S+1 starts when step S is committed.", enum=["lockstep"], default="lockstep"),
+                "mode": _str("lockstep: step S+1 starts when step S is committed. pipelined: up to `window` "
+                             "steps run at once; checkpoints stay consistent through vector clocks.",
+                             enum=["lockstep", "pipelined"], default="lockstep"),
+                "window": _int("pipelined: how many uncommitted steps may be in flight.", minimum=1, default=3),
                 "maxSteps": _int("Stop after this many committed steps (default: run until the input ends).", minimum=1),
                 "trigger": _obj(
                     "Trigger reasons: records arrived across workers, a timer after the first record, a clock tick.",
@@ -195,7 +198,29 @@ SPEC_SCHEMA: Schema = _obj(
         ),
         "recovery": _obj(
             "What happens when a worker is lost.",
-            {"strategy": _str("lineage: recompute only the lost work.", enum=["lineage"], default="lineage")},
+            {"strategy": _str(
+                "lineage: recompute only the lost work (a lost stateful channel restores its newest snapshot "
+                "and replays what it consumed since). checkpoint: every worker reopens the newest committed "
+                "checkpoint and sources replay from its offsets. auto: lineage where the lost work is stateless, "
+                "or its state has a snapshot and its inputs since are alive; checkpoint otherwise.",
+                enum=["lineage", "checkpoint", "auto"], default="lineage")},
+        ),
+        "checkpoint": _obj(
+            "Consistent checkpoints: snapshots of stateful channels, committed in ZooKeeper as the resume point.",
+            {
+                "intervalSteps": _int("Checkpoint once this many steps passed since the last committed checkpoint (0: not by steps).", minimum=0, default=0),
+                "intervalMs": _int("Checkpoint at least this often, in milliseconds (0: not by time).", minimum=0, default=0),
+                "retain": _int("How many committed checkpoints to keep (older ones are deleted).", minimum=1, default=2),
+                "storage": _obj(
+                    "Where snapshots and in-flight messages are written (shared by all workers).",
+                    {"path": _str("Directory; relative paths are resolved against the pipeline file.", minLength=1)},
+                    ["path"],
+                ),
+            },
+        ),
+        "zookeeper": _obj(
+            "Where committed checkpoints are recorded. Empty: ftpipeline run starts a private ZooKeeper.",
+            {"connect": _str("ZooKeeper connect string, host:port[,host:port...].")},
         ),
         "gc": _obj(
             "Garbage collection of consumed objects.",

@@ -30,13 +30,16 @@ import json
 import logging
 import os
 import time
+import threading
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from ftpipeline.barrier import ParquetBundleSink
+from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.dataflow import aggregate as agg
 from ftpipeline.dataflow.deadletter import write_dead_letters
 from ftpipeline.dataflow.graph import Graph
@@ -70,7 +73,30 @@ class TaskRunner:
         self.readers: dict[str, SourceReader] = {s.name: make_reader(s, module) for s in self.graph.sources()}
         self.sinks = {s.name: ParquetBundleSink(s.sink.path) for s in self.graph.sinks() if s.sink}
         self.dead_letters = default_dead_letter_root(spec)
+        self.storage = CheckpointStorage(spec.checkpoint_root, spec.name)
         self.states: dict[Channel, pa.Table | None] = {}
+        self.state_steps: dict[Channel, int] = {}
+
+    def snapshot(self, epoch: int, done: Callable[[list[dict[str, Any]]], None]) -> threading.Thread:
+        """Write every state this process holds, asynchronously; call ``done`` with the snapshots.
+
+        States are immutable Arrow tables (each step builds a new one), so the
+        references taken here are the checkpoint, while the next task runs.
+        """
+        taken = [(ch, self.state_steps.get(ch, 0), table) for ch, table in self.states.items()]
+
+        def write() -> None:
+            snaps = [vars(self.storage.write_state(epoch, ch.key(), step, table)) for ch, step, table in taken]
+            done(snaps)
+
+        thread = threading.Thread(target=write, name=f"snapshot-{epoch}", daemon=True)
+        thread.start()
+        return thread
+
+    def open(self, states: dict[str, dict[str, Any]]) -> None:
+        """Reopen at a checkpoint: drop every state, load the snapshots of this worker's channels."""
+        self.states = {Channel.parse(c): self.storage.read_state(s) for c, s in states.items()}
+        self.state_steps = {Channel.parse(c): int(s["step"]) for c, s in states.items()}
 
     def _inputs(self, inputs: list[list[str]]) -> tuple[pa.Table | None, int]:
         tables = [read_ipc(Path(path)) for _, path in inputs]
@@ -114,8 +140,10 @@ class TaskRunner:
         return {"task": task.to_json(), "outputs": outputs, "rows_in": rows_in, "dead_letters": len(dead)}
 
     def _aggregate(self, task: Task, table: pa.Table | None, op: Any) -> tuple[pa.Table | None, list[DeadLetter]]:
-        if table is None:  # a rebuild to step 0: empty state
-            self.states[task.ref] = None
+        base = self.storage.read_state({"path": task.base}) if task.base else None
+        self.state_steps[task.ref] = task.step
+        if table is None:  # a rebuild with nothing after its base (or from nothing)
+            self.states[task.ref] = base
             return None, []
         df = self.spark.createDataFrame(table)
         part, nulls = agg.split_null_keys(agg.partial(df, op).toArrow(), op)
@@ -124,7 +152,7 @@ class TaskRunner:
             for row in df.filter(agg.null_key_filter(op)).toArrow().to_pylist():
                 dead.append(DeadLetter(json.dumps(row, default=str), f"null key in {', '.join(op.key_by)}", f"{task.stage}.{task.channel}"))
         if task.kind is TaskKind.REBUILD:
-            self.states[task.ref] = agg.merge(None, part, op)[0]
+            self.states[task.ref] = agg.merge(base, part, op)[0]
             return None, []
         state, updated = agg.merge(self.states.get(task.ref), part, op)
         self.states[task.ref] = state
@@ -183,12 +211,25 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> Non
     module = load_entry_module(spec.entry_point, spec.base_dir)
     runner = TaskRunner(spark, spec, module, ObjectBuffer(work_dir))
     log.info("ready", extra={"worker": worker})
+    snapshots = SidecarClient(_sidecar_address(work_dir))  # the snapshot thread's own connection
     while True:
         reply = sidecar.call("next_task", {"timeout_ms": 1000})
         if reply is None:
             continue
         if reply.get("shutdown"):
             break
+        if "open" in reply:
+            runner.open(reply["open"]["states"])
+            sidecar.call("opened", {})
+            log.info("opened", extra={"worker": worker, "boundary": reply["open"]["boundary"]})
+            continue
+        if "checkpoint" in reply:  # before the first task of a newer epoch (see worker/epochs.py)
+            epoch = int(reply["checkpoint"])
+
+            def report(snaps: list[dict[str, Any]], epoch: int = epoch) -> None:
+                snapshots.call("snapshot_done", {"epoch": epoch, "snapshots": snaps})
+
+            runner.snapshot(epoch, report)
         task = Task.from_json(reply["task"])
         started = time.monotonic()
         try:

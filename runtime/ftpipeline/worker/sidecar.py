@@ -1,33 +1,40 @@
-"""The runtime sidecar: buffer, transfers, lineage bookkeeping, control API.
+"""The runtime sidecar: buffer, transfers, lineage bookkeeping, checkpoints, control API.
 
 The Spark process computes; everything about fault tolerance happens here,
 in a separate process that never runs user code. It
 
-- serves the coordinator's calls (Feldera's pipeline interface) and the
-  local Spark process's requests over one Arrow Flight server;
+- serves the coordinator's calls (Feldera's pipeline interface: ``state``,
+  ``checkpoints``, ``create``, ``open``, ``step``, ``checkpoint``, plus
+  ``wake`` and ``release``) and the local Spark process's requests over one
+  Arrow Flight server;
 - pulls its tasks from its NTT (Quokka: "things in the NTT must be executed
   by the node"), hands the Spark process a task only when every input is
-  located (PT) and, if remote, fetched into the local cache;
-- records each completion atomically (outputs in PT/NOT/LT, inputs into the
-  cemetery, the stateful channel's step) with one script;
+  readable locally (``inputs.py``);
+- takes part in checkpoints (``epochs.py``): stamps vector clocks on outputs,
+  asks the Spark process to snapshot its state before the first task of a
+  newer epoch, saves in-flight inputs, reports deficits;
+- records each completion atomically (outputs in PT/NOT/LT with their clock,
+  inputs into the cemetery, the stateful channel's step) with one script;
 - collects garbage: drops consumed objects, in shared mode of the PT lock;
-- reports available source records to the coordinator (``received``), and
-  a recorded but uncommitted next step (``replay``).
+- for fault-injection tests (``FTPIPELINE_CHAOS=seed,max_ms``), delivers
+  messages late and out of order: the next ready task is drawn at random
+  and handed out after a random delay;
+- reports available source records (``received``) and a recorded but
+  uncommitted next step (``replay``) to the coordinator.
 
 States (what ``state()`` answers)::
 
     CLOSED  --create(config)-->  OPEN(n)      n = steps committed so far
     OPEN(n) --step(n+1)-->       RUNNING(n+1)
-    RUNNING(s) --its step-s tasks all done--> OPEN(s)
+    RUNNING(s) --its NTT is empty--> OPEN(s)
+    any     --open(checkpoint)--> OPENING --Spark process loaded the snapshots--> OPEN(boundary)
     any     --create(config)-->  OPEN(n)      (a fresh start discards the buffer)
 
-Transitions happen only in :meth:`Sidecar._set_state`.
-
-Which stateful channels have their state in this worker's Spark process is
-tracked here (``_state_steps``): a channel owned at ``create`` starts at step
-0; a channel adopted in recovery has no state until its ``rebuild`` task
-ran. An aggregate task for step k is handed out only when the channel's
-state is at k-1, so state is always folded in step order.
+Transitions happen only in :meth:`Sidecar._set_state`. Which stateful
+channels have their state in this worker's Spark process, and at which step,
+is tracked in ``_state_steps``: an aggregate task for step k is handed out
+only when its channel is at k-1, so state is always folded in step order; a
+channel adopted in recovery has no state until its ``rebuild`` ran.
 """
 
 from __future__ import annotations
@@ -37,7 +44,10 @@ import enum
 import json
 import logging
 import os
+import random
+import shutil
 import threading
+import zlib
 import time
 from pathlib import Path
 from typing import Any
@@ -46,6 +56,8 @@ import pyarrow.flight as flight
 import redis
 
 from ftpipeline.barrier import ParquetBundleSink
+from ftpipeline.checkpoint.clock import VectorClock
+from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.control.store import RunStore
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.sources import SourceReader, make_reader
@@ -54,14 +66,16 @@ from ftpipeline.lineage.tables import Completion, LineageTables
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.spec.load import parse_pipeline
 from ftpipeline.spec.model import PipelineSpec
-from ftpipeline.worker.buffer import ObjectBuffer, write_ipc
-from ftpipeline.worker.transport import SidecarClient
+from ftpipeline.worker.buffer import ObjectBuffer, read_ipc
+from ftpipeline.worker.epochs import EpochKeeper
+from ftpipeline.worker.inputs import InputResolver
 
 log = logging.getLogger("ftpipeline.sidecar")
 
 
 class WorkerState(str, enum.Enum):
     CLOSED = "closed"
+    OPENING = "opening"
     OPEN = "open"
     RUNNING = "running"
 
@@ -79,8 +93,9 @@ class Sidecar:
         self.store = RunStore(self.r, pipeline)
         self.buffer = ObjectBuffer(root)
         self.buffer.reset()
+        self.inputs = InputResolver(worker, self.tables, self.store, self.buffer)
         self.address = ""
-        self._cv = threading.Condition()
+        self._cv = threading.Condition(threading.RLock())
         self._state = WorkerState.CLOSED
         self._step = 0
         self._config: dict[str, Any] | None = None
@@ -90,12 +105,17 @@ class Sidecar:
         self._queue: dict[str, Task] = {}
         self._running: dict[str, list[str]] = {}  # task id -> cached input names
         self._state_steps: dict[Channel, int] = {}
-        self._peers: dict[str, SidecarClient] = {}
+        self._keeper = EpochKeeper(worker)
+        self._deficits: dict[int, int] = {}       # checkpoint epoch -> deficit at this worker's checkpoint
+        self._opening: dict[str, Any] | None = None
         self._joined = False
         self._last_refresh = 0.0
         self._sent: dict[Channel, tuple[Any, ...]] = {}
         self._replayed = 0
         self.stopping = threading.Event()
+        chaos = os.environ.get("FTPIPELINE_CHAOS")  # "seed,max delay ms": see _pick
+        self._chaos = (random.Random(int(chaos.split(",")[0]) * 1000 + zlib.crc32(worker.encode()) % 1000),
+                       int(chaos.split(",")[1]) / 1000) if chaos else None
 
     # --- states ------------------------------------------------------------
     def _set_state(self, state: WorkerState, step: int) -> None:
@@ -103,42 +123,89 @@ class Sidecar:
             log.info("state", extra={"worker": self.worker, "from": self._state.value, "to": state.value, "step": step})
         self._state, self._step = state, step
 
-    # --- dispatch ----------------------------------------------------------
     def handle(self, action: str, body: dict[str, Any]) -> Any:
         handler = getattr(self, f"_do_{action}", None)
         if handler is None:
             raise KeyError(f"unknown action {action!r}")
         return handler(body)
 
+    def _owned(self) -> list[Channel]:
+        return [ch for ch, w in self.tables.placement().items() if w == self.worker]
+
     # --- the coordinator's calls -------------------------------------------
     def _do_state(self, body: dict[str, Any]) -> dict[str, Any]:
         with self._cv:
-            return {"state": self._state.value, "step": self._step, "worker": self.worker}
+            return {"state": self._state.value, "step": self._step, "worker": self.worker,
+                    "epoch": self._keeper.clock.epoch}
+
+    def _do_checkpoints(self, body: dict[str, Any]) -> list[int]:
+        storage = self.inputs.storage
+        return storage.committed_epochs() if storage else []
 
     def _do_create(self, body: dict[str, Any]) -> dict[str, Any]:
         spec = parse_pipeline(body["spec"], Path(body["base_dir"]), check_entry_point=False)
         graph = Graph(spec)
-        owned = [ch for ch, w in self.tables.placement().items() if w == self.worker]
+        owned = self._owned()
         with self._cv:
             self.buffer.reset()
             self.spec, self.graph, self._config = spec, graph, dict(body)
+            self.inputs.storage = CheckpointStorage(spec.checkpoint_root, spec.name)
             self._readers = {s.name: make_reader(s, None) for s in graph.sources()}
             self._queue.clear()
             self._running.clear()
             self._state_steps = {ch: body["committed"] for ch in owned if graph.is_stateful(ch.stage)}
+            self._keeper = EpochKeeper(self.worker)
             self._set_state(WorkerState.OPEN, body["committed"])
             self._cv.notify_all()
         return {"ok": True}
 
+    def _do_open(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Reopen at a committed checkpoint (``manifest``; None: the very beginning)."""
+        assert self.graph is not None
+        manifest = body.get("manifest") or {"epoch": 0, "boundary": 0, "states": {}}
+        graph = self.graph
+        owned = [ch for ch in self._owned() if graph.is_stateful(ch.stage)]
+        states = {ch.key(): manifest["states"].get(ch.key(), {"channel": ch.key(), "step": 0, "path": ""})
+                  for ch in owned}
+        with self._cv:
+            self.buffer.reset()
+            self._queue.clear()
+            self._running.clear()
+            self._deficits.clear()
+            self._state_steps = {Channel.parse(c): int(s["step"]) for c, s in states.items()}
+            self._keeper.reset(int(manifest["epoch"]))
+            self.inputs.inflight_epoch = int(manifest["epoch"])
+            self._opening = {"states": states, "boundary": int(manifest["boundary"])}
+            self._set_state(WorkerState.OPENING, int(manifest["boundary"]))
+        return {"ok": True}
+
     def _do_step(self, body: dict[str, Any]) -> dict[str, Any]:
         with self._cv:
-            self._set_state(WorkerState.RUNNING, int(body["step"]))
+            if self._state is not WorkerState.OPENING:
+                self._set_state(WorkerState.RUNNING, int(body["step"]))
         self._refresh(force=True)
         return {"ok": True}
 
     def _do_wake(self, body: dict[str, Any]) -> dict[str, Any]:
         self._refresh(force=True)
         return {"ok": True}
+
+    def _do_checkpoint(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The coordinator started checkpoint epoch ``epoch`` (Feldera's ``checkpoint()``).
+
+        A worker with channels checkpoints when it meets the first message of the
+        new epoch; one without channels will meet none, so it checkpoints now.
+        """
+        epoch = int(body["epoch"])
+        with self._cv:
+            if body.get("settle"):
+                self._keeper.settle(epoch)
+            if self._owned():
+                return {"now": False}
+            deficit = self._keeper.checkpoint_now(epoch)
+        if deficit is not None:
+            self.store.send({"t": "checkpointed", "w": self.worker, "epoch": epoch, "deficit": deficit, "snapshots": []})
+        return {"now": deficit is not None}
 
     def _do_release(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.graph is not None
@@ -148,6 +215,12 @@ class Sidecar:
             assert sink.sink is not None
             released[sink.name] = ParquetBundleSink(sink.sink.path).release(step, sink.parallelism)
         return {"released": released}
+
+    def _do_barrier(self, body: dict[str, Any]) -> dict[str, Any]:
+        """GT_last of the output: the newest step every sink has released."""
+        assert self.graph is not None
+        sinks = [ParquetBundleSink(s.sink.path) for s in self.graph.sinks() if s.sink is not None]
+        return {"gt_last": min((s.gt_last() for s in sinks), default=0)}
 
     def _do_shutdown(self, body: dict[str, Any]) -> dict[str, Any]:
         self.stopping.set()
@@ -166,38 +239,49 @@ class Sidecar:
     def _do_next_task(self, body: dict[str, Any]) -> dict[str, Any] | None:
         deadline = time.monotonic() + body.get("timeout_ms", 1000) / 1000
         while not self.stopping.is_set():
+            with self._cv:
+                if self._opening is not None:
+                    return {"open": self._opening}
             self._refresh()
             picked = self._pick()
             if picked is not None:
-                task, inputs = picked
-                return {"task": task.to_json(), "inputs": inputs}
+                return picked
             if time.monotonic() > deadline:
-                return {"shutdown": True} if self.stopping.is_set() else None
+                return None
             time.sleep(0.005)
         return {"shutdown": True}
+
+    def _do_opened(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self._cv:
+            if self._opening is not None:
+                self._set_state(WorkerState.OPEN, self._opening["boundary"])
+                self._opening = None
+        return {"ok": True}
 
     def _do_task_done(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.graph is not None and self.spec is not None
         task = Task.from_json(body["task"])
         lineage = self.spec.fault_tolerance
         inputs = [o.key() for o in self.graph.inputs_of(task)]
-        keeps_inputs = lineage and task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD)
         stateful = task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD)
+        keeps_inputs = lineage and stateful
         rows_in = int(body["rows_in"])
         stats = {"tasks": 1, "rows_in": rows_in, "dead_letters": int(body.get("dead_letters", 0))}
         if task.recovery:
             stats["replayed_rows"] = rows_in
             stats["recovery_tasks"] = 1
-        done = Completion(
-            task=task,
-            outputs=[(name, rows) for name, rows in body["outputs"]],
-            consumed=[] if keeps_inputs else inputs,
-            state_step=task.step if stateful else None,
-            event={"t": "done", "w": self.worker, "id": task.id, "step": task.step, "kind": task.kind.value,
-                   "rows_in": rows_in, "rows_out": sum(r for _, r in body["outputs"]), "recovery": task.recovery},
-            stats=stats,
-        )
         with self._cv:  # atomic w.r.t. _refresh: the task leaves NTT and _running together
+            clock = self._keeper.clock if task.recovery else self._keeper.produce(len(body["outputs"]))
+            done = Completion(
+                task=task,
+                outputs=[(name, rows) for name, rows in body["outputs"]],
+                consumed=[] if keeps_inputs else inputs,
+                state_step=task.step if stateful else None,
+                event={"t": "done", "w": self.worker, "id": task.id, "step": task.step, "kind": task.kind.value,
+                       "rows_in": rows_in, "rows_out": sum(r for _, r in body["outputs"]), "recovery": task.recovery},
+                stats=stats,
+                clock=clock.encode(),
+            )
             result = self.tables.complete(self.worker, done, lineage=lineage)
             for name in self._running.pop(task.id, []):
                 self.buffer.uncache(name)
@@ -212,6 +296,14 @@ class Sidecar:
         self.store.send({"t": "failed", "w": self.worker, "id": body["id"], "error": body["error"]})
         return {"ok": True}
 
+    def _do_snapshot_done(self, body: dict[str, Any]) -> dict[str, Any]:
+        epoch = int(body["epoch"])
+        with self._cv:
+            deficit = self._deficits.pop(epoch, 0)
+        self.store.send({"t": "checkpointed", "w": self.worker, "epoch": epoch, "deficit": deficit,
+                         "snapshots": body["snapshots"]})
+        return {"ok": True}
+
     # --- tasks -------------------------------------------------------------
     def _refresh(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -221,20 +313,26 @@ class Sidecar:
         if self.graph is None:
             return
         with self._cv:  # read NTT and rebuild the queue under the lock task completion holds
+            if self._opening is not None:
+                return
             tasks = {t.id: t for t in self.tables.tasks_of(self.worker)}
             self._queue = {i: t for i, t in tasks.items() if i not in self._running}
             if self._state is WorkerState.RUNNING and not tasks:
                 self._set_state(WorkerState.OPEN, self._step)
 
-    def _pick(self) -> tuple[Task, list[list[str]]] | None:
+    def _pick(self) -> dict[str, Any] | None:
         assert self.graph is not None
         graph = self.graph
         with self._cv:
             candidates = sorted(self._queue.values(), key=lambda t: _priority(graph, t))
+        if self._chaos is not None:  # fault injection: deliver messages late and out of order
+            self._chaos[0].shuffle(candidates)
+            time.sleep(self._chaos[0].uniform(0, self._chaos[1]))
         for task in candidates:
             if task.kind is TaskKind.AGGREGATE and self._state_steps.get(task.ref) != task.step - 1:
                 continue
-            inputs = self._resolve(task)
+            names = [o.key() for o in graph.inputs_of(task)]
+            inputs = self.inputs.resolve(names)
             if inputs is None:
                 continue
             with self._cv:
@@ -243,44 +341,34 @@ class Sidecar:
                 self._running[task.id] = [n for n, p in inputs if Path(p).parent == self.buffer.cache]
                 if task.kind is TaskKind.REBUILD:
                     self._state_steps.pop(task.ref, None)
-            return task, inputs
+                reply: dict[str, Any] = {"task": task.to_json(), "inputs": inputs}
+                if not task.recovery:
+                    reply.update(self._consume(task, names, inputs))
+            return reply
         return None
 
-    def _resolve(self, task: Task) -> list[list[str]] | None:
-        """Local paths of every input, fetching remote ones; None if any is not available yet."""
-        assert self.graph is not None
-        names = [o.key() for o in self.graph.inputs_of(task)]
-        where = self.tables.locate(names)
-        if any(w is None for w in where):
-            return None
-        out = []
-        for name, holder in zip(names, where):
-            if holder == self.worker:
-                path = self.buffer.object_path(name)
-                if not path.exists():
-                    return None
-            else:
-                path = self.buffer.cache_path(name)
-                if not path.exists() and not self._fetch(name, WorkerId(str(holder)), path):
-                    return None
-            out.append([name, str(path)])
-        return out
-
-    def _fetch(self, name: str, holder: WorkerId, path: Path) -> bool:
-        address = self.store.address(holder)
-        if address is None:
-            return False
-        client = self._peers.get(address)
-        if client is None:
-            client = self._peers[address] = SidecarClient(address, timeout_s=10)
-        try:
-            table = client.fetch(name)
-        except (flight.FlightError, OSError) as exc:
-            log.warning("fetch failed", extra={"object": name, "holder": holder, "error": str(exc)})
-            self._peers.pop(address, None)
-            return False
-        write_ipc(path, table)
-        return True
+    def _consume(self, task: Task, names: list[str], inputs: list[list[str]]) -> dict[str, Any]:
+        """The checkpoint algorithm at task start (see ``epochs.py``); called under the lock."""
+        clocks = [VectorClock.decode(c) for c in self.tables.clocks(names)] if names else []
+        source_epoch = task.ckpt if task.kind is TaskKind.SOURCE else None
+        seen = self._keeper.consume(clocks, source_epoch)
+        extra: dict[str, Any] = {}
+        if seen.checkpoint is not None:
+            self._deficits[seen.checkpoint] = seen.deficit
+            extra["checkpoint"] = seen.checkpoint
+        if seen.inflight and self.inputs.storage is not None:
+            epoch = self._keeper.clock.epoch
+            saved = {}
+            for i in seen.inflight:
+                name, path = inputs[i]
+                dst = self.inputs.storage.inflight_path(epoch, name)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                tmp = dst.with_name(f".{dst.name}.tmp")
+                shutil.copyfile(path, tmp)
+                os.replace(tmp, dst)
+                saved[name] = read_ipc(dst).num_rows
+            self.store.send({"t": "inflight", "w": self.worker, "epoch": epoch, "objects": saved})
+        return extra
 
     # --- background work ---------------------------------------------------
     def collect_garbage(self) -> int:
@@ -293,7 +381,7 @@ class Sidecar:
         """Feldera's received(step, n): records available to this worker's source channels."""
         if self.graph is None:
             return
-        owned = [ch for ch, w in self.tables.placement().items() if w == self.worker and ch.stage in self._readers]
+        owned = [ch for ch in self._owned() if ch.stage in self._readers]
         if not owned:
             return
         offsets = self.store.next_offsets()
@@ -313,8 +401,8 @@ class Sidecar:
         """Feldera's replay(step): the step log already holds the next step's offsets.
 
         That happens when a step was recorded and then the coordinator went away
-        before committing it; the next step must then re-run with exactly those
-        offsets, at once.
+        before committing it, or after a rollback to a checkpoint: the next step
+        must re-run with exactly those offsets, at once.
         """
         if self._state is not WorkerState.OPEN or self._replayed == self._step + 1:
             return
@@ -347,8 +435,6 @@ class _FlightServer(flight.FlightServerBase):  # type: ignore[misc]
         path = self.sidecar.buffer.object_path(name)
         if not path.exists():
             raise flight.FlightServerError(f"object {name} is not held by {self.sidecar.worker}")
-        from ftpipeline.worker.buffer import read_ipc
-
         return flight.RecordBatchStream(read_ipc(path))
 
     def do_action(self, context: Any, action: flight.Action) -> Any:

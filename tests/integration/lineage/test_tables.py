@@ -21,19 +21,25 @@ def obj(seq: int, actor: str = "a", target: str = "b", tc: int = 0) -> str:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=st.lists(st.tuples(st.booleans(), st.integers(1, 40)), max_size=60))
-def test_cemetery_lua_agrees_with_python(redis_client: redis.Redis, ops: list[tuple[bool, int]]) -> None:
+@given(ops=st.lists(st.tuples(st.sampled_from(["add", "remove", "range"]), st.integers(1, 40), st.integers(0, 6)),
+                    max_size=60))
+def test_cemetery_lua_agrees_with_python(redis_client: redis.Redis, ops: list[tuple[str, int, int]]) -> None:
     tables = LineageTables(redis_client, "prop")
     tables.clear()
+    edge = ObjectName.parse(obj(1)).edge.key()
     expected = IntervalSet()
-    for add, seq in ops:
-        if add:
+    for op, seq, width in ops:
+        if op == "add":
             tables.bury([obj(seq)])
             expected.add(seq)
-        else:
+        elif op == "remove":
             tables.resurrect([obj(seq)])
             expected.discard(seq)
-    got = tables.cemetery().get(ObjectName.parse(obj(1)).edge.key(), IntervalSet())
+        else:  # a checkpoint buries a whole range of an edge at once
+            tables.bury_range([edge], seq, seq + width)
+            for s in range(seq, seq + width + 1):
+                expected.add(s)
+    got = tables.cemetery().get(edge, IntervalSet())
     assert got == expected
     assert list(got) == sorted(set(got))
 

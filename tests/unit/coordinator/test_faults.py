@@ -17,7 +17,9 @@ def test_at_step_after_tasks() -> None:
     assert not plan.due(step=3, tasks_done_in_step=1, seconds=100.0)
     assert plan.due(step=3, tasks_done_in_step=2, seconds=0.0)
     assert plan.due(step=3, tasks_done_in_step=3, seconds=0.0)
-    assert not plan.due(step=4, tasks_done_in_step=3, seconds=0.0)
+    # pipelined: later steps may already run; the count is of step 3's tasks
+    assert plan.due(step=4, tasks_done_in_step=3, seconds=0.0)
+    assert not plan.due(step=4, tasks_done_in_step=1, seconds=0.0)
 
 
 def test_at_step_defaults_to_after_one_task() -> None:
@@ -70,3 +72,41 @@ def test_seeded_victim_is_deterministic() -> None:
 def test_seeded_victims_cover_different_workers() -> None:
     victims = {FaultPlan(seed=seed).victim(WORKERS) for seed in range(50)}
     assert victims == set(WORKERS)
+
+
+def test_during_checkpoint_fires_only_while_checkpointing() -> None:
+    plan = FaultPlan(during_checkpoint=True)
+    assert not plan.due(step=1, tasks_done_in_step=5, seconds=100.0, checkpointing=False)
+    assert not plan.due(step=1, tasks_done_in_step=5, seconds=100.0)  # checkpointing defaults to False
+    assert plan.due(step=1, tasks_done_in_step=0, seconds=0.0, checkpointing=True)
+
+
+def test_during_checkpoint_waits_for_at_step() -> None:
+    plan = FaultPlan(at_step=4, during_checkpoint=True)
+    assert not plan.due(step=3, tasks_done_in_step=9, seconds=0.0, checkpointing=True)
+    assert not plan.due(step=4, tasks_done_in_step=9, seconds=0.0, checkpointing=False)
+    assert plan.due(step=4, tasks_done_in_step=0, seconds=0.0, checkpointing=True)
+    # at or after the step: a checkpoint that starts later still gets the kill
+    assert plan.due(step=7, tasks_done_in_step=0, seconds=0.0, checkpointing=True)
+
+
+def test_during_checkpoint_ignores_after_tasks_and_after_seconds() -> None:
+    plan = FaultPlan(at_step=2, after_tasks=3, after_seconds=50.0, during_checkpoint=True)
+    assert plan.due(step=2, tasks_done_in_step=0, seconds=0.0, checkpointing=True)
+    assert not plan.due(step=2, tasks_done_in_step=3, seconds=60.0, checkpointing=False)
+
+
+def test_during_checkpoint_fires_once() -> None:
+    plan = FaultPlan(during_checkpoint=True)
+    assert plan.due(1, 0, 0.0, checkpointing=True)
+    plan.fired = True
+    assert not plan.due(1, 0, 0.0, checkpointing=True)
+    assert not plan.due(5, 3, 9.0, checkpointing=True)
+
+
+def test_checkpointing_does_not_change_plans_without_the_flag() -> None:
+    plan = FaultPlan(at_step=3, after_tasks=2)
+    assert not plan.due(step=3, tasks_done_in_step=1, seconds=0.0, checkpointing=True)
+    assert plan.due(step=3, tasks_done_in_step=2, seconds=0.0, checkpointing=True)
+    assert not plan.due(step=5, tasks_done_in_step=1, seconds=0.0, checkpointing=True)
+    assert not FaultPlan().due(1, 100, 1e9, checkpointing=True)

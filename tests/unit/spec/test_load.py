@@ -247,8 +247,9 @@ def test_stage_parallelism_below_minimum() -> None:
 @pytest.mark.parametrize(
     ("edit", "path", "allowed", "bad"),
     [
-        (lambda d: d["spec"].update(steps={"mode": "async"}), "spec.steps.mode", "lockstep", "async"),
-        (lambda d: d["spec"].update(recovery={"strategy": "restart"}), "spec.recovery.strategy", "lineage", "restart"),
+        (lambda d: d["spec"].update(steps={"mode": "async"}), "spec.steps.mode", "lockstep, pipelined", "async"),
+        (lambda d: d["spec"].update(recovery={"strategy": "restart"}), "spec.recovery.strategy",
+         "lineage, checkpoint, auto", "restart"),
         (
             lambda d: d["spec"]["stages"][1]["inputs"][0].update(partition="random"),
             "spec.stages[1].inputs[0].partition",

@@ -1,8 +1,8 @@
 -- A worker finished a task: record its outputs and consumption in one atomic step.
--- KEYS: 1 ntt:<node> 2 not:<node> 3 pt 4 lt 5 rows 6 ct 7 state 8 inbox 9 alive 10 stats
+-- KEYS: 1 ntt:<node> 2 not:<node> 3 pt 4 lt 5 rows 6 ct 7 state 8 inbox 9 alive 10 stats 11 meta
 -- ARGV: 1 node 2 task json 3 outputs json [[name, rows], ...] 4 consumed json [name, ...]
 --       5 state channel ("" if none) 6 state step 7 lineage ("1"/"0") 8 event json
---       9 stats json {field: increment}
+--       9 stats json {field: increment} 10 vector clock of the outputs ("" if none)
 -- Returns 1 recorded, 0 task no longer assigned here (superseded), -1 node fenced off.
 if redis.call('SISMEMBER', KEYS[9], ARGV[1]) == 0 then return -1 end
 if redis.call('SREM', KEYS[1], ARGV[2]) == 0 then return 0 end
@@ -13,6 +13,7 @@ for _, out in ipairs(cjson.decode(ARGV[3])) do
   redis.call('SADD', KEYS[2], name)
   redis.call('HSET', KEYS[5], name, rows)
   if lineage then redis.call('HSET', KEYS[4], name, ARGV[2]) end
+  if ARGV[10] ~= '' then redis.call('HSET', KEYS[11], name, ARGV[10]) end
 end
 for _, name in ipairs(cjson.decode(ARGV[4])) do
   local edge, seq = split_name(name)

@@ -22,28 +22,33 @@ local function iv_contains(b, v)
   return false
 end
 
-local function iv_add(b, v)
-  if iv_contains(b, v) then return b end
+-- add the range [lo, hi], merging it with overlapping or adjacent intervals
+local function iv_add_range(b, lo, hi)
   local out = {}
   local placed = false
-  local function push(lo, hi)
+  local function push(a, z)
     local n = #out
-    if n > 0 and lo <= out[n] + 1 then
-      if hi > out[n] then out[n] = hi end
+    if n > 0 and a <= out[n] + 1 then
+      if z > out[n] then out[n] = z end
     else
-      out[n + 1] = lo
-      out[n + 2] = hi
+      out[n + 1] = a
+      out[n + 2] = z
     end
   end
   for i = 1, #b, 2 do
-    if not placed and v < b[i] then
-      push(v, v)
+    if not placed and lo < b[i] then
+      push(lo, hi)
       placed = true
     end
     push(b[i], b[i + 1])
   end
-  if not placed then push(v, v) end
+  if not placed then push(lo, hi) end
   return out
+end
+
+local function iv_add(b, v)
+  if iv_contains(b, v) then return b end
+  return iv_add_range(b, v, v)
 end
 
 local function iv_remove(b, v)

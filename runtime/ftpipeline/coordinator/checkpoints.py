@@ -1,0 +1,202 @@
+"""The coordinator's side of checkpoints: when to start one, when it is done, what commit does.
+
+A checkpoint starts at a *boundary* step ``b``: the coordinator increments the
+checkpoint epoch to ``e`` (its component of the vector clock), tells every
+worker (Feldera's ``checkpoint()`` call), and the source tasks of steps
+``b+1`` onward carry ``e``. Workers checkpoint as the new epoch reaches them
+(``worker/epochs.py``); the tracker (``checkpoint/tracker.py``) says when the
+cut is complete. Commit then
+
+1. writes the manifest into ZooKeeper and moves ``latest``, atomically
+   (``checkpoint/pointer.py``) — from here on it is the resume point;
+2. writes the manifest next to the snapshots (``checkpoints()`` lists these);
+3. buries, for each stateful channel, its inputs up to the step its snapshot
+   reflects: one interval per edge (GC may now delete them; buffered bytes
+   stay bounded by the checkpoint interval);
+4. forgets lineage and step-log entries no plan can need any more;
+5. prunes all but the newest ``retain`` committed checkpoints.
+
+Scheduling: once ``intervalSteps`` steps passed since the last committed
+checkpoint's boundary, or once ``intervalMs`` passed
+(then the next step is triggered for the checkpoint's sake if nothing else
+would trigger it), or on request. Never two at once; never while a worker
+loss is unsettled: after a loss the pipeline is drained and every worker
+told to settle its counts before the next epoch begins.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.exceptions import KazooException
+
+from ftpipeline.checkpoint.pointer import CheckpointPointer, CommitFailed
+from ftpipeline.checkpoint.storage import CheckpointStorage
+from ftpipeline.checkpoint.tracker import ChannelSnapshot, CheckpointState, CheckpointTracker
+from ftpipeline.control.store import RunStore
+from ftpipeline.dataflow.graph import Graph
+from ftpipeline.lineage.naming import Channel, EdgeKey, WorkerId
+from ftpipeline.lineage.tables import LineageTables
+from ftpipeline.obs.metrics import RunMetrics
+from ftpipeline.spec.model import PipelineSpec
+
+log = logging.getLogger("ftpipeline.checkpoints")
+
+
+class CheckpointManager:
+    def __init__(
+        self,
+        spec: PipelineSpec,
+        graph: Graph,
+        store: RunStore,
+        tables: LineageTables,
+        pointer: CheckpointPointer | None,
+        metrics: RunMetrics,
+        clock: Callable[[], float],
+    ) -> None:
+        self.spec = spec
+        self.graph = graph
+        self.store = store
+        self.tables = tables
+        self.pointer = pointer
+        self.storage = CheckpointStorage(spec.checkpoint_root, spec.name)
+        self.metrics = metrics
+        self.clock = clock
+        self.epoch = 0                        # the epoch messages carry now (the coordinator's clock component)
+        self.allocated = 0                    # newest epoch number ever used (on disk too): never reused
+        self.current: CheckpointTracker | None = None
+        self.last: dict[str, Any] | None = None   # newest committed manifest
+        self.last_committed_at: float | None = None
+        self.last_started_at = clock()
+        self.requested = False
+        self.needs_settle = False
+        self.history: list[dict[str, Any]] = []
+        self.before_commit: Callable[[], None] | None = None  # fault injection (e.g. expire the session)
+
+    # --- when --------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        return self.current is not None and self.current.state in (CheckpointState.COLLECTING, CheckpointState.COMPLETE)
+
+    def due(self, boundary: int) -> bool:
+        """Should a checkpoint start at ``boundary`` (before step boundary+1 is triggered)?"""
+        if self.busy or boundary <= 0 or self.pointer is None:
+            return False
+        if self.requested:
+            return True
+        every = self.spec.checkpoint_steps
+        since = self.last["boundary"] if self.last is not None else 0
+        if every and boundary - since >= every:
+            return True  # a boundary that fell while the previous one was busy defers it, never skips it
+        ms = self.spec.checkpoint_ms
+        return bool(ms) and (self.clock() - self.last_started_at) * 1000 >= ms
+
+    def timer_expired(self) -> bool:
+        ms = self.spec.checkpoint_ms
+        return bool(ms) and not self.busy and (self.clock() - self.last_started_at) * 1000 >= ms
+
+    # --- start, progress, end ----------------------------------------------
+    def restored(self, epoch: int) -> None:
+        """Every worker reopened the checkpoint of ``epoch``: messages carry it again."""
+        self.epoch = epoch
+        self.allocated = max([self.allocated, epoch, *self.storage.committed_epochs()])
+
+    def begin(self, boundary: int, workers: list[WorkerId]) -> int:
+        self.allocated = max(self.allocated, self.epoch) + 1
+        self.epoch = self.allocated
+        self.requested = False
+        self.last_started_at = self.clock()
+        self.current = CheckpointTracker(self.epoch, boundary, frozenset(workers), self.clock())
+        log.info("checkpoint started", extra={"epoch": self.epoch, "boundary": boundary, "settle": self.needs_settle})
+        return self.epoch
+
+    def settled(self) -> None:
+        self.needs_settle = False
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        cur = self.current
+        if cur is None or int(event.get("epoch", -1)) != cur.epoch:
+            return
+        if event["t"] == "checkpointed":
+            cur.worker_checkpointed(event["w"], int(event["deficit"]),
+                                    [ChannelSnapshot(**s) for s in event["snapshots"]])
+        elif event["t"] == "inflight":
+            cur.received_inflight({k: int(v) for k, v in event["objects"].items()})
+            self.metrics.inflight.inc(len(event["objects"]))
+
+    def released(self, step: int) -> None:
+        if self.current is not None:
+            self.current.boundary_released(step)
+
+    def abort(self, reason: str) -> None:
+        if self.busy:
+            assert self.current is not None
+            self.current.abort(reason)
+            self.metrics.checkpoints.labels(self.spec.name, "aborted").inc()
+            log.warning("checkpoint aborted", extra={"epoch": self.current.epoch, "reason": reason})
+        self.needs_settle = True
+
+    def try_commit(self, committed: int) -> dict[str, Any] | None:
+        """Commit the current checkpoint if it is complete; return its manifest."""
+        cur = self.current
+        if cur is None or cur.state is not CheckpointState.COMPLETE or self.pointer is None:
+            return None
+        # every worker reported: a stateful channel without a snapshot has folded nothing yet
+        for ch in self.graph.channels():
+            if self.graph.is_stateful(ch.stage) and ch.key() not in cur.snapshots:
+                cur.snapshots[ch.key()] = ChannelSnapshot(ch.key(), 0, "", 0, 0)
+        record = self.store.step(cur.boundary)
+        offsets = {c.key(): hi for c, (_, hi) in record.offsets.items()} if record else {}
+        manifest = cur.manifest(offsets, committed)
+        low = min([s.step for s in cur.snapshots.values()] + [cur.boundary])
+        manifest["steps"] = {str(s): {c.key(): list(o) for c, o in r.offsets.items()}
+                             for s in range(low + 1, cur.boundary + 1) if (r := self.store.step(s)) is not None}
+        try:
+            if self.before_commit is not None:
+                self.before_commit()
+            self.pointer.commit(manifest)
+        except (CommitFailed, KazooException) as exc:
+            cur.abort(f"commit failed: {exc}")
+            self.needs_settle = False  # nothing was lost: the next epoch may start normally
+            self.metrics.checkpoints.labels(self.spec.name, "commit_failed").inc()
+            log.warning("checkpoint commit failed", extra={"epoch": cur.epoch, "error": str(exc)})
+            return None
+        cur.committed()
+        self.storage.write_manifest(manifest)
+        self._after_commit(manifest)
+        now = self.clock()
+        seconds = now - cur.started_at
+        size = self.storage.size_bytes(cur.epoch)
+        self.last, self.last_committed_at = manifest, now
+        self.metrics.checkpoints.labels(self.spec.name, "committed").inc()
+        self.metrics.checkpoint_seconds.observe(seconds)
+        self.metrics.checkpoint_bytes.set(size)
+        self.history.append({"epoch": cur.epoch, "boundary": cur.boundary, "seconds": round(seconds, 4),
+                             "bytes": size, "inflight": len(cur.inflight)})
+        log.info("checkpoint committed", extra=self.history[-1])
+        return manifest
+
+    def _after_commit(self, manifest: dict[str, Any]) -> None:
+        buried_up_to: list[int] = []
+        for key, snap in manifest["states"].items():
+            ch = Channel.parse(key)
+            edges = []
+            for edge in self.graph.stage(ch.stage).inputs:
+                for uc in range(self.graph.stage(edge.upstream).parallelism):
+                    if edge.partition.number == 0 and uc != ch.index:
+                        continue  # forward: only channel i feeds channel i
+                    edges.append(EdgeKey(edge.upstream, uc, ch.stage, edge.partition.number, ch.index).key())
+            self.tables.bury_range(edges, 1, int(snap["step"]))
+            buried_up_to.append(int(snap["step"]))
+        floor = min([*buried_up_to, int(manifest["boundary"]), int(manifest["gt_last"])])
+        self.tables.trim(floor)
+        self.store.trim_steps(floor)
+        keep = set(self.storage.committed_epochs()[-self.spec.checkpoint_retain:])  # this run's and earlier ones
+        self.storage.prune(keep | {self.epoch})
+        if self.pointer is not None:
+            self.pointer.prune(keep)
+
+    def age(self) -> float | None:
+        return None if self.last_committed_at is None else self.clock() - self.last_committed_at

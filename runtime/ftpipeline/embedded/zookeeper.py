@@ -1,0 +1,81 @@
+"""A private, real ZooKeeper for local runs, from the jars inside the PySpark wheel.
+
+PySpark ships ``zookeeper-3.9.x.jar`` with its dependencies, and the JRE it
+needs is already required; ``ZooKeeperServerMain PORT DATADIR`` runs a
+standalone server from them. Started on a free loopback port when the
+pipeline names no ZooKeeper, stopped when the run ends.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+
+def pyspark_jars() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent / "jars"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class EmbeddedZooKeeper:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 60.0) -> EmbeddedZooKeeper:
+        java = shutil.which("java") or (Path(os.environ.get("JAVA_HOME", "/nonexistent")) / "bin" / "java")
+        jars = pyspark_jars()
+        if not any(jars.glob("zookeeper-*.jar")):
+            raise FileNotFoundError(f"no zookeeper jar in {jars}; pass a ZooKeeper connect string instead")
+        log4j = Path(__file__).resolve().parent.parent / "obs" / "log4j2.properties"
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.port = _free_port()
+        args = [str(java), "-Xmx256m", "-cp", f"{jars}/*", f"-Dlog4j2.configurationFile=file:{log4j}",
+                "-Dzookeeper.admin.enableServer=false", "org.apache.zookeeper.server.ZooKeeperServerMain",
+                str(self.port), str(self.directory / "data")]
+        with open(self.directory / "zookeeper.log", "ab") as log:
+            self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"ZooKeeper exited with {self._proc.returncode}; see {self.directory / 'zookeeper.log'}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise TimeoutError(f"ZooKeeper did not listen on {self.port} within {timeout_s}s")
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None
+
+    def __enter__(self) -> EmbeddedZooKeeper:
+        return self.start()
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()

@@ -1,0 +1,78 @@
+"""Finding a task's inputs: local buffer, another worker over Flight, or checkpoint storage.
+
+Quokka's guarantee is that an input a task needs is present somewhere or will
+be produced; PT says where. A task is handed to the Spark process only when
+every input is readable locally: objects of this worker are read in place,
+objects of another worker are fetched into the cache (and deleted once the
+task completes), objects saved in a checkpoint are read from its storage.
+An input whose holder is unreachable (just lost) simply makes the task not
+ready yet; recovery will move or regenerate it.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pyarrow.flight as flight
+
+from ftpipeline.checkpoint.storage import CheckpointStorage
+from ftpipeline.control.store import RunStore
+from ftpipeline.lineage.naming import STORAGE_NODE, WorkerId
+from ftpipeline.lineage.tables import LineageTables
+from ftpipeline.worker.buffer import ObjectBuffer, write_ipc
+from ftpipeline.worker.transport import SidecarClient
+
+log = logging.getLogger("ftpipeline.sidecar")
+
+
+class InputResolver:
+    def __init__(self, worker: WorkerId, tables: LineageTables, store: RunStore, buffer: ObjectBuffer) -> None:
+        self.worker = worker
+        self.tables = tables
+        self.store = store
+        self.buffer = buffer
+        self.storage: CheckpointStorage | None = None
+        self._peers: dict[str, SidecarClient] = {}
+        self.inflight_epoch = 0  # which checkpoint's in-flight objects PT's STORAGE_NODE refers to
+
+    def resolve(self, names: list[str]) -> list[list[str]] | None:
+        """``[[name, local path], ...]`` for every input, or None if any is not available yet."""
+        where = self.tables.locate(names)
+        if any(w is None for w in where):
+            return None
+        out = []
+        for name, holder in zip(names, where):
+            if holder == self.worker:
+                path = self.buffer.object_path(name)
+                if not path.exists():
+                    return None
+            elif holder == STORAGE_NODE:
+                if self.storage is None:
+                    return None
+                path = self.storage.inflight_path(self.inflight_epoch, name)
+                if not path.exists():
+                    log.error("in-flight object missing from checkpoint storage", extra={"object": name, "path": str(path)})
+                    return None
+            else:
+                path = self.buffer.cache_path(name)
+                if not path.exists() and not self._fetch(name, WorkerId(str(holder)), path):
+                    return None
+            out.append([name, str(path)])
+        return out
+
+    def _fetch(self, name: str, holder: WorkerId, path: Path) -> bool:
+        address = self.store.address(holder)
+        if address is None:
+            return False
+        client = self._peers.get(address)
+        if client is None:
+            client = self._peers[address] = SidecarClient(address, timeout_s=10)
+        try:
+            table = client.fetch(name)
+        except (flight.FlightError, OSError) as exc:
+            log.warning("fetch failed", extra={"object": name, "holder": holder, "error": str(exc)})
+            self._peers.pop(address, None)
+            return False
+        write_ipc(path, table)
+        return True

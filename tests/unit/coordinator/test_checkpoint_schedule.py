@@ -1,0 +1,70 @@
+"""CheckpointManager.due: when the coordinator starts a checkpoint (steps, time, request, never two at once)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, cast
+
+from ftpipeline.checkpoint.pointer import CheckpointPointer
+from ftpipeline.control.store import RunStore
+from ftpipeline.coordinator.checkpoints import CheckpointManager
+from ftpipeline.dataflow.graph import Graph
+from ftpipeline.lineage.naming import WorkerId
+from ftpipeline.lineage.tables import LineageTables
+from ftpipeline.obs.metrics import RunMetrics
+from ftpipeline.spec.load import parse_pipeline
+from tests.unit.lineage.history import PIPELINE
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def manager(tmp_path: Path, clock: Clock, **spec: Any) -> CheckpointManager:
+    s = replace(parse_pipeline(PIPELINE, tmp_path, check_entry_point=False), checkpoint_path=tmp_path, **spec)
+    # due() reads only the spec, the clock and its own state: the pointer is never called
+    pointer = cast(CheckpointPointer, object())
+    return CheckpointManager(s, Graph(s), cast(RunStore, None), cast(LineageTables, None), pointer,
+                             RunMetrics(s.name), clock)
+
+
+def committed(m: CheckpointManager, boundary: int) -> None:
+    m.current = None
+    m.last = {"boundary": boundary}
+
+
+def test_every_n_steps_counts_from_the_last_committed_boundary(tmp_path: Path) -> None:
+    m = manager(tmp_path, Clock(), checkpoint_steps=3)
+    assert [b for b in range(0, 4) if m.due(b)] == [3]
+    m.begin(3, [WorkerId("w0")])
+    assert not m.due(6), "never two at once"
+    committed(m, 3)
+    assert not m.due(5)
+    assert m.due(6)
+
+
+def test_a_boundary_that_falls_during_a_checkpoint_is_deferred_not_skipped(tmp_path: Path) -> None:
+    m = manager(tmp_path, Clock(), checkpoint_steps=2)
+    m.begin(2, [WorkerId("w0")])
+    assert not m.due(4)          # the checkpoint at 2 is still being taken
+    committed(m, 2)
+    assert m.due(5)              # not only at 6: 3 steps have passed since the last one
+
+
+def test_timer_and_request(tmp_path: Path) -> None:
+    clock = Clock()
+    m = manager(tmp_path, clock, checkpoint_ms=1000)
+    assert not m.due(1)
+    clock.now = 1.0
+    assert m.due(1)
+    m.begin(1, [WorkerId("w0")])
+    committed(m, 1)
+    assert not m.due(2)
+    m.requested = True
+    assert m.due(2)
+    assert not m.due(0), "nothing to checkpoint before the first step"
