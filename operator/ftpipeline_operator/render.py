@@ -1,0 +1,200 @@
+"""Kubernetes objects of a pipeline, rendered from its FTPipeline: pure functions, no API calls.
+
+Every object is owned by the FTPipeline (deleting it deletes them) and
+labelled so the operator can find a pipeline's pods and Prometheus its
+sidecars:
+
+- a **worker pod** per worker: the ``spark`` container (one local
+  SparkSession executing tasks) and the ``sidecar`` container (object buffer,
+  Arrow Flight transfers, lineage bookkeeping, the control API, ``/metrics``),
+  sharing an ``emptyDir`` through which the Spark process finds its sidecar —
+  the same two processes ``ftpipeline run`` starts, with the same arguments;
+- a headless **Service** selecting the worker pods (stable DNS, metrics
+  discovery);
+- a **ConfigMap** holding the pipeline document the run uses, mounted
+  read-only in every worker.
+
+Pods run as the image's non-root user with a read-only root filesystem;
+what the processes write goes to ``emptyDir`` volumes or to the volumes the
+pipeline declares (``spec.volumes``/``spec.volumeMounts``: output,
+checkpoints, dead letters).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from ftpipeline.spec.schema import API_GROUP, API_VERSION, KIND
+
+FLIGHT_PORT = 7000
+METRICS_PORT = 9108
+WORK_DIR = "/var/run/ftpipeline"
+PIPELINE_DIR = "/etc/ftpipeline"
+PIPELINE_FILE = "pipeline.yaml"
+RUNTIME_USER = 10001
+
+PIPELINE_LABEL = f"{API_GROUP}/pipeline"
+WORKER_LABEL = f"{API_GROUP}/worker"
+RUN_LABEL = f"{API_GROUP}/run"
+
+Obj = dict[str, Any]
+
+
+def labels(name: str, component: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "ftpipeline",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/managed-by": "ftpipeline-operator",
+        PIPELINE_LABEL: name,
+    }
+
+
+def worker_selector(name: str) -> str:
+    """Label selector of a pipeline's worker pods."""
+    return f"{PIPELINE_LABEL}={name},app.kubernetes.io/component=worker"
+
+
+def owner_reference(body: Mapping[str, Any]) -> Obj:
+    meta = body["metadata"]
+    return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND, "name": meta["name"], "uid": meta["uid"],
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def _meta(body: Mapping[str, Any], name: str, component: str, extra_labels: Mapping[str, str] | None = None) -> Obj:
+    return {
+        "name": name,
+        "namespace": body["metadata"]["namespace"],
+        "labels": {**labels(body["metadata"]["name"], component), **(extra_labels or {})},
+        "ownerReferences": [owner_reference(body)],
+    }
+
+
+def pipeline_document(body: Mapping[str, Any]) -> str:
+    """The FTPipeline as the runtime reads it (the same document ``ftpipeline run`` takes)."""
+    doc = {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND,
+           "metadata": {"name": body["metadata"]["name"]}, "spec": body["spec"]}
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def config_map_name(name: str) -> str:
+    return f"{name}-pipeline"
+
+
+def service_name(name: str) -> str:
+    return f"{name}-workers"
+
+
+def pod_name(name: str, worker: str) -> str:
+    return f"{name}-{worker}"
+
+
+def config_map(body: Mapping[str, Any]) -> Obj:
+    name = body["metadata"]["name"]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(body, config_map_name(name), "pipeline"),
+            "data": {PIPELINE_FILE: pipeline_document(body)}}
+
+
+def service(body: Mapping[str, Any]) -> Obj:
+    name = body["metadata"]["name"]
+    return {
+        "apiVersion": "v1", "kind": "Service", "metadata": _meta(body, service_name(name), "worker"),
+        "spec": {
+            "clusterIP": "None",
+            "selector": {PIPELINE_LABEL: name, "app.kubernetes.io/component": "worker"},
+            "ports": [{"name": "flight", "port": FLIGHT_PORT, "targetPort": "flight"},
+                      {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"}],
+            "publishNotReadyAddresses": True,
+        },
+    }
+
+
+def _endpoint_env(var: str, endpoint: Mapping[str, Any] | None, field: str, default: str) -> Obj:
+    """An env var from a literal endpoint or a Secret reference (``{secretRef: {name, key}}``)."""
+    endpoint = endpoint or {}
+    ref = endpoint.get("secretRef")
+    if ref:
+        return {"name": var, "valueFrom": {"secretKeyRef": {"name": ref["name"], "key": ref["key"]}}}
+    return {"name": var, "value": endpoint.get(field) or default}
+
+
+def runtime_env(spec: Mapping[str, Any], defaults: Mapping[str, str]) -> list[Obj]:
+    """Where a worker finds Redis: the pipeline's own endpoint, else the operator's default."""
+    return [_endpoint_env("FTPIPELINE_REDIS_URL", spec.get("redis"), "url", defaults.get("redis", ""))]
+
+
+_HARDENED = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
+def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping[str, str]) -> Obj:
+    """The pod of one worker. ``run`` labels the coordinator session that started it."""
+    name = body["metadata"]["name"]
+    spec = body["spec"]
+    spark = spec.get("spark") or {}
+    env = [
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+        {"name": "HOME", "value": "/tmp"},
+        *runtime_env(spec, defaults),
+    ]
+    mounts = [{"name": "work", "mountPath": WORK_DIR}, {"name": "tmp", "mountPath": "/tmp"},
+              {"name": "pipeline", "mountPath": PIPELINE_DIR, "readOnly": True},
+              *spec.get("volumeMounts", [])]
+    image = spec["image"]
+    pull = spec.get("imagePullPolicy", "IfNotPresent")
+    sidecar = {
+        "name": "sidecar",
+        "image": image,
+        "imagePullPolicy": pull,
+        "command": ["python", "-m", "ftpipeline.worker.sidecar"],
+        "args": ["--worker-id", worker, "--pipeline", name, "--redis-url", "$(FTPIPELINE_REDIS_URL)",
+                 "--dir", WORK_DIR, "--bind", "0.0.0.0", "--advertise", "$(POD_IP)",
+                 "--port", str(FLIGHT_PORT), "--metrics-port", str(METRICS_PORT)],
+        "env": env,
+        "ports": [{"name": "flight", "containerPort": FLIGHT_PORT}, {"name": "metrics", "containerPort": METRICS_PORT}],
+        "readinessProbe": {"tcpSocket": {"port": "flight"}, "periodSeconds": 2},
+        "resources": (spec.get("sidecar") or {}).get("resources", {}),
+        "securityContext": _HARDENED,
+        "volumeMounts": mounts,
+    }
+    executor = {
+        "name": "spark",
+        "image": image,
+        "imagePullPolicy": pull,
+        "command": ["python", "-m", "ftpipeline.worker.executor"],
+        "args": ["--worker-id", worker, "--dir", WORK_DIR, "--spark-master", spark.get("master", "local[1]"),
+                 "--spark-conf", json.dumps(spark.get("conf", {}), sort_keys=True)],
+        "env": env,
+        "resources": spark.get("resources", {}),
+        "securityContext": _HARDENED,
+        "volumeMounts": mounts,
+    }
+    pod_spec: Obj = {
+        "restartPolicy": "Never",  # a worker that exits is lost; recovery, not the kubelet, brings it back
+        "terminationGracePeriodSeconds": 10,
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": RUNTIME_USER, "runAsGroup": RUNTIME_USER,
+                            "fsGroup": RUNTIME_USER, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [executor, sidecar],
+        "volumes": [{"name": "work", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}},
+                    {"name": "pipeline", "configMap": {"name": config_map_name(name)}},
+                    *spec.get("volumes", [])],
+    }
+    for key in ("serviceAccountName", "nodeSelector", "tolerations", "priorityClassName"):
+        if key in spec:
+            pod_spec[key] = spec[key]
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {**_meta(body, pod_name(name, worker), "worker", {WORKER_LABEL: worker, RUN_LABEL: run}),
+                     "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(METRICS_PORT)}},
+        "spec": pod_spec,
+    }

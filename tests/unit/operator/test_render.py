@@ -1,0 +1,94 @@
+"""Rendering a pipeline's pods, Service and ConfigMap from its FTPipeline (no API server needed)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from ftpipeline_operator import render
+
+
+def body(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "ftpipeline.io/v1alpha1", "kind": "FTPipeline",
+        "metadata": {"name": "clicks", "namespace": "data", "uid": "1234", "generation": 3},
+        "spec": {"image": "registry/ftpipeline:1", "entryPoint": "/opt/app/clicks.py", "workers": 2,
+                 "stages": [{"name": "s", "source": {"generator": {"function": "g", "rowsPerStep": 10}}}], **spec},
+    }
+
+
+def container(pod: dict[str, Any], name: str) -> dict[str, Any]:
+    [c] = [c for c in pod["spec"]["containers"] if c["name"] == name]
+    return c
+
+
+def test_worker_pod_runs_the_same_two_processes_as_ftpipeline_run() -> None:
+    pod = render.worker_pod(body(), "w1", "run-a", {"redis": "redis://r:6379/0"})
+    assert pod["metadata"]["name"] == "clicks-w1"
+    assert pod["metadata"]["namespace"] == "data"
+    assert pod["metadata"]["labels"][render.WORKER_LABEL] == "w1"
+    assert pod["metadata"]["labels"][render.RUN_LABEL] == "run-a"
+    [owner] = pod["metadata"]["ownerReferences"]
+    assert owner == {"apiVersion": "ftpipeline.io/v1alpha1", "kind": "FTPipeline", "name": "clicks", "uid": "1234",
+                     "controller": True, "blockOwnerDeletion": True}
+    spark, sidecar = container(pod, "spark"), container(pod, "sidecar")
+    assert spark["command"][-1] == "ftpipeline.worker.executor"
+    assert sidecar["command"][-1] == "ftpipeline.worker.sidecar"
+    assert "--advertise" in sidecar["args"] and "$(POD_IP)" in sidecar["args"]
+    env = {e["name"]: e for e in sidecar["env"]}
+    assert env["FTPIPELINE_REDIS_URL"]["value"] == "redis://r:6379/0"
+    assert pod["spec"]["restartPolicy"] == "Never"
+
+
+def test_pods_are_non_root_with_a_read_only_root_filesystem() -> None:
+    pod = render.worker_pod(body(), "w0", "r", {})
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    for c in pod["spec"]["containers"]:
+        assert c["securityContext"]["readOnlyRootFilesystem"] is True
+        assert c["securityContext"]["allowPrivilegeEscalation"] is False
+        assert {"name": "tmp", "mountPath": "/tmp"} in c["volumeMounts"]
+
+
+def test_spark_conf_resources_and_user_volumes_reach_the_pod() -> None:
+    pod = render.worker_pod(body(
+        spark={"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "4"},
+               "resources": {"limits": {"memory": "2Gi"}}},
+        volumes=[{"name": "out", "hostPath": {"path": "/data/out"}}],
+        volumeMounts=[{"name": "out", "mountPath": "/out"}],
+    ), "w0", "r", {})
+    spark = container(pod, "spark")
+    args = spark["args"]
+    assert args[args.index("--spark-master") + 1] == "local[2]"
+    assert json.loads(args[args.index("--spark-conf") + 1]) == {"spark.sql.shuffle.partitions": "4"}
+    assert spark["resources"] == {"limits": {"memory": "2Gi"}}
+    assert {"name": "out", "hostPath": {"path": "/data/out"}} in pod["spec"]["volumes"]
+    for c in pod["spec"]["containers"]:
+        assert {"name": "out", "mountPath": "/out"} in c["volumeMounts"]
+
+
+def test_redis_from_a_secret() -> None:
+    pod = render.worker_pod(body(redis={"secretRef": {"name": "redis", "key": "url"}}), "w0", "r",
+                            {"redis": "redis://default"})
+    env = {e["name"]: e for e in container(pod, "sidecar")["env"]}
+    assert env["FTPIPELINE_REDIS_URL"] == {"name": "FTPIPELINE_REDIS_URL",
+                                           "valueFrom": {"secretKeyRef": {"name": "redis", "key": "url"}}}
+
+
+def test_service_selects_exactly_the_worker_pods() -> None:
+    svc = render.service(body())
+    pod = render.worker_pod(body(), "w0", "r", {})
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    ports = {p["name"] for p in svc["spec"]["ports"]}
+    assert ports == {p["name"] for p in container(pod, "sidecar")["ports"]}
+
+
+def test_config_map_holds_the_document_ftpipeline_run_would_take() -> None:
+    cm = render.config_map(body())
+    doc = yaml.safe_load(cm["data"][render.PIPELINE_FILE])
+    assert doc["metadata"] == {"name": "clicks"}
+    assert doc["spec"]["image"] == "registry/ftpipeline:1"
+    pod = render.worker_pod(body(), "w0", "r", {})
+    assert {"name": "pipeline", "configMap": {"name": cm["metadata"]["name"]}} in pod["spec"]["volumes"]
