@@ -6,14 +6,19 @@ cluster KUBECONFIG names.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
+
+from ftpipeline.spec import SpecError, parse_pipeline
 
 from .conftest import IMAGE
 
@@ -61,7 +66,7 @@ def test_a_pod_from_the_project_image_runs_spark(kube: client.ApiClient, namespa
     assert "COUNT 14286" in core.read_namespaced_pod_log("spark-count", namespace)
 
 
-def test_a_deleted_pod_is_seen_deleted_within_two_seconds(kube: client.ApiClient, namespace: str) -> None:
+def test_a_deleted_pod_is_seen_deleted(kube: client.ApiClient, namespace: str) -> None:
     core = client.CoreV1Api(kube)
     core.create_namespaced_pod(namespace, _pod("sleeper", SLEEP))
     _wait_phase(core, namespace, "sleeper", {"Running"}, 120)
@@ -84,9 +89,8 @@ def test_a_deleted_pod_is_seen_deleted_within_two_seconds(kube: client.ApiClient
     core.delete_namespaced_pod("sleeper", namespace)
     thread.join(30)
     assert "deleted" in seen, "no DELETED event"
-    latency = seen["deleted"] - deleted_at
-    print(f"DELETED event {latency:.3f}s after the delete call")
-    assert latency < 2.0, f"DELETED after {latency:.2f}s"
+    # how soon is measured and printed, not asserted: timing belongs to benchmarks and metrics
+    print(f"DELETED event {seen['deleted'] - deleted_at:.3f}s after the delete call")
 
 
 @pytest.fixture
@@ -110,12 +114,63 @@ def crd(kube: client.ApiClient) -> str:
     raise AssertionError("CRD not established")
 
 
-def test_the_api_server_validates_ftpipelines_with_the_crd_schema(kube: client.ApiClient, namespace: str, crd: str) -> None:
+def _broken(change: str) -> Callable[[dict[str, Any]], None]:
+    """A change to a valid FTPipeline, written as ``path=value`` (value YAML; ``path=`` deletes)."""
+    where, _, value = change.partition("=")
+
+    def apply(doc: dict[str, Any]) -> None:
+        *parents, last = where.split(".")
+        node = doc
+        for part in parents:
+            node = node[int(part)] if part.isdigit() else node.setdefault(part, {})
+        if value == "":
+            del node[last]
+        elif last.isdigit():
+            node[int(last)] = yaml.safe_load(value)
+        else:
+            node[last] = yaml.safe_load(value)
+
+    return apply
+
+
+MALFORMED = [
+    # (change, field the API server names, words of its message)
+    ("spec.workers=two", "spec.workers", "must be of type integer"),
+    ("spec.recovery.strategy=magic", "spec.recovery.strategy", "Unsupported value"),
+    ("spec.workers=0", "spec.workers", "greater than or equal to 1"),
+    ("spec.checkpoint.intervalSteps=-5", "spec.checkpoint.intervalSteps", "greater than or equal to 0"),
+    ("spec.image=", "spec.image", "Required value"),
+    ("spec.recovery.backoff={initialMs: 5000, maxMs: 10}", "spec.recovery.backoff", "maxMs must be at least initialMs"),
+    ("spec.stages.1.sink={parquet: {path: x}}", "spec.stages[1]", "needs exactly one of source, transform"),
+    ("spec.wrokers=2", "spec.wrokers", "unknown field"),
+]
+
+
+def test_a_valid_ftpipeline_is_accepted(kube: client.ApiClient, namespace: str, crd: str) -> None:
     api = client.CustomObjectsApi(kube)
     valid = yaml.safe_load((ROOT / "examples" / "clickstream" / "pipeline.yaml").read_text())
-    api.create_namespaced_custom_object("ftpipeline.io", "v1alpha1", namespace, "ftpipelines", valid)
-    invalid = {**valid, "metadata": {"name": "bad"}, "spec": {**valid["spec"], "workers": 0}}
+    created = api.create_namespaced_custom_object("ftpipeline.io", "v1alpha1", namespace, "ftpipelines", valid,
+                                                  field_validation="Strict")
+    # the API server applied the schema's defaults
+    assert created["spec"]["suspend"] is False
+    assert created["spec"]["imagePullPolicy"] == "IfNotPresent"
+
+
+@pytest.mark.parametrize(("change", "field", "words"), MALFORMED, ids=[m[0].split("=")[0] for m in MALFORMED])
+def test_a_malformed_ftpipeline_is_rejected_naming_the_field(kube: client.ApiClient, namespace: str, crd: str,
+                                                           change: str, field: str, words: str) -> None:
+    api = client.CustomObjectsApi(kube)
+    doc = yaml.safe_load((ROOT / "examples" / "clickstream" / "pipeline.yaml").read_text())
+    doc["metadata"]["name"] = "bad"
+    _broken(change)(doc)
     with pytest.raises(ApiException) as err:
-        api.create_namespaced_custom_object("ftpipeline.io", "v1alpha1", namespace, "ftpipelines", invalid)
-    assert err.value.status == 422
-    assert "spec.workers" in err.value.body and "greater than or equal to 1" in err.value.body
+        api.create_namespaced_custom_object("ftpipeline.io", "v1alpha1", namespace, "ftpipelines", doc,
+                                            field_validation="Strict")
+    assert err.value.status in (400, 422), err.value.body
+    message = json.loads(err.value.body)["message"]
+    print(f"{change}: {message}")
+    assert field in message and words in message, message
+    # ftpipeline run refuses the same document naming the same field, before anything starts
+    with pytest.raises(SpecError) as local:
+        parse_pipeline(yaml.safe_dump(doc), ROOT / "examples" / "clickstream", check_entry_point=False)
+    assert any(p.path == field for p in local.value.problems), local.value.problems

@@ -30,6 +30,7 @@ def clickstream(
     mode: str = "lockstep",
     window: int = 3,
     strategy: str = "lineage",
+    restart_budget: dict[str, int] | None = None,
 ) -> Path:
     """The example pipeline with test-sized knobs, writing into ``directory``."""
     doc = yaml.safe_load((EXAMPLE / "pipeline.yaml").read_text())
@@ -43,6 +44,8 @@ def clickstream(
     if mode == "pipelined":
         spec["steps"]["window"] = window
     spec["recovery"] = {"strategy": strategy}
+    if restart_budget is not None:
+        spec["recovery"]["restartBudget"] = restart_budget
     if checkpoint_every:
         spec["checkpoint"] = {"intervalSteps": checkpoint_every, "retain": retain,
                               "storage": {"path": str(directory / "checkpoints")}}

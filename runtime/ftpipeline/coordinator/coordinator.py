@@ -43,6 +43,7 @@ from ftpipeline.coordinator.checkpoints import CheckpointManager
 from ftpipeline.coordinator.faults import FaultPlan
 from ftpipeline.coordinator.protocol import Create, startup_decision
 from ftpipeline.coordinator.recovery import RecoveryRecord, choose_strategy, recover_lineage, rollback
+from ftpipeline.coordinator.restarts import BudgetExhausted, RestartBudget, RestartPolicy
 from ftpipeline.coordinator.trigger import Reason, StepTrigger
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.sources import channel_share, rows_per_step
@@ -140,7 +141,10 @@ class Coordinator:
         self._started_at = 0.0
         self._source_rows = 0
         self._awaiting_commit: list[RecoveryRecord] = []
-        self._replacements_due = 0
+        self._replacements: list[tuple[float, int]] = []  # (not before, committed step at the loss)
+        self.restarts = RestartBudget(RestartPolicy(
+            spec.restart_max, spec.restart_window_s, spec.backoff_initial_ms, spec.backoff_max_ms,
+            spec.backoff_jitter_percent))
         self._tasks_by_worker: dict[str, int] = {}
         self._joins: list[dict[str, Any]] = []
         self._replays: set[int] = set()
@@ -248,9 +252,21 @@ class Coordinator:
             log.info("hand back", extra={"worker": worker, "channels": sorted(c.key() for c in moves)})
         self._newcomers = []
 
+    def _schedule_replacement(self, now: float) -> None:
+        """Ration replacements (restart budget, backoff); the run fails once the budget is spent."""
+        try:
+            delay = self.restarts.on_loss(now)
+        except BudgetExhausted as exc:
+            raise PipelineFailed(str(exc)) from exc
+        self._replacements.append((now + delay, self.committed))
+
     def _start_replacements(self) -> None:
-        while self._replacements_due:
-            self._replacements_due -= 1
+        """Start each replacement whose backoff has passed, once a step committed since its loss
+        (so a new JVM does not compete with the survivors while they recover)."""
+        now = self.clock()
+        due = [r for r in self._replacements if r[0] <= now and self.committed > r[1]]
+        for r in due:
+            self._replacements.remove(r)
             log.info("starting replacement", extra={"worker": self._spawn()})
 
     def clients_for(self, workers: list[WorkerId]) -> dict[WorkerId, SidecarClient]:
@@ -297,9 +313,9 @@ class Coordinator:
 
     def _lost(self, dead: WorkerId) -> None:
         detected = self.clock()
-        if dead in self._joining:  # a replacement that died before joining: try again
+        if dead in self._joining:  # a replacement that died before joining: try again, after a backoff
             self._joining.remove(dead)
-            self._spawn()
+            self._schedule_replacement(detected)
             return
         self.observer.on_worker_lost(dead)
         if not self.spec.fault_tolerance:
@@ -350,7 +366,7 @@ class Coordinator:
         self.metrics.recovery_seconds.labels(self.spec.name, record.strategy).observe(record.seconds)
         self.metrics.workers_ready.set(len(self.workers))
         self.observer.on_recovery(record)
-        self._replacements_due += 1
+        self._schedule_replacement(detected)
         self._last_progress = self.clock()
         log.info("recovered", extra=record.summary())
 
@@ -490,7 +506,6 @@ class Coordinator:
             self.observer.on_step_committed(step, self._step_rows.pop(step, 0), elapsed)
             self.ckpt.released(step)
             self._hand_back()
-            self._start_replacements()
             if self.sample_every and step % self.sample_every == 0:
                 self._sample_buffers(step)
 
@@ -527,6 +542,7 @@ class Coordinator:
         while True:
             self._poll(0.005)
             self._commit_ready()
+            self._start_replacements()
             self._checkpoint_tick()
             if self._finished():
                 break

@@ -52,7 +52,7 @@ class RestartBudget:
         n = self.in_window(now) + 1
         if n > self.policy.max_restarts:
             raise BudgetExhausted(
-                f"{n} workers lost within {self.policy.window_s:.0f} s, more than the restart budget of "
+                f"{n} worker losses within {self.policy.window_s:.0f} s exceed the restart budget of "
                 f"{self.policy.max_restarts} (spec.recovery.restartBudget)")
         self._losses.append(now)
         return self.delay(n)

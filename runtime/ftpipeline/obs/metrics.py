@@ -7,6 +7,8 @@ recovery that should commit its next step within ~1 s of a loss.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
@@ -55,3 +57,30 @@ class RunMetrics:
                                 registry=self.registry).labels(pipeline)
         self.workers_ready = Gauge("ftpipeline_workers_ready", "Workers joined and alive.", labels,
                                    registry=self.registry).labels(pipeline)
+
+
+class WorkerMetrics:
+    """A worker sidecar's own ``/metrics``: its buffer and the tasks it ran (labels pipeline, worker)."""
+
+    def __init__(self, pipeline: str, worker: str, held_bytes: Callable[[], float], held_objects: Callable[[], float],
+                 registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        labels = ["pipeline", "worker"]
+        Gauge("ftpipeline_worker_buffer_bytes", "Bytes of objects this worker holds (buffered outputs).", labels,
+              registry=self.registry).labels(pipeline, worker).set_function(held_bytes)
+        Gauge("ftpipeline_worker_buffer_objects", "Objects this worker holds.", labels,
+              registry=self.registry).labels(pipeline, worker).set_function(held_objects)
+        self.tasks = Counter("ftpipeline_worker_tasks_total", "Tasks this worker completed, by whether they re-ran "
+                             "lost work (recovery).", [*labels, "recovery"], registry=self.registry)
+        self.records = Counter("ftpipeline_worker_records_total", "Records read by this worker's tasks.", labels,
+                               registry=self.registry).labels(pipeline, worker)
+        self._labels = (pipeline, worker)
+
+    def task_done(self, rows_in: int, recovery: bool) -> None:
+        self.tasks.labels(*self._labels, "true" if recovery else "false").inc()
+        self.records.inc(rows_in)
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> None:
+        from prometheus_client import start_http_server
+
+        start_http_server(port, addr, registry=self.registry)

@@ -3,8 +3,9 @@
 Validation runs in three passes, each reporting every problem it finds as
 ``spec.stages[2].parallelism: <what is wrong>``:
 
-1. the structural schema (types, unknown fields, enums, minimums) — the same
-   checks the API server applies to the CRD;
+1. the structural schema (types, unknown fields, enums, minimums), then its
+   CEL rules for cross-field constraints (``spec/cel.py``) — the same checks
+   the API server applies to the CRD;
 2. the dataflow: exactly one kind per stage, unique names, known inputs, no
    cycles, sources without inputs, partitioning that fits the parallelism;
 3. the entry point: the module imports and every function a stage names
@@ -41,6 +42,7 @@ from ftpipeline.spec.model import (
     StageSpec,
     Trigger,
 )
+from ftpipeline.spec.cel import violations
 from ftpipeline.spec.schema import FTPIPELINE_SCHEMA
 
 _KINDS = ("source", "transform", "aggregate", "sink")
@@ -104,19 +106,9 @@ def _article(type_name: str) -> str:
     return f"an {type_name}" if type_name[0] in "aeiou" else f"a {type_name}"
 
 
-def _stage_kind(raw: Mapping[str, Any], at: str, problems: list[Problem]) -> StageKind | None:
-    present = [k for k in _KINDS if k in raw]
-    if len(present) != 1:
-        got = ", ".join(present) if present else "none"
-        problems.append(Problem(at, f"needs exactly one of {', '.join(_KINDS)} (got {got})"))
-        return None
-    kind = StageKind(present[0])
-    if kind is StageKind.SOURCE:
-        sources = [k for k in ("generator", "file") if k in raw["source"]]
-        if len(sources) != 1:
-            problems.append(Problem(f"{at}.source", "needs exactly one of generator, file"))
-            return None
-    return kind
+def _stage_kind(raw: Mapping[str, Any]) -> StageKind:
+    """The stage's one kind (the schema's CEL rules guarantee exactly one)."""
+    return StageKind(next(k for k in _KINDS if k in raw))
 
 
 def _dataflow_problems(spec: Mapping[str, Any]) -> list[Problem]:
@@ -128,11 +120,11 @@ def _dataflow_problems(spec: Mapping[str, Any]) -> list[Problem]:
         if raw["name"] in index:
             problems.append(Problem(f"{at}.name", f"duplicate stage name {raw['name']!r} (also spec.stages[{index[raw['name']]}])"))
         index.setdefault(raw["name"], i)
-        kind = _stage_kind(raw, at, problems)
+        kind = _stage_kind(raw)
         inputs = raw.get("inputs", [])
         if kind is StageKind.SOURCE and inputs:
             problems.append(Problem(f"{at}.inputs", "a source has no inputs"))
-        if kind is not None and kind is not StageKind.SOURCE and not inputs:
+        if kind is not StageKind.SOURCE and not inputs:
             problems.append(Problem(f"{at}.inputs", f"a {kind.value} needs at least one input"))
         if kind is StageKind.SOURCE and "file" in raw["source"]:
             file = raw["source"]["file"]
@@ -249,7 +241,7 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
     spec = doc["spec"]
     stages = []
     for raw in spec["stages"]:
-        kind = StageKind(next(k for k in _KINDS if k in raw))
+        kind = _stage_kind(raw)
         parallelism = raw.get("parallelism", 1)
         edges = []
         for edge in raw.get("inputs", []):
@@ -284,6 +276,8 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
         stages.append(StageSpec(raw["name"], kind, parallelism, tuple(edges), generator, file, function, aggregate, sink))
     steps = spec.get("steps", {})
     trig = steps.get("trigger", {})
+    budget = spec.get("recovery", {}).get("restartBudget", {})
+    backoff = spec.get("recovery", {}).get("backoff", {})
     return PipelineSpec(
         name=doc["metadata"]["name"],
         image=spec["image"],
@@ -297,6 +291,12 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
         max_steps=steps.get("maxSteps"),
         trigger=Trigger(trig.get("records", 1), trig.get("timerMs", 100), trig.get("tickMs", 0)),
         recovery_strategy=spec.get("recovery", {}).get("strategy", "lineage"),
+        restart_max=budget.get("maxRestarts", 5),
+        restart_window_s=budget.get("windowSeconds", 600),
+        backoff_initial_ms=backoff.get("initialMs", 1000),
+        backoff_max_ms=backoff.get("maxMs", 60_000),
+        backoff_jitter_percent=backoff.get("jitterPercent", 20),
+        progress_deadline_s=spec.get("progressDeadlineSeconds", 600),
         gc_interval_ms=spec.get("gc", {}).get("intervalMs", 500),
         redis_url=spec.get("redis", {}).get("url") or None,
         spark_master=spec.get("spark", {}).get("master", "local[1]"),
@@ -321,6 +321,8 @@ def parse_pipeline(text: str, base_dir: Path, source: str = "<text>", check_entr
     if not isinstance(doc, dict):
         raise SpecError(source, [Problem("", "expected a YAML mapping with apiVersion, kind, metadata, spec")])
     problems = _schema_problems(doc)
+    if not problems:
+        problems = [Problem(_path(where), message) for where, message in violations(FTPIPELINE_SCHEMA, doc)]
     if not problems:
         problems = _dataflow_problems(doc["spec"])
     if problems:

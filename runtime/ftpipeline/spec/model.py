@@ -109,6 +109,12 @@ class PipelineSpec:
     max_steps: int | None = None
     trigger: Trigger = field(default_factory=Trigger)
     recovery_strategy: str = "lineage"
+    restart_max: int = 5             # replacements allowed within restart_window_s
+    restart_window_s: int = 600
+    backoff_initial_ms: int = 1000   # delay before a replacement, doubling per loss in the window
+    backoff_max_ms: int = 60_000
+    backoff_jitter_percent: int = 20
+    progress_deadline_s: int = 600
     gc_interval_ms: int = 500
     redis_url: str | None = None
     spark_master: str = "local[1]"

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ftpipeline.spec.cel import Rule, rule
+
 API_GROUP = "ftpipeline.io"
 API_VERSION = "v1alpha1"
 KIND = "FTPipeline"
@@ -33,7 +35,8 @@ FUNCTION_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 Schema = dict[str, Any]
 
 
-def _obj(description: str, properties: Schema, required: list[str] | None = None) -> Schema:
+def _obj(description: str, properties: Schema, required: list[str] | None = None,
+         rules: list[Rule] | None = None) -> Schema:
     node: Schema = {
         "type": "object",
         "description": description,
@@ -42,7 +45,22 @@ def _obj(description: str, properties: Schema, required: list[str] | None = None
     }
     if required:
         node["required"] = required
+    if rules:
+        node["x-kubernetes-validations"] = rules
     return node
+
+
+def _bool(description: str, default: bool) -> Schema:
+    return {"type": "boolean", "description": description, "default": default}
+
+
+def _one_of(*fields: str) -> Rule:
+    present = ", ".join(f"has(self.{f})" for f in fields)
+    return rule(f"[{present}].filter(x, x).size() == 1", f"needs exactly one of {', '.join(fields)}")
+
+
+def _either(a: str, b: str) -> Rule:
+    return rule(f"!(has(self.{a}) && has(self.{b}))", f"set {a} or {b}, not both")
 
 
 def _int(description: str, minimum: int | None = None, default: int | None = None) -> Schema:
@@ -56,6 +74,25 @@ def _int(description: str, minimum: int | None = None, default: int | None = Non
 
 def _str(description: str, **extra: Any) -> Schema:
     return {"type": "string", "description": description, **extra}
+
+
+_SECRET_REF = _obj(
+    "A key of a Secret in the pipeline's namespace.",
+    {"name": _str("Secret name.", minLength=1), "key": _str("Key within the Secret.", minLength=1)},
+    ["name", "key"],
+)
+
+_QUANTITIES = {
+    "type": "object",
+    "description": "Resource name (cpu, memory) to quantity.",
+    "additionalProperties": {"x-kubernetes-int-or-string": True,
+                             "anyOf": [{"type": "integer"}, {"type": "string"}]},
+}
+
+_RESOURCES = _obj(
+    "Compute resources of the container, as in a Pod (ignored by ftpipeline run).",
+    {"requests": _QUANTITIES, "limits": _QUANTITIES},
+)
 
 
 _FUNCTION = _str(
@@ -117,7 +154,8 @@ _INPUT = _obj(
             "an aggregate, forward when parallelism is equal, otherwise it must be given.",
             enum=["forward", "hash", "broadcast"],
         ),
-        "keys": {"type": "array", "description": "Key columns for hash partitioning.", "items": {"type": "string"}},
+        "keys": {"type": "array", "description": "Key columns for hash partitioning.", "maxItems": 16,
+                 "items": {"type": "string"}},
     },
     ["stage"],
 )
@@ -127,10 +165,11 @@ STAGE_SCHEMA: Schema = _obj(
     {
         "name": _str("Stage name (DNS label).", pattern=NAME_PATTERN, maxLength=40),
         "parallelism": _int("Number of channels of this stage.", minimum=1, default=1),
-        "inputs": {"type": "array", "description": "Upstream stages.", "items": _INPUT},
+        "inputs": {"type": "array", "description": "Upstream stages.", "maxItems": 16, "items": _INPUT},
         "source": _obj(
             "Replayable input. Exactly one of generator, file.",
             {"generator": _GENERATOR, "file": _FILE},
+            rules=[_one_of("generator", "file")],
         ),
         "transform": _obj(
             "Stateless transformation: a function DataFrame -> DataFrame from the entry point.",
@@ -142,8 +181,10 @@ STAGE_SCHEMA: Schema = _obj(
             "with their totals so far (update mode). Rows with a null key go to the "
             "dead-letter output.",
             {
-                "keyBy": {"type": "array", "description": "Key columns.", "minItems": 1, "items": {"type": "string"}},
-                "aggregations": {"type": "array", "description": "Aggregate columns.", "minItems": 1, "items": _AGGREGATION},
+                "keyBy": {"type": "array", "description": "Key columns.", "minItems": 1, "maxItems": 16,
+                          "items": {"type": "string"}},
+                "aggregations": {"type": "array", "description": "Aggregate columns.", "minItems": 1, "maxItems": 64,
+                                 "items": _AGGREGATION},
             },
             ["keyBy", "aggregations"],
         ),
@@ -160,24 +201,30 @@ STAGE_SCHEMA: Schema = _obj(
         ),
     },
     ["name"],
+    rules=[_one_of("source", "transform", "aggregate", "sink")],
 )
 
 SPEC_SCHEMA: Schema = _obj(
     "Desired state of a fault-tolerant pipeline.",
     {
         "image": _str("Container image holding the runtime and the entry point (ignored by ftpipeline run).", minLength=1),
+        "imagePullPolicy": _str("When the kubelet pulls the image.", enum=["Always", "IfNotPresent", "Never"],
+                                default="IfNotPresent"),
         "entryPoint": _str(
             "Python module with the pipeline's functions: a file path (relative to the pipeline "
             "file) or a dotted module name importable by the workers.",
             minLength=1,
         ),
         "workers": _int("Number of workers (each a Spark process plus a runtime sidecar).", minimum=1),
-        "faultTolerance": {
-            "type": "boolean",
-            "description": "Keep lineage and buffered objects so a lost worker is recovered (default true). "
-            "Off only for measuring its cost: a lost worker then fails the run.",
-            "default": True,
-        },
+        "faultTolerance": _bool("Keep lineage and buffered objects so a lost worker is recovered (default true). "
+                                "Off only for measuring its cost: a lost worker then fails the run.", True),
+        "suspend": _bool("Stop the workers and keep the pipeline's state (Redis, checkpoints, output). Setting it "
+                         "back to false resumes from the newest checkpoint and the step log.", False),
+        "checkpointNonce": _str("Change this value (any string) to take a checkpoint now."),
+        "restartNonce": _str("Change this value (any string) to restart every worker; the pipeline resumes from "
+                             "its newest checkpoint with no lost or repeated step."),
+        "progressDeadlineSeconds": _int("Seconds without a committed step after which the pipeline is reported "
+                                        "Stalled (condition Stalled, an Event).", minimum=1, default=600),
         "steps": _obj(
             "How steps are triggered.",
             {
@@ -198,12 +245,33 @@ SPEC_SCHEMA: Schema = _obj(
         ),
         "recovery": _obj(
             "What happens when a worker is lost.",
-            {"strategy": _str(
-                "lineage: recompute only the lost work (a lost stateful channel restores its newest snapshot "
-                "and replays what it consumed since). checkpoint: every worker reopens the newest committed "
-                "checkpoint and sources replay from its offsets. auto: lineage where the lost work is stateless, "
-                "or its state has a snapshot and its inputs since are alive; checkpoint otherwise.",
-                enum=["lineage", "checkpoint", "auto"], default="lineage")},
+            {
+                "strategy": _str(
+                    "lineage: recompute only the lost work (a lost stateful channel restores its newest snapshot "
+                    "and replays what it consumed since). checkpoint: every worker reopens the newest committed "
+                    "checkpoint and sources replay from its offsets. auto: lineage where the lost work is stateless, "
+                    "or its state has a snapshot and its inputs since are alive; checkpoint otherwise.",
+                    enum=["lineage", "checkpoint", "auto"], default="lineage"),
+                "restartBudget": _obj(
+                    "How many lost workers are replaced before the pipeline fails (like a Job's backoffLimit).",
+                    {
+                        "maxRestarts": _int("Replacements allowed within windowSeconds.", minimum=0, default=5),
+                        "windowSeconds": _int("The sliding window the budget is counted in.", minimum=1, default=600),
+                    },
+                ),
+                "backoff": _obj(
+                    "Delay before a replacement worker starts; recovery on the survivors never waits for it.",
+                    {
+                        "initialMs": _int("Delay before the first replacement in the window.", minimum=0, default=1000),
+                        "maxMs": _int("The delay doubles with each loss in the window up to this.", minimum=0,
+                                      default=60000),
+                        "jitterPercent": {**_int("Random spread of each delay, in percent.", minimum=0, default=20),
+                                          "maximum": 100},
+                    },
+                    rules=[rule("!has(self.initialMs) || !has(self.maxMs) || self.maxMs >= self.initialMs",
+                                "maxMs must be at least initialMs")],
+                ),
+            },
         ),
         "checkpoint": _obj(
             "Consistent checkpoints: snapshots of stateful channels, committed in ZooKeeper as the resume point.",
@@ -219,16 +287,20 @@ SPEC_SCHEMA: Schema = _obj(
             },
         ),
         "zookeeper": _obj(
-            "Where committed checkpoints are recorded. Empty: ftpipeline run starts a private ZooKeeper.",
-            {"connect": _str("ZooKeeper connect string, host:port[,host:port...].")},
+            "Where committed checkpoints are recorded. Empty: ftpipeline run starts a private ZooKeeper; the "
+            "operator uses its own default.",
+            {"connect": _str("ZooKeeper connect string, host:port[,host:port...]."),
+             "secretRef": _SECRET_REF},
+            rules=[_either("connect", "secretRef")],
         ),
         "gc": _obj(
             "Garbage collection of consumed objects.",
             {"intervalMs": _int("How often a worker drops consumed objects.", minimum=10, default=500)},
         ),
         "redis": _obj(
-            "Lineage store. Empty: ftpipeline run starts a private Redis.",
-            {"url": _str("redis:// or unix:// URL.")},
+            "Lineage store. Empty: ftpipeline run starts a private Redis; the operator uses its own default.",
+            {"url": _str("redis:// or unix:// URL."), "secretRef": _SECRET_REF},
+            rules=[_either("url", "secretRef")],
         ),
         "spark": _obj(
             "Spark session of each worker.",
@@ -239,16 +311,87 @@ SPEC_SCHEMA: Schema = _obj(
                     "description": "Extra Spark configuration.",
                     "additionalProperties": {"type": "string"},
                 },
+                "resources": _RESOURCES,
             },
         ),
+        "sidecar": _obj("The runtime sidecar container of each worker pod.", {"resources": _RESOURCES}),
+        "volumes": {
+            "type": "array", "maxItems": 32,
+            "description": "Pod volumes of every worker (output, checkpoints, dead letters), as in a Pod "
+                           "(ignored by ftpipeline run).",
+            "items": {"type": "object", "description": "A Pod volume (hostPath, persistentVolumeClaim, ...).",
+                      "x-kubernetes-preserve-unknown-fields": True},
+        },
+        "volumeMounts": {
+            "type": "array", "maxItems": 32,
+            "description": "Where both containers of a worker mount spec.volumes (ignored by ftpipeline run).",
+            "items": _obj("A volume mount.", {
+                "name": _str("Name of a volume in spec.volumes.", minLength=1),
+                "mountPath": _str("Absolute path in the containers.", minLength=1),
+                "subPath": _str("Path within the volume."),
+                "readOnly": _bool("Mount read-only.", False),
+            }, ["name", "mountPath"]),
+        },
+        "serviceAccountName": _str("Service account of the worker pods (ignored by ftpipeline run)."),
         "deadLetter": _obj(
             "Where malformed records go.",
             {"path": _str("Directory; relative paths are resolved against the pipeline file.", minLength=1)},
             ["path"],
         ),
-        "stages": {"type": "array", "description": "The dataflow.", "minItems": 1, "items": STAGE_SCHEMA},
+        "stages": {"type": "array", "description": "The dataflow.", "minItems": 1, "maxItems": 64,
+                   "items": STAGE_SCHEMA},
     },
     ["image", "entryPoint", "workers", "stages"],
+    rules=[rule("!has(self.recovery) || !has(self.recovery.strategy) || self.recovery.strategy != 'checkpoint' || "
+                "(has(self.checkpoint) && ((has(self.checkpoint.intervalSteps) && self.checkpoint.intervalSteps > 0) "
+                "|| (has(self.checkpoint.intervalMs) && self.checkpoint.intervalMs > 0)))",
+                "recovery.strategy checkpoint needs checkpoint.intervalSteps or checkpoint.intervalMs")],
+)
+
+PHASES = ["Pending", "Starting", "Running", "Recovering", "Suspended", "Succeeded", "Failed"]
+CONDITIONS = ["Ready", "Progressing", "Degraded", "Stalled"]
+
+_TIME = {"type": "string", "format": "date-time"}
+
+STATUS_SCHEMA: Schema = _obj(
+    "Observed state, written by the operator.",
+    {
+        "phase": _str("Where the pipeline is in its life.", enum=PHASES),
+        "message": _str("Why the pipeline is in this phase, for people."),
+        "observedGeneration": _int("The spec generation this status describes."),
+        "step": _int("Newest step started."),
+        "committedStep": _int("Newest step whose output is released (exactly once)."),
+        "lastCheckpoint": _obj("The newest committed checkpoint (the resume point).", {
+            "epoch": _int("Checkpoint number."),
+            "step": _int("The step the checkpoint's cut follows."),
+            "time": {**_TIME, "description": "When it was committed."},
+            "seconds": {"type": "number", "description": "How long taking it took."},
+        }),
+        "recoveries": _int("Recoveries since the pipeline was created."),
+        "lastRecovery": _obj("The newest recovery.", {
+            "strategy": _str("How it recovered: lineage or checkpoint.", enum=["lineage", "checkpoint"]),
+            "worker": _str("The lost worker."),
+            "reason": _str("Why the worker was lost (Deleted, OOMKilled, Evicted, ApplicationError, ...)."),
+            "seconds": {"type": "number", "description": "From the loss to the recovery plan applied."},
+            "time": {**_TIME, "description": "When the loss was detected."},
+        }),
+        "workers": _obj("Workers of the current run.", {
+            "ready": _int("Workers that joined and run tasks."),
+            "total": _int("Workers the spec asks for."),
+        }),
+        "conditions": {
+            "type": "array", "description": "Ready, Progressing, Degraded and Stalled, as in other workloads.",
+            "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
+            "items": _obj("One condition.", {
+                "type": _str("Condition type.", enum=CONDITIONS),
+                "status": _str("True, False or Unknown.", enum=["True", "False", "Unknown"]),
+                "reason": _str("CamelCase reason."),
+                "message": _str("For people."),
+                "lastTransitionTime": {**_TIME, "description": "When status last changed."},
+                "observedGeneration": _int("The spec generation it was set for."),
+            }, ["type", "status"]),
+        },
+    },
 )
 
 FTPIPELINE_SCHEMA: Schema = _obj(

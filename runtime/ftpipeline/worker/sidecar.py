@@ -64,6 +64,7 @@ from ftpipeline.dataflow.sources import SourceReader, make_reader
 from ftpipeline.lineage.naming import Channel, Task, TaskKind, WorkerId
 from ftpipeline.lineage.tables import Completion, LineageTables
 from ftpipeline.obs.logging import setup_json_logging
+from ftpipeline.obs.metrics import WorkerMetrics
 from ftpipeline.spec.load import parse_pipeline
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.worker.buffer import ObjectBuffer, read_ipc
@@ -95,6 +96,7 @@ class Sidecar:
         self.buffer.reset()
         self.inputs = InputResolver(worker, self.tables, self.store, self.buffer)
         self.address = ""
+        self.metrics: WorkerMetrics | None = None
         self._cv = threading.Condition(threading.RLock())
         self._state = WorkerState.CLOSED
         self._step = 0
@@ -270,6 +272,8 @@ class Sidecar:
         if task.recovery:
             stats["replayed_rows"] = rows_in
             stats["recovery_tasks"] = 1
+        if self.metrics is not None:
+            self.metrics.task_done(rows_in, task.recovery)
         with self._cv:  # atomic w.r.t. _refresh: the task leaves NTT and _running together
             clock = self._keeper.clock if task.recovery else self._keeper.produce(len(body["outputs"]))
             done = Completion(
@@ -457,9 +461,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bind", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--advertise", default=None, help="address peers use to reach this worker (default: --bind)")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus /metrics on this port")
     args = parser.parse_args(argv)
     setup_json_logging()
     sidecar = Sidecar(WorkerId(args.worker_id), args.pipeline, args.redis_url, args.dir)
+    if args.metrics_port is not None:
+        sidecar.metrics = WorkerMetrics(args.pipeline, args.worker_id, sidecar.buffer.held_bytes, sidecar.buffer.held)
+        sidecar.metrics.serve(args.metrics_port, args.bind)
     server = _FlightServer(f"grpc://{args.bind}:{args.port}", sidecar)
     sidecar.address = f"{args.advertise or args.bind}:{server.port}"
     sidecar.store.register(sidecar.worker, {"address": sidecar.address, "pid": os.getpid()})

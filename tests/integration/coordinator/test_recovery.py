@@ -63,6 +63,14 @@ def test_recovery_replays_only_the_lost_work_and_does_not_wait_for_the_replaceme
     assert result.equal, result
 
 
+def test_a_spent_restart_budget_fails_the_run_naming_it(tmp_path: Path, redis_url: str) -> None:
+    pipeline = clickstream(tmp_path, "budget", steps=6, workers=2, restart_budget={"maxRestarts": 0},
+                           parallelism={"events": 2, "clean": 2, "per-user": 2, "output": 2})
+    run = run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url, "--kill-at-step", "3")
+    assert run.code == 1
+    assert "exceed the restart budget of 0 (spec.recovery.restartBudget)" in " ".join(run.output.split())
+
+
 def test_losing_a_worker_without_fault_tolerance_fails_clearly(tmp_path: Path, redis_url: str) -> None:
     pipeline = clickstream(tmp_path, "noft", steps=6, workers=2, fault_tolerance=False,
                            parallelism={"events": 2, "clean": 2, "per-user": 2, "output": 2})

@@ -347,7 +347,7 @@ def test_stage_with_two_kinds() -> None:
     stages(doc)[3]["transform"] = {"function": "clean_events"}
     p = only_problem(doc)
     assert p.path == "spec.stages[3]"
-    assert p.message == "needs exactly one of source, transform, aggregate, sink (got transform, sink)"
+    assert p.message == "needs exactly one of source, transform, aggregate, sink"
 
 
 def test_stage_with_no_kind() -> None:
@@ -355,7 +355,7 @@ def test_stage_with_no_kind() -> None:
     del stages(doc)[1]["transform"]
     p = only_problem(doc)
     assert p.path == "spec.stages[1]"
-    assert p.message == "needs exactly one of source, transform, aggregate, sink (got none)"
+    assert p.message == "needs exactly one of source, transform, aggregate, sink"
 
 
 def test_source_with_two_inputs_kinds() -> None:
@@ -733,3 +733,30 @@ def test_clickstream_example_loads() -> None:
     assert [a.op for a in spec.stage("per-user").aggregate.aggregations] == ["count", "sum", "sum", "sum", "min", "max"]
     assert spec.stage("output").sink is not None
     assert spec.stage("output").sink.path == EXAMPLE.parent / "out" / "per-user"
+
+
+# -- the CEL rules, evaluated locally as the API server does ------------------
+
+
+def test_backoff_ceiling_below_its_start() -> None:
+    doc = base()
+    doc["spec"]["recovery"] = {"backoff": {"initialMs": 5000, "maxMs": 1000}}
+    p = only_problem(doc)
+    assert (p.path, p.message) == ("spec.recovery.backoff", "maxMs must be at least initialMs")
+
+
+def test_an_endpoint_and_a_secret_at_once() -> None:
+    doc = base()
+    doc["spec"]["redis"] = {"url": "redis://r", "secretRef": {"name": "s", "key": "url"}}
+    p = only_problem(doc)
+    assert (p.path, p.message) == ("spec.redis", "set url or secretRef, not both")
+
+
+def test_checkpoint_recovery_without_checkpoints() -> None:
+    doc = base()
+    doc["spec"]["recovery"] = {"strategy": "checkpoint"}
+    p = only_problem(doc)
+    assert (p.path, p.message) == ("spec", "recovery.strategy checkpoint needs checkpoint.intervalSteps or "
+                                           "checkpoint.intervalMs")
+    doc["spec"]["checkpoint"] = {"intervalSteps": 5}
+    assert parse(doc).recovery_strategy == "checkpoint"
