@@ -18,7 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import redis
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -26,18 +25,13 @@ from rich.table import Table
 from kazoo.client import KazooClient
 
 from ftpipeline.barrier import ParquetBundleSink
-from ftpipeline.checkpoint.pointer import CheckpointPointer
-from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.cluster.local import LocalCluster
-from ftpipeline.control.store import RunStore
 from ftpipeline.coordinator.coordinator import Coordinator, Observer, PipelineFailed, RunResult
 from ftpipeline.coordinator.faults import FaultPlan
 from ftpipeline.coordinator.recovery import RecoveryRecord
+from ftpipeline.coordinator.session import open_session
 from ftpipeline.coordinator.trigger import Reason
-from ftpipeline.embedded.redis import EmbeddedRedis
-from ftpipeline.embedded.zookeeper import EmbeddedZooKeeper
 from ftpipeline.lineage.naming import WorkerId
-from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.spec.load import SpecError, load_pipeline
@@ -224,26 +218,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_dir = (args.run_dir or Path.cwd() / ".ftpipeline" / spec.name).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     setup_json_logging(args.log_level, run_dir / "coordinator.log")
-    embedded = None
-    url = spec.redis_url
-    if url is None:
-        embedded = EmbeddedRedis(run_dir / "redis").start()
-        url = embedded.url
-    client = redis.Redis.from_url(url)
-    tables, store = LineageTables(client, spec.name), RunStore(client, spec.name)
-    tables.clear()  # Feldera's create: no history (a resume starts from the checkpoints on disk)
-    zookeeper, zk, pointer, connect = None, None, None, None
-    if spec.needs_zookeeper:
-        connect = spec.zookeeper
-        if connect is None:
-            zookeeper = EmbeddedZooKeeper(run_dir / "zookeeper").start()
-            connect = zookeeper.connect
-        zk = KazooClient(hosts=connect, timeout=10.0)
-        zk.start(timeout=30)
-        pointer = CheckpointPointer(zk, spec.name)
-        if not resuming:
-            pointer.clear()
-            CheckpointStorage(spec.checkpoint_root, spec.name).reset()
+    session = open_session(spec, resuming, private_dir=run_dir)
     metrics = RunMetrics(spec.name)
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
@@ -254,15 +229,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         faults = FaultPlan(at_step=args.kill_at_step, after_tasks=args.kill_after_tasks, after_seconds=args.kill_after,
                            worker=WorkerId(args.kill_worker) if args.kill_worker else None, seed=args.seed,
                            during_checkpoint=args.kill_during_checkpoint)
-    cluster = LocalCluster(run_dir, spec.name, url, spec.spark_master, dict(spec.spark_conf))
+    cluster = LocalCluster(run_dir, spec.name, session.redis_url, spec.spark_master, dict(spec.spark_conf))
+    private = spec.redis_url is None
     console.print(f"[bold]{spec.name}[/bold]: {len(spec.stages)} stages, {spec.workers} workers, "
-                  f"Redis {'embedded' if embedded else url}, logs in {run_dir}")
+                  f"Redis {'embedded' if private else session.redis_url}, logs in {run_dir}")
     observer: Observer = ProgressObserver(console, spec.max_steps) if not args.no_progress else Observer()
-    coordinator = Coordinator(spec, store, tables, cluster, observer, faults, metrics, pointer=pointer,
+    coordinator = Coordinator(spec, session.store, session.tables, cluster, observer, faults, metrics,
+                              pointer=session.pointer,
                               resume=args.resume or args.from_checkpoint is not None, resume_epoch=args.from_checkpoint)
-    if args.expire_zookeeper_session and zk is not None and connect is not None:
-        coordinator.ckpt.before_commit = _session_expirer(zk, connect, console)
-    if pointer is not None:  # "checkpoint now": kill -USR1 <pid of ftpipeline run>
+    if args.expire_zookeeper_session and session.zk is not None and session.zookeeper is not None:
+        coordinator.ckpt.before_commit = _session_expirer(session.zk, session.zookeeper, console)
+    if session.pointer is not None:  # "checkpoint now": kill -USR1 <pid of ftpipeline run>
         signal.signal(signal.SIGUSR1, lambda *_: setattr(coordinator.ckpt, "requested", True))
     code = 0
     try:
@@ -280,14 +257,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         coordinator.shutdown()
         cluster.stop()
-        client.close()
-        if zk is not None:
-            zk.stop()
-            zk.close()
-        if zookeeper is not None:
-            zookeeper.stop()
-        if embedded is not None:
-            embedded.stop()
+        session.close()
     if code:
         return code
     _summary(console, spec, result)

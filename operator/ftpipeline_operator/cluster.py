@@ -1,0 +1,100 @@
+"""Workers as pods: the Kubernetes implementation of the coordinator's cluster backend.
+
+The coordinator is the same one ``ftpipeline run`` uses; only this backend
+differs from ``cluster/local.py``. Starting a worker creates its pod;
+killing one (fault injection) deletes the pod with no grace period; a
+worker is *lost* when its pod is deleted or fails — which the operator
+learns from pod events (Kopf's watch on pods, see ``handlers.py``), not by
+polling, so recovery starts as soon as the event arrives.
+
+    CREATED --pod event: failed or deleted--> LOST (reported once, with its diagnosis)
+    CREATED --stop()--> (deleted by us: not a loss)
+
+Events of pods of an earlier run of the same pipeline (a previous operator
+incarnation) carry another run label and are ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from ftpipeline.cluster.base import ClusterBackend
+from ftpipeline.lineage.naming import WorkerId
+from ftpipeline_operator import render
+from ftpipeline_operator.failures import Diagnosis, failed, gone
+
+log = logging.getLogger("ftpipeline.operator.cluster")
+
+
+class KubernetesCluster(ClusterBackend):
+    def __init__(self, core: client.CoreV1Api, body: Mapping[str, Any], run: str, defaults: Mapping[str, str],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.core = core
+        self.body = body
+        self.namespace: str = body["metadata"]["namespace"]
+        self.name: str = body["metadata"]["name"]
+        self.run = run
+        self.defaults = dict(defaults)
+        self.clock = clock
+        self.created: set[WorkerId] = set()
+        self.diagnoses: dict[WorkerId, Diagnosis] = {}
+        self.event_at: dict[WorkerId, float] = {}   # when the event that reported the loss arrived
+        self._stopping = False
+        self._lock = threading.Lock()
+        self._lost: list[WorkerId] = []
+
+    # --- the coordinator's side -------------------------------------------
+    def start_worker(self, worker: WorkerId) -> None:
+        pod = render.worker_pod(self.body, worker, self.run, self.defaults)
+        self.core.create_namespaced_pod(self.namespace, cast(client.V1Pod, pod))  # the client takes plain dicts
+        with self._lock:
+            self.created.add(worker)
+        log.info("worker pod created", extra={"pipeline": self.name, "worker": worker, "pod": pod["metadata"]["name"]})
+
+    def kill_worker(self, worker: WorkerId) -> None:
+        self._delete(worker, grace_s=0)
+
+    def lost(self) -> list[WorkerId]:
+        with self._lock:
+            out, self._lost = self._lost, []
+        return out
+
+    def stop(self) -> None:
+        self._stopping = True
+        for worker in sorted(self.created):
+            self._delete(worker, grace_s=10)
+
+    # --- the operator's side: pod events ------------------------------------
+    def on_pod_event(self, kind: str, pod: Mapping[str, Any]) -> None:
+        """A pod of this pipeline changed (``kind``: ADDED, MODIFIED, DELETED, or None for a listing)."""
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if labels.get(render.RUN_LABEL) != self.run or self._stopping:
+            return
+        worker = WorkerId(labels.get(render.WORKER_LABEL, ""))
+        diagnosis = gone(pod) if kind == "DELETED" else failed(pod)
+        if diagnosis is None:
+            return
+        with self._lock:
+            if worker not in self.created or worker in self.diagnoses:
+                return
+            self.diagnoses[worker] = diagnosis
+            self.event_at[worker] = self.clock()
+            self._lost.append(worker)
+        log.warning("worker lost", extra={"pipeline": self.name, "worker": worker, "reason": str(diagnosis)})
+        if kind != "DELETED":
+            self._delete(worker, grace_s=0)  # a failed pod holds nothing we need; free its node resources
+
+    def _delete(self, worker: WorkerId, grace_s: int) -> None:
+        try:
+            self.core.delete_namespaced_pod(render.pod_name(self.name, worker), self.namespace,
+                                            grace_period_seconds=grace_s)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise

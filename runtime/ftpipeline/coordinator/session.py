@@ -1,0 +1,93 @@
+"""What a coordinator needs besides workers: the lineage store, the step log, the checkpoint pointer.
+
+``ftpipeline run`` and the operator's per-pipeline daemon open a run the
+same way, here: connect to Redis and ZooKeeper (or, for ``ftpipeline run``
+with no address configured, start private ones), and either start fresh —
+Feldera's *create*: no lineage, no step log, no checkpoints — or resume,
+keeping the step log and the committed checkpoints so the coordinator can
+open the newest one every worker has and replay the steps after it.
+
+    (none) --open_session(resuming=False)--> FRESH (history cleared)
+    (none) --open_session(resuming=True)-->  RESUMING (checkpoints and step log kept)
+    FRESH | RESUMING --close()--> CLOSED (private servers stopped)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+from kazoo.client import KazooClient
+
+from ftpipeline.checkpoint.pointer import CheckpointPointer
+from ftpipeline.checkpoint.storage import CheckpointStorage
+from ftpipeline.control.store import RunStore
+from ftpipeline.embedded.redis import EmbeddedRedis
+from ftpipeline.embedded.zookeeper import EmbeddedZooKeeper
+from ftpipeline.lineage.tables import LineageTables
+from ftpipeline.spec.model import PipelineSpec
+
+
+@dataclass
+class Session:
+    spec: PipelineSpec
+    redis_url: str
+    client: redis.Redis
+    tables: LineageTables
+    store: RunStore
+    zookeeper: str | None = None
+    zk: KazooClient | None = None
+    pointer: CheckpointPointer | None = None
+    private: list[EmbeddedRedis | EmbeddedZooKeeper] = field(default_factory=list)
+
+    def close(self) -> None:
+        self.client.close()
+        if self.zk is not None:
+            self.zk.stop()
+            self.zk.close()
+        for server in reversed(self.private):
+            server.stop()
+
+
+def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = None,
+                 clear_storage: bool = True) -> Session:
+    """Connect to ``spec.redis_url`` and ``spec.zookeeper``; without an address, start a private server
+    under ``private_dir`` (``ftpipeline run`` only; the operator always has addresses).
+
+    ``clear_storage``: a fresh start also empties checkpoint storage — only where this process can
+    reach it (the operator's daemon cannot; the workers clear it when created)."""
+    private: list[EmbeddedRedis | EmbeddedZooKeeper] = []
+    url = spec.redis_url
+    try:
+        if url is None:
+            if private_dir is None:
+                raise ValueError("no Redis address (spec.redis.url) and no place for a private Redis")
+            embedded = EmbeddedRedis(private_dir / "redis").start()
+            private.append(embedded)
+            url = embedded.url
+        client = redis.Redis.from_url(url)
+        session = Session(spec, url, client, LineageTables(client, spec.name), RunStore(client, spec.name),
+                          private=private)
+        session.tables.clear()  # lineage never survives a (re)start: the checkpoints and the step log do
+        if spec.needs_zookeeper:
+            connect = spec.zookeeper
+            if connect is None:
+                if private_dir is None:
+                    raise ValueError("no ZooKeeper address (spec.zookeeper.connect) and no place for a private one")
+                zookeeper = EmbeddedZooKeeper(private_dir / "zookeeper").start()
+                private.append(zookeeper)
+                connect = zookeeper.connect
+            session.zookeeper = connect
+            session.zk = KazooClient(hosts=connect, timeout=10.0)
+            session.zk.start(timeout=30)
+            session.pointer = CheckpointPointer(session.zk, spec.name)
+            if not resuming:
+                session.pointer.clear()
+                if clear_storage:
+                    CheckpointStorage(spec.checkpoint_root, spec.name).reset()
+        return session
+    except BaseException:
+        for server in reversed(private):
+            server.stop()
+        raise

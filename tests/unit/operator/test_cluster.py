@@ -1,0 +1,82 @@
+"""KubernetesCluster turns pod events into lost workers: once each, only for its own run.
+
+The API calls go to a recording stand-in: the point here is the event logic
+(the real API server is exercised by the e2e tier).
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from kubernetes import client
+
+from ftpipeline.lineage.naming import WorkerId
+from ftpipeline_operator import render
+from ftpipeline_operator.cluster import KubernetesCluster
+from ftpipeline_operator.failures import Failure
+
+BODY = {"apiVersion": "ftpipeline.io/v1alpha1", "kind": "FTPipeline",
+        "metadata": {"name": "clicks", "namespace": "data", "uid": "u1"},
+        "spec": {"image": "img", "entryPoint": "/m.py", "workers": 2, "stages": []}}
+
+
+class Calls:
+    def __init__(self) -> None:
+        self.created: list[dict[str, Any]] = []
+        self.deleted: list[tuple[str, int]] = []
+
+    def create_namespaced_pod(self, namespace: str, pod: dict[str, Any]) -> None:
+        self.created.append(pod)
+
+    def delete_namespaced_pod(self, name: str, namespace: str, grace_period_seconds: int) -> None:
+        self.deleted.append((name, grace_period_seconds))
+
+
+def cluster() -> tuple[KubernetesCluster, Calls]:
+    calls = Calls()
+    return KubernetesCluster(cast(client.CoreV1Api, calls), BODY, "run-1", {}), calls
+
+
+def pod_of(worker: str, run: str = "run-1", **status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": f"clicks-{worker}", "labels": {render.WORKER_LABEL: worker, render.RUN_LABEL: run}},
+            "status": {"phase": "Running", **status}}
+
+
+def test_a_deleted_pod_is_one_lost_worker() -> None:
+    c, calls = cluster()
+    c.start_worker(WorkerId("w0"))
+    assert calls.created[0]["metadata"]["name"] == "clicks-w0"
+    c.on_pod_event("MODIFIED", pod_of("w0"))
+    assert c.lost() == []
+    c.on_pod_event("DELETED", pod_of("w0"))
+    c.on_pod_event("DELETED", pod_of("w0"))  # a repeated event is not a second loss
+    assert c.lost() == ["w0"]
+    assert c.lost() == []
+    assert c.diagnoses[WorkerId("w0")].failure is Failure.DELETED
+
+
+def test_a_failed_pod_is_lost_and_deleted() -> None:
+    c, calls = cluster()
+    c.start_worker(WorkerId("w1"))
+    oom = {"containerStatuses": [{"name": "spark", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]}
+    c.on_pod_event("MODIFIED", pod_of("w1", **oom))
+    assert c.lost() == ["w1"]
+    assert c.diagnoses[WorkerId("w1")].failure is Failure.OOM_KILLED
+    assert calls.deleted == [("clicks-w1", 0)]
+
+
+def test_pods_of_another_run_or_never_started_are_ignored() -> None:
+    c, _ = cluster()
+    c.start_worker(WorkerId("w0"))
+    c.on_pod_event("DELETED", pod_of("w0", run="run-0"))   # the previous operator's pod
+    c.on_pod_event("DELETED", pod_of("w7"))                # not one of ours
+    assert c.lost() == []
+
+
+def test_stop_deletes_gracefully_and_reports_nothing() -> None:
+    c, calls = cluster()
+    c.start_worker(WorkerId("w0"))
+    c.stop()
+    c.on_pod_event("DELETED", pod_of("w0"))
+    assert c.lost() == []
+    assert calls.deleted == [("clicks-w0", 10)]
