@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import signal
 import sys
 import time
@@ -31,6 +32,8 @@ from ftpipeline.coordinator.faults import FaultPlan
 from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.session import open_session
 from ftpipeline.coordinator.trigger import Reason
+from ftpipeline.embedded.redis import redis_command
+from ftpipeline.embedded.zookeeper import zookeeper_command
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.obs.metrics import RunMetrics
@@ -305,6 +308,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Become the server (exec): in a container it is then the process signals and the kubelet see."""
+    args.dir.mkdir(parents=True, exist_ok=True)
+    if args.command == "serve-redis":
+        command = redis_command(args.dir, port=args.port, bind=args.bind)
+    else:
+        command = zookeeper_command(args.dir, args.port)
+    sys.stdout.flush()
+    os.execv(command[0], command)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ftpipeline", description="Fault-tolerant PySpark pipelines.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -357,6 +371,15 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("pipeline", type=Path, help="FTPipeline YAML file")
     verify.add_argument("--steps", type=int, help="compare steps 1..N (default: every released step)")
     verify.set_defaults(func=cmd_verify)
+
+    for name, port, what in (("serve-redis", 6379, "a Redis server for lineage (nothing persisted)"),
+                             ("serve-zookeeper", 2181, "a standalone ZooKeeper server (from PySpark's jars)")):
+        serve = sub.add_parser(name, help=f"run {what}: the chart's in-cluster default, from the same image")
+        serve.add_argument("--port", type=int, default=port, help=f"port to listen on (default {port})")
+        if name == "serve-redis":  # ZooKeeper's standalone server always listens on every interface
+            serve.add_argument("--bind", default="0.0.0.0", help="address to listen on (default: every interface)")
+        serve.add_argument("--dir", type=Path, default=Path("/tmp") / name, help="working/data directory")
+        serve.set_defaults(func=cmd_serve)
     return parser
 
 

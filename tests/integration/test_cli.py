@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import redis
 import yaml
+from kazoo.client import KazooClient
 
 from ftpipeline.oracle import compare
 from ftpipeline.spec import load_pipeline
@@ -126,3 +133,48 @@ def test_existing_output_is_not_overwritten_silently(tmp_path: Path, redis_url: 
     second = run_cli(pipeline, tmp_path / "run2", "--redis-url", redis_url, timeout_s=60)
     assert second.code == 2 and "--overwrite" in second.output
     assert run_cli(pipeline, tmp_path / "run3", "--redis-url", redis_url, "--overwrite").code == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve(args: list[str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "ftpipeline.cli", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def _until(check: Callable[[], object], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            check()
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def test_serve_redis_and_zookeeper_are_real_servers(tmp_path: Path) -> None:
+    """The chart's in-cluster Redis and ZooKeeper come from the project image through these commands."""
+    rport, zport = _free_port(), _free_port()
+    servers = [_serve(["serve-redis", "--port", str(rport), "--bind", "127.0.0.1", "--dir", str(tmp_path / "r")]),
+               _serve(["serve-zookeeper", "--port", str(zport), "--dir", str(tmp_path / "z")])]
+    try:
+        r = redis.Redis(port=rport)
+        _until(r.ping, 30)
+        assert r.set("k", "v") and r.get("k") == b"v"
+        r.close()
+        zk = KazooClient(hosts=f"127.0.0.1:{zport}")
+        zk.start(timeout=60)
+        zk.ensure_path("/ftpipeline/probe")
+        assert zk.exists("/ftpipeline/probe")
+        zk.stop()
+        zk.close()
+    finally:
+        for p in servers:
+            p.terminate()
+            p.wait(30)

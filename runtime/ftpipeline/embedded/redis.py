@@ -38,6 +38,17 @@ def find_redis_server() -> str:
     )
 
 
+def redis_command(directory: Path, port: int = 0, bind: str = "127.0.0.1", unixsocket: Path | None = None) -> list[str]:
+    """A redis-server for lineage: nothing persisted (the checkpoints are the durable state)."""
+    args = [find_redis_server(), "--port", str(port), "--bind", bind, "--save", "", "--appendonly", "no",
+            "--dir", str(directory), "--loglevel", "warning"]
+    if bind != "127.0.0.1":
+        args += ["--protected-mode", "no"]  # reached by workers on other hosts; the network policy guards it
+    if unixsocket is not None:
+        args += ["--unixsocket", str(unixsocket), "--unixsocketperm", "700"]
+    return args
+
+
 class EmbeddedRedis:
     """Start ``redis-server`` on a Unix socket in ``directory``; ``url`` connects to it."""
 
@@ -54,16 +65,7 @@ class EmbeddedRedis:
         self.directory.mkdir(parents=True, exist_ok=True)
         if self.socket.exists():
             self.socket.unlink()
-        args = [
-            find_redis_server(),
-            "--port", "0",
-            "--unixsocket", str(self.socket),
-            "--unixsocketperm", "700",
-            "--save", "",
-            "--appendonly", "no",
-            "--dir", str(self.directory),
-            "--loglevel", "warning",
-        ]
+        args = redis_command(self.directory, unixsocket=self.socket)
         log = open(self.directory / "redis.log", "ab")
         self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()

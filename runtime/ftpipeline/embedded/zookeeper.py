@@ -29,6 +29,18 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def zookeeper_command(data_dir: Path, port: int) -> list[str]:
+    """A standalone ZooKeeper server from PySpark's jars, listening on every interface."""
+    java = shutil.which("java") or (Path(os.environ.get("JAVA_HOME", "/nonexistent")) / "bin" / "java")
+    jars = pyspark_jars()
+    if not any(jars.glob("zookeeper-*.jar")):
+        raise FileNotFoundError(f"no zookeeper jar in {jars}; pass a ZooKeeper connect string instead")
+    log4j = Path(__file__).resolve().parent.parent / "obs" / "log4j2.properties"
+    return [str(java), "-Xmx256m", "-cp", f"{jars}/*", f"-Dlog4j2.configurationFile=file:{log4j}",
+            "-Dzookeeper.admin.enableServer=false", "org.apache.zookeeper.server.ZooKeeperServerMain",
+            str(port), str(data_dir)]
+
+
 class EmbeddedZooKeeper:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -40,16 +52,9 @@ class EmbeddedZooKeeper:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 60.0) -> EmbeddedZooKeeper:
-        java = shutil.which("java") or (Path(os.environ.get("JAVA_HOME", "/nonexistent")) / "bin" / "java")
-        jars = pyspark_jars()
-        if not any(jars.glob("zookeeper-*.jar")):
-            raise FileNotFoundError(f"no zookeeper jar in {jars}; pass a ZooKeeper connect string instead")
-        log4j = Path(__file__).resolve().parent.parent / "obs" / "log4j2.properties"
         self.directory.mkdir(parents=True, exist_ok=True)
         self.port = _free_port()
-        args = [str(java), "-Xmx256m", "-cp", f"{jars}/*", f"-Dlog4j2.configurationFile=file:{log4j}",
-                "-Dzookeeper.admin.enableServer=false", "org.apache.zookeeper.server.ZooKeeperServerMain",
-                str(self.port), str(self.directory / "data")]
+        args = zookeeper_command(self.directory / "data", self.port)
         with open(self.directory / "zookeeper.log", "ab") as log:
             self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout_s
