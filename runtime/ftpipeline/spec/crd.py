@@ -1,7 +1,9 @@
 """Render the FTPipeline CustomResourceDefinition from the one schema.
 
 ``python -m ftpipeline.spec.crd > crds/ftpipeline.yaml`` regenerates the
-file; a unit test fails when the committed file and the schema disagree.
+file (the chart carries the same file under ``files/``, installed behind
+``crds.enabled``); a unit test fails when a committed copy and the schema
+disagree.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ def crd() -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"ftpipelines.{API_GROUP}"},
+        # kept when the chart is uninstalled: deleting the CRD would delete every pipeline
+        "metadata": {"name": f"ftpipelines.{API_GROUP}", "annotations": {"helm.sh/resource-policy": "keep"}},
         "spec": {
             "group": API_GROUP,
             "names": {"kind": KIND, "listKind": f"{KIND}List", "plural": "ftpipelines", "singular": "ftpipeline",

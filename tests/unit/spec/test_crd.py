@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def test_committed_crd_files_are_up_to_date() -> None:
     expected = render()
-    for path in (ROOT / "crds" / "ftpipeline.yaml", ROOT / "charts" / "ftpipeline" / "crds" / "ftpipeline.yaml"):
+    for path in (ROOT / "crds" / "ftpipeline.yaml", ROOT / "charts" / "ftpipeline" / "files" / "ftpipeline-crd.yaml"):
         assert path.read_text() == expected, f"{path} is stale: run python -m ftpipeline.spec.crd > {path}"
 
 

@@ -1,0 +1,68 @@
+"""The Helm chart: it lints, renders, refuses unknown values, and installs the CRD it was generated with.
+
+Needs only the ``helm`` binary (``python -m tests.e2e.cluster env`` puts one on PATH).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "ftpipeline"
+
+pytestmark = pytest.mark.skipif(shutil.which("helm") is None, reason="no helm on PATH")
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["helm", *args], capture_output=True, text=True, check=check)
+
+
+def render(*sets: str) -> list[dict[str, object]]:
+    args = [a for s in sets for a in ("--set", s)]
+    out = helm("template", "t", str(CHART), "--namespace", "ns", *args).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def test_helm_lint_is_clean() -> None:
+    result = helm("lint", "--strict", str(CHART))
+    assert "0 chart(s) failed" in result.stdout, result.stdout + result.stderr
+
+
+def test_a_misspelt_value_is_refused_naming_it() -> None:
+    result = helm("template", "t", str(CHART), "--set", "redis.enabld=true", check=False)
+    assert result.returncode != 0
+    assert "enabld" in result.stderr
+
+
+def test_template_renders_the_generated_crd_kept_on_uninstall() -> None:
+    docs = render()
+    [crd] = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
+    assert crd == yaml.safe_load((ROOT / "crds" / "ftpipeline.yaml").read_text())
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"  # type: ignore[index]
+    assert not [d for d in render("crds.enabled=false") if d["kind"] == "CustomResourceDefinition"]
+
+
+def test_pods_are_non_root_with_read_only_root_filesystems() -> None:
+    for doc in render():
+        if doc["kind"] != "Deployment":
+            continue
+        pod = doc["spec"]["template"]["spec"]  # type: ignore[index]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        for c in pod["containers"]:
+            assert c["securityContext"]["readOnlyRootFilesystem"] is True, doc["metadata"]
+
+
+def test_external_endpoints_replace_the_in_chart_servers() -> None:
+    docs = render("redis.enabled=false", "zookeeper.enabled=false", "redis.externalUrl=redis://r:6379/0",
+                  "zookeeper.externalConnect=z:2181")
+    names = {d["metadata"]["name"] for d in docs if d["kind"] == "Deployment"}  # type: ignore[index]
+    assert names == {"t-ftpipeline-operator"}
+    [op] = [d for d in docs if d["kind"] == "Deployment"]
+    env = {e["name"]: e["value"] for e in op["spec"]["template"]["spec"]["containers"][0]["env"]}  # type: ignore[index]
+    assert env["FTPIPELINE_DEFAULT_REDIS_URL"] == "redis://r:6379/0"
+    assert env["FTPIPELINE_DEFAULT_ZOOKEEPER"] == "z:2181"
