@@ -181,10 +181,10 @@ def _result_json(result: RunResult) -> dict[str, Any]:
     }
 
 
-def _load(console: Console, path: Path) -> PipelineSpec | None:
+def _load(console: Console, path: Path, check_entry_point: bool = True) -> PipelineSpec | None:
     """The validated spec, or None after printing every problem with its field path."""
     try:
-        return load_pipeline(path)
+        return load_pipeline(path, check_entry_point)
     except SpecError as exc:
         console.print(f"[red]error:[/red] {exc}")
         return None
@@ -291,7 +291,7 @@ def _verify(console: Console, spec: PipelineSpec, steps: int, work_dir: Path) ->
 
 def cmd_validate(args: argparse.Namespace) -> int:
     console = Console()
-    spec = _load(console, args.pipeline)
+    spec = _load(console, args.pipeline, check_entry_point=not args.image_entry_point)
     if spec is None:
         return 2
     console.print(f"{args.pipeline}: valid ({len(spec.stages)} stages, {spec.workers} workers)")
@@ -365,6 +365,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", help="check a pipeline file without running it")
     validate.add_argument("pipeline", type=Path, help="FTPipeline YAML file")
+    validate.add_argument("--image-entry-point", action="store_true",
+                          help="the entry point lives in spec.image: do not import it here (Kubernetes pipelines)")
     validate.set_defaults(func=cmd_validate)
 
     verify = sub.add_parser("verify", help="compare a pipeline's existing output with the oracle")

@@ -13,9 +13,11 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("FTPIPELINE_E2E_IMAGE", "localhost/ftpipeline:e2e")
 
 
@@ -54,3 +56,31 @@ def namespace(kube: object) -> Iterator[str]:
         time.sleep(0.1)
     yield name
     core.delete_namespace(name, grace_period_seconds=0)
+
+
+@pytest.fixture
+def crd(kube: Any) -> str:
+    """The FTPipeline CRD from crds/, created or replaced, and established."""
+    import time
+
+    import yaml
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    ext = client.ApiextensionsV1Api(kube)
+    doc = yaml.safe_load((ROOT / "crds" / "ftpipeline.yaml").read_text())
+    name = doc["metadata"]["name"]
+    try:
+        ext.create_custom_resource_definition(doc)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+        current = ext.read_custom_resource_definition(name)
+        doc["metadata"]["resourceVersion"] = current.metadata.resource_version
+        ext.replace_custom_resource_definition(name, doc)
+    for _ in range(100):
+        conditions = ext.read_custom_resource_definition(name).status.conditions or []
+        if any(c.type == "Established" and c.status == "True" for c in conditions):
+            return name
+        time.sleep(0.1)
+    raise AssertionError("CRD not established")

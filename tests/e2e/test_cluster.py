@@ -93,27 +93,6 @@ def test_a_deleted_pod_is_seen_deleted(kube: client.ApiClient, namespace: str) -
     print(f"DELETED event {seen['deleted'] - deleted_at:.3f}s after the delete call")
 
 
-@pytest.fixture
-def crd(kube: client.ApiClient) -> str:
-    ext = client.ApiextensionsV1Api(kube)
-    doc = yaml.safe_load((ROOT / "crds" / "ftpipeline.yaml").read_text())
-    name = doc["metadata"]["name"]
-    try:
-        ext.create_custom_resource_definition(doc)
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-        current = ext.read_custom_resource_definition(name)
-        doc["metadata"]["resourceVersion"] = current.metadata.resource_version
-        ext.replace_custom_resource_definition(name, doc)
-    for _ in range(100):
-        conditions = ext.read_custom_resource_definition(name).status.conditions or []
-        if any(c.type == "Established" and c.status == "True" for c in conditions):
-            return name
-        time.sleep(0.1)
-    raise AssertionError("CRD not established")
-
-
 def _broken(change: str) -> Callable[[dict[str, Any]], None]:
     """A change to a valid FTPipeline, written as ``path=value`` (value YAML; ``path=`` deletes)."""
     where, _, value = change.partition("=")

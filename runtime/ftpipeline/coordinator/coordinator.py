@@ -62,6 +62,10 @@ class PipelineFailed(RuntimeError):
     """The run cannot continue; the message says why, naming the task or worker."""
 
 
+class Interrupted(RuntimeError):
+    """The run was asked to stop (operator: suspend, restart, deletion); its state stays resumable."""
+
+
 class Observer:
     """Receives progress events (the CLI draws them; the operator turns them into status)."""
 
@@ -106,6 +110,7 @@ class Coordinator:
         resume: bool = False,
         resume_epoch: int | None = None,
         sample_every: int = 10,
+        should_stop: Callable[[], str | None] | None = None,
     ) -> None:
         self.spec = spec
         self.graph = Graph(spec)
@@ -121,6 +126,7 @@ class Coordinator:
         self.resume = resume
         self.resume_epoch = resume_epoch
         self.sample_every = sample_every
+        self.should_stop = should_stop  # polled every turn: a reason to stop, or None
         self.buffer_samples: list[dict[str, Any]] = []
         self.ckpt = CheckpointManager(spec, self.graph, store, tables, pointer, self.metrics, clock)
         self.owner = f"coordinator-{uuid.uuid4().hex[:8]}"
@@ -194,6 +200,7 @@ class Coordinator:
                     self.observer.on_worker_joined(event["w"], len(joined), len(initial))
             for lost in self.cluster.lost():
                 raise PipelineFailed(f"worker {lost} exited during start-up; see its logs")
+            self._check_stop()
         self._joining = []
         self.workers = sorted(initial)
         for w in self.workers:
@@ -541,6 +548,7 @@ class Coordinator:
         self._last_progress = self.clock()
         while True:
             self._poll(0.005)
+            self._check_stop()
             self._commit_ready()
             self._start_replacements()
             self._checkpoint_tick()
@@ -563,6 +571,11 @@ class Coordinator:
             buffers=list(self.buffer_samples),
             commit_at=list(self._commit_at),
         )
+
+    def _check_stop(self) -> None:
+        reason = self.should_stop() if self.should_stop is not None else None
+        if reason:
+            raise Interrupted(reason)
 
     def shutdown(self) -> None:
         for w in self.workers:

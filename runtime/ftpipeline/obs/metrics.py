@@ -7,56 +7,99 @@ recovery that should commit its next step within ~1 s of a loss.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
-class RunMetrics:
-    def __init__(self, pipeline: str, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
+class _Families:
+    """The run metrics' families: one set per registry, shared by every pipeline it serves."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
         labels = ["pipeline"]
         self.steps = Counter("ftpipeline_steps_committed_total", "Steps committed (released by the barrier).",
-                             labels, registry=self.registry).labels(pipeline)
+                             labels, registry=registry)
         self.triggers = Counter("ftpipeline_step_triggers_total", "Steps started, by trigger reason.",
-                                ["pipeline", "reason"], registry=self.registry)
+                                ["pipeline", "reason"], registry=registry)
         self.committed = Gauge("ftpipeline_step_committed", "Last committed step.", labels,
-                               registry=self.registry).labels(pipeline)
-        self.current = Gauge("ftpipeline_step_current", "Step being run.", labels, registry=self.registry).labels(pipeline)
+                               registry=registry)
+        self.current = Gauge("ftpipeline_step_current", "Step being run.", labels, registry=registry)
         self.step_seconds = Histogram("ftpipeline_step_duration_seconds", "From trigger to commit of a step.", labels,
-                                      buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32), registry=self.registry).labels(pipeline)
+                                      buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32), registry=registry)
         self.recoveries = Counter("ftpipeline_recoveries_total", "Worker losses recovered, by strategy and outcome.",
-                                  ["pipeline", "strategy", "outcome"], registry=self.registry)
+                                  ["pipeline", "strategy", "outcome"], registry=registry)
         self.recovery_seconds = Histogram(
             "ftpipeline_recovery_duration_seconds", "From a worker loss to the plan applied and survivors woken.",
-            ["pipeline", "strategy"], buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5), registry=self.registry)
+            ["pipeline", "strategy"], buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5), registry=registry)
         self.recovery_to_commit = Histogram(
             "ftpipeline_recovery_to_commit_seconds", "From a worker loss to the next committed step.",
-            labels, buckets=(0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 30), registry=self.registry).labels(pipeline)
+            labels, buckets=(0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 30), registry=registry)
+        self.recovery_start = Histogram(
+            "ftpipeline_recovery_start_seconds", "From the event that reported a lost worker (a pod deletion) to "
+            "the recovery plan applied.", labels, buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5),
+            registry=registry)
         self.replayed = Counter("ftpipeline_recovery_records_replayed_total",
                                 "Records read again by tasks re-run for recovery.", labels,
-                                registry=self.registry).labels(pipeline)
+                                registry=registry)
         self.source_rows = Counter("ftpipeline_source_records_total", "Records read by sources.", labels,
-                                   registry=self.registry).labels(pipeline)
+                                   registry=registry)
         self.dead_letters = Counter("ftpipeline_dead_letter_records_total",
                                     "Malformed records sent to the dead-letter output.", labels,
-                                    registry=self.registry).labels(pipeline)
+                                    registry=registry)
         self.checkpoints = Counter("ftpipeline_checkpoints_total", "Checkpoints, by outcome (committed, aborted, commit_failed).",
-                                   ["pipeline", "outcome"], registry=self.registry)
+                                   ["pipeline", "outcome"], registry=registry)
         self.checkpoint_seconds = Histogram(
             "ftpipeline_checkpoint_duration_seconds", "From the start of a checkpoint epoch to its commit in ZooKeeper.",
-            labels, buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32), registry=self.registry).labels(pipeline)
+            labels, buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32), registry=registry)
         self.checkpoint_bytes = Gauge("ftpipeline_checkpoint_size_bytes", "Size of the newest committed checkpoint.",
-                                      labels, registry=self.registry).labels(pipeline)
+                                      labels, registry=registry)
         self.checkpoint_age = Gauge("ftpipeline_checkpoint_age_seconds", "Time since the newest checkpoint was committed.",
-                                    labels, registry=self.registry).labels(pipeline)
+                                    labels, registry=registry)
         self.checkpoint_step = Gauge("ftpipeline_checkpoint_step", "Boundary step of the newest committed checkpoint.",
-                                     labels, registry=self.registry).labels(pipeline)
+                                     labels, registry=registry)
         self.inflight = Counter("ftpipeline_checkpoint_inflight_messages_total",
                                 "Messages that crossed a checkpoint's cut and were saved with it.", labels,
-                                registry=self.registry).labels(pipeline)
+                                registry=registry)
         self.workers_ready = Gauge("ftpipeline_workers_ready", "Workers joined and alive.", labels,
-                                   registry=self.registry).labels(pipeline)
+                                   registry=registry)
+
+
+
+_FAMILIES: weakref.WeakKeyDictionary[CollectorRegistry, _Families] = weakref.WeakKeyDictionary()
+_FAMILIES_LOCK = threading.Lock()
+
+
+class RunMetrics:
+    """One pipeline's view of the run metrics. The operator serves many pipelines from one registry;
+    ``ftpipeline run`` and tests get a fresh registry each."""
+
+    def __init__(self, pipeline: str, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        with _FAMILIES_LOCK:
+            f = _FAMILIES.get(self.registry)
+            if f is None:
+                f = _FAMILIES[self.registry] = _Families(self.registry)
+        self.steps = f.steps.labels(pipeline)
+        self.triggers = f.triggers
+        self.committed = f.committed.labels(pipeline)
+        self.current = f.current.labels(pipeline)
+        self.step_seconds = f.step_seconds.labels(pipeline)
+        self.recoveries = f.recoveries
+        self.recovery_seconds = f.recovery_seconds
+        self.recovery_to_commit = f.recovery_to_commit.labels(pipeline)
+        self.recovery_start = f.recovery_start.labels(pipeline)
+        self.replayed = f.replayed.labels(pipeline)
+        self.source_rows = f.source_rows.labels(pipeline)
+        self.dead_letters = f.dead_letters.labels(pipeline)
+        self.checkpoints = f.checkpoints
+        self.checkpoint_seconds = f.checkpoint_seconds.labels(pipeline)
+        self.checkpoint_bytes = f.checkpoint_bytes.labels(pipeline)
+        self.checkpoint_age = f.checkpoint_age.labels(pipeline)
+        self.checkpoint_step = f.checkpoint_step.labels(pipeline)
+        self.inflight = f.inflight.labels(pipeline)
+        self.workers_ready = f.workers_ready.labels(pipeline)
 
 
 class WorkerMetrics:

@@ -3,7 +3,7 @@
 Nothing here comes from a container registry or a release download:
 
 - Debian packages: containerd, runc, CNI plugins, buildah, debootstrap;
-- Go modules: etcd, and kube-apiserver, kube-controller-manager,
+- Go modules: etcd, CoreDNS (cluster DNS, run as a node process), and kube-apiserver, kube-controller-manager,
   kube-scheduler, kube-proxy, kubelet and kubectl built from a wrapper module
   whose go.mod maps each ``k8s.io/<staging>`` module to its published
   ``v0.X.Y`` (``k8s.io/kubernetes`` itself replaces them with ``./staging``
@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .config import APT_PACKAGES, BASE_IMAGE, ETCD, HELM, KUBERNETES, PAUSE_IMAGE, PROJECT_IMAGE, Paths
+from .config import APT_PACKAGES, BASE_IMAGE, COREDNS, ETCD, HELM, KUBERNETES, PAUSE_IMAGE, PROJECT_IMAGE, Paths
 
 REPO = Path(__file__).resolve().parents[3]
 K8S_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubectl")
@@ -96,7 +96,8 @@ def ensure_go_binaries(paths: Paths) -> None:
     wanted = [c for c in (*K8S_COMMANDS, "kubelet") if not (k8s / c).exists()]
     etcd = paths.bin("etcd", ETCD) / "etcd"
     helm = paths.bin("helm", HELM) / "helm"
-    if not wanted and etcd.exists() and helm.exists():
+    coredns = paths.bin("coredns", COREDNS) / "coredns"
+    if not wanted and etcd.exists() and helm.exists() and coredns.exists():
         return
     env = _go_env(paths)
     if wanted:
@@ -109,15 +110,16 @@ def ensure_go_binaries(paths: Paths) -> None:
                 cgo = "1" if cmd == "kubelet" else "0"  # kubelet needs cgo (cadvisor, mount utilities)
                 run("go", "build", "-tags", "selinux,notest", "-ldflags", ldflags, "-o", k8s / cmd,
                     f"k8s.io/kubernetes/cmd/{cmd}", env={**env, "CGO_ENABLED": cgo}, cwd=src)
-    if not etcd.exists():
-        with phase(f"go build etcd v{ETCD}"):
-            src = paths.cache / "src" / f"etcd-v{ETCD}"
-            src.mkdir(parents=True, exist_ok=True)
-            if not (src / "go.mod").exists():
-                run("go", "mod", "init", "ftpipeline.io/e2e/etcd", env=env, cwd=src, quiet=True)
-            run("go", "get", f"go.etcd.io/etcd/server/v3@v{ETCD}", env=env, cwd=src, quiet=True)
-            run("go", "build", "-ldflags", "-s -w", "-o", etcd, "go.etcd.io/etcd/server/v3",
-                env={**env, "CGO_ENABLED": "0"}, cwd=src)
+    for binary, module, version in ((etcd, "go.etcd.io/etcd/server/v3", ETCD),
+                                    (coredns, "github.com/coredns/coredns", COREDNS)):
+        if not binary.exists():
+            with phase(f"go build {binary.name} v{version}"):
+                src = paths.cache / "src" / f"{binary.name}-v{version}"
+                src.mkdir(parents=True, exist_ok=True)
+                if not (src / "go.mod").exists():
+                    run("go", "mod", "init", f"ftpipeline.io/e2e/{binary.name}", env=env, cwd=src, quiet=True)
+                run("go", "get", f"{module}@v{version}", env=env, cwd=src, quiet=True)
+                run("go", "build", "-ldflags", "-s -w", "-o", binary, module, env={**env, "CGO_ENABLED": "0"}, cwd=src)
     if not helm.exists():
         with phase(f"go install helm v{HELM}"):
             run("go", "install", "-ldflags", "-s -w", f"helm.sh/helm/v3/cmd/helm@v{HELM}",

@@ -9,6 +9,7 @@ from pathlib import Path
 KUBERNETES = "1.28.15"   # kubelet 1.28 is the newest validated with Debian's containerd 1.6 on cgroup v1
 ETCD = "3.5.21"
 HELM = "3.16.4"
+COREDNS = "1.11.3"
 PAUSE_IMAGE = "localhost/pause:3.9"
 PROJECT_IMAGE = "localhost/ftpipeline:e2e"
 BASE_IMAGE = "localhost/ftpipeline-base:bookworm"

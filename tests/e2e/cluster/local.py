@@ -2,7 +2,8 @@
 
 ``up`` order: packages and artifacts (``build.py``) -> node address on a dummy
 interface, IP forwarding -> certificates and kubeconfigs -> etcd ->
-kube-apiserver (wait for /readyz) -> controller-manager, scheduler ->
+kube-apiserver (wait for /readyz) -> controller-manager, scheduler, CoreDNS
+(the cluster's DNS, serving on the node address) ->
 containerd (images imported) -> kubelet, kube-proxy -> wait for the node to
 be Ready. Each daemon runs in its own session with its log and pid file in
 the state directory, so it outlives this command and ``down`` can find it.
@@ -29,9 +30,10 @@ from pathlib import Path
 
 from . import build, pki
 from .build import phase, run
-from .config import ETCD, PAUSE_IMAGE, Network, Paths
+from .config import COREDNS, ETCD, PAUSE_IMAGE, Network, Paths
 
-DAEMONS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet", "kube-proxy")
+DAEMONS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "coredns", "containerd", "kubelet",
+           "kube-proxy")
 
 
 class LocalCluster:
@@ -152,6 +154,7 @@ cgroupDriver: cgroupfs
 containerRuntimeEndpoint: unix://{self.sock}
 failSwapOn: false
 clusterDomain: cluster.local
+clusterDNS: [{n.node_ip}]
 tlsCertFile: {p.pki / 'kubelet-serving.crt'}
 tlsPrivateKeyFile: {p.pki / 'kubelet-serving.key'}
 evictionHard: {{memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}}
@@ -160,6 +163,17 @@ imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 resolvConf: /etc/resolv.conf
 podPidsLimit: -1
+""")
+        # cluster DNS: Services and pods of cluster.local from the API; nothing else is resolved
+        (s / "Corefile").write_text(f"""cluster.local:53 in-addr.arpa:53 {{
+    bind {n.node_ip}
+    errors
+    kubernetes cluster.local in-addr.arpa {{
+        kubeconfig {p.kubeconfig}
+        pods insecure
+    }}
+    cache 5
+}}
 """)
         (s / "kube-proxy-config.yaml").write_text(f"""apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
@@ -245,6 +259,7 @@ oomScoreAdj: 0
                         "--cluster-signing-cert-file", p.pki / "ca.crt", "--cluster-signing-key-file", p.pki / "ca.key",
                         "--use-service-account-credentials=true", "--leader-elect=false",
                         "--bind-address", "127.0.0.1", "--profiling=false")
+            self._start("coredns", p.bin("coredns", COREDNS) / "coredns", "-conf", s / "Corefile")
             self._start("kube-scheduler", k8s / "kube-scheduler", "--kubeconfig", s / "scheduler.kubeconfig",
                         "--authentication-kubeconfig", s / "scheduler.kubeconfig",
                         "--authorization-kubeconfig", s / "scheduler.kubeconfig",
@@ -292,7 +307,7 @@ oomScoreAdj: 0
                         else:
                             subprocess.run(["ctr", "--address", str(self.sock), "-n", "k8s.io", "containers", "rm", cid],
                                            capture_output=True)
-            for name in ("containerd", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
+            for name in ("containerd", "coredns", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
                 self._stop(name)
             # shims outlive containerd by design; ours are the ones talking to our socket
             for line in subprocess.run(["pgrep", "-af", "containerd-shim"], capture_output=True, text=True).stdout.splitlines():

@@ -18,3 +18,18 @@ def test_worker_metrics_follow_the_buffer_and_count_tasks() -> None:
     assert 'ftpipeline_worker_buffer_objects{pipeline="p",worker="w1"} 2.0' in text
     assert 'ftpipeline_worker_tasks_total{pipeline="p",recovery="true",worker="w1"} 1.0' in text
     assert 'ftpipeline_worker_records_total{pipeline="p",worker="w1"} 57.0' in text
+
+
+def test_pipelines_share_one_registry_in_the_operator() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from ftpipeline.obs.metrics import RunMetrics
+
+    registry = CollectorRegistry()
+    a, b = RunMetrics("a", registry), RunMetrics("b", registry)
+    a.steps.inc()
+    b.recoveries.labels("b", "lineage", "applied").inc()
+    text = generate_latest(registry).decode()
+    assert 'ftpipeline_steps_committed_total{pipeline="a"} 1.0' in text
+    assert 'ftpipeline_recoveries_total{outcome="applied",pipeline="b",strategy="lineage"} 1.0' in text
+    assert RunMetrics("c").registry is not registry

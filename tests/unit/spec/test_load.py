@@ -760,3 +760,11 @@ def test_checkpoint_recovery_without_checkpoints() -> None:
                                            "checkpoint.intervalMs")
     doc["spec"]["checkpoint"] = {"intervalSteps": 5}
     assert parse(doc).recovery_strategy == "checkpoint"
+
+
+def test_the_kubernetes_example_is_the_local_example_plus_cluster_fields() -> None:
+    k8s = load_pipeline(EXAMPLE.with_name("kubernetes.yaml"), check_entry_point=False)
+    local = load_pipeline(EXAMPLE, check_entry_point=False)
+    assert [(s.name, s.kind, s.parallelism) for s in k8s.stages] == [(s.name, s.kind, s.parallelism) for s in local.stages]
+    assert str(k8s.checkpoint_root) == "/data/checkpoints"
+    assert k8s.recovery_strategy == "auto"

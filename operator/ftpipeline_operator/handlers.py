@@ -1,0 +1,146 @@
+"""Kopf handlers: they translate Kubernetes events into calls on the pipeline runners, and no more.
+
+    kopf run --standalone --all-namespaces -m ftpipeline_operator.handlers
+
+- create/resume/update of an FTPipeline: apply its ConfigMap and Service,
+  hand the new body to its runner (suspend, restart and checkpoint nonces);
+- a daemon per FTPipeline: the runner's thread, which runs the coordinator;
+- events of worker pods: to the runner of their pipeline, which reports lost
+  workers to the coordinator at once (recovery does not wait for a poll);
+- deletion: the daemon is stopped first (Kopf), then the pipeline's Redis
+  keys and znodes are removed, then the finalizer goes.
+
+Configuration comes from the environment (the chart sets it):
+FTPIPELINE_DEFAULT_REDIS_URL, FTPIPELINE_DEFAULT_ZOOKEEPER,
+FTPIPELINE_METRICS_PORT, FTPIPELINE_LOG_LEVEL. Logs are Kopf's JSON lines
+(``--log-format=json``), which name the object each line is about.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any, cast
+
+import kopf
+import redis
+from kazoo.client import KazooClient
+from kubernetes import client, config
+from prometheus_client import CollectorRegistry, start_http_server
+
+from ftpipeline.checkpoint.pointer import CheckpointPointer
+from ftpipeline.lineage.tables import LineageTables
+from ftpipeline.spec.schema import API_GROUP, API_VERSION
+from ftpipeline_operator import render
+from ftpipeline_operator.runner import Defaults, PipelineRunner, resolve_spec
+
+PLURAL = "ftpipelines"
+DEFAULTS = Defaults(os.environ.get("FTPIPELINE_DEFAULT_REDIS_URL", ""),
+                    os.environ.get("FTPIPELINE_DEFAULT_ZOOKEEPER", ""))
+REGISTRY = CollectorRegistry()
+_runners: dict[tuple[str, str], PipelineRunner] = {}
+_lock = threading.Lock()
+_api: dict[str, Any] = {}
+
+
+def _core() -> client.CoreV1Api:
+    return _api["core"]  # type: ignore[no-any-return]
+
+
+def _runner(body: Mapping[str, Any]) -> PipelineRunner:
+    key = (body["metadata"]["namespace"], body["metadata"]["name"])
+    with _lock:
+        runner = _runners.get(key)
+        if runner is None:
+            def post(kind: str, reason: str, message: str) -> None:
+                kopf.event(cast(kopf.Body, body), type=kind, reason=reason, message=message)
+
+            runner = _runners[key] = PipelineRunner(key, _core(), _api["custom"], DEFAULTS, REGISTRY, post)
+        return runner
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    logging.getLogger("ftpipeline").setLevel(os.environ.get("FTPIPELINE_LOG_LEVEL", "INFO"))
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # not a line per pod event handled
+    settings.persistence.finalizer = f"{API_GROUP}/cleanup"
+    settings.watching.server_timeout = 120
+    settings.execution.max_workers = 64  # each pipeline's daemon holds a thread for its whole run
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        config.load_kube_config()  # type: ignore[no-untyped-call]
+    _api["core"] = client.CoreV1Api()
+    _api["custom"] = client.CustomObjectsApi()
+    port = os.environ.get("FTPIPELINE_METRICS_PORT")
+    if port:
+        start_http_server(int(port), registry=REGISTRY)
+
+
+def _apply(obj: dict[str, Any]) -> None:
+    core, ns, name = _core(), obj["metadata"]["namespace"], obj["metadata"]["name"]
+    create, patch = ((core.create_namespaced_config_map, core.patch_namespaced_config_map)
+                     if obj["kind"] == "ConfigMap" else (core.create_namespaced_service, core.patch_namespaced_service))
+    try:
+        create(ns, cast(Any, obj))  # the client takes plain dicts
+    except client.exceptions.ApiException as exc:
+        if exc.status != 409:
+            raise
+        patch(name, ns, cast(Any, obj))
+
+
+@kopf.on.create(API_GROUP, API_VERSION, PLURAL)
+@kopf.on.resume(API_GROUP, API_VERSION, PLURAL)
+@kopf.on.update(API_GROUP, API_VERSION, PLURAL)
+def reconcile(body: kopf.Body, **_: Any) -> None:
+    doc = dict(body)
+    _apply(render.config_map(doc))
+    _apply(render.service(doc))
+    _runner(doc).update_body(doc)
+
+
+@kopf.daemon(API_GROUP, API_VERSION, PLURAL, cancellation_timeout=60)
+def coordinate(stopped: kopf.DaemonStopped, body: kopf.Body, **_: Any) -> None:
+    runner = _runner(dict(body))
+    if not runner.body:
+        runner.update_body(dict(body))
+    runner.run(stopped)
+
+
+@kopf.on.event("", "v1", "pods", labels={"app.kubernetes.io/managed-by": "ftpipeline-operator",
+                                         "app.kubernetes.io/component": "worker"})
+def pod_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+    labels = body.get("metadata", {}).get("labels", {})
+    key = (body.get("metadata", {}).get("namespace", ""), labels.get(render.PIPELINE_LABEL, ""))
+    with _lock:
+        runner = _runners.get(key)
+    if runner is not None:
+        runner.pod_event(str(event.get("type") or ""), dict(body))
+
+
+@kopf.on.delete(API_GROUP, API_VERSION, PLURAL)
+def cleanup(body: kopf.Body, **_: Any) -> None:
+    """The pipeline's Redis keys and znodes go with it (pods, Service and ConfigMap are owned: the GC takes them)."""
+    doc = dict(body)
+    key = (doc["metadata"]["namespace"], doc["metadata"]["name"])
+    with _lock:
+        _runners.pop(key, None)
+    try:
+        spec = resolve_spec(doc, _core(), DEFAULTS)
+        if spec.redis_url:
+            r = redis.Redis.from_url(spec.redis_url, socket_connect_timeout=5)
+            LineageTables(r, spec.name).clear()  # every key of the pipeline: lineage and the step log share it
+            r.close()
+        if spec.zookeeper:
+            zk = KazooClient(hosts=spec.zookeeper)
+            zk.start(timeout=15)
+            CheckpointPointer(zk, spec.name).clear()
+            zk.stop()
+            zk.close()
+    except Exception as exc:
+        # never hold a deletion (or its namespace's) hostage to a store that is gone with it
+        kopf.warn(cast(kopf.Body, doc), reason="CleanupIncomplete",
+                  message=f"the pipeline's Redis keys or znodes may remain: {exc}")

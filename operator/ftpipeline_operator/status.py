@@ -1,0 +1,172 @@
+"""The coordinator's progress as FTPipeline status and Kubernetes Events.
+
+The coordinator reports through the same ``Observer`` interface the CLI's
+progress bar uses; here it becomes the status subresource (phase, steps,
+checkpoints, recoveries, workers, conditions) and Events for what people
+should see in ``kubectl describe``: a worker lost and how it was recovered,
+a checkpoint committed, the pipeline stalled or failed.
+
+Step progress changes many times a second, so status patches are merged
+and sent at most once per ``min_interval_s``; phase changes, recoveries and
+checkpoints are sent at once.
+
+Conditions follow the usual workload meaning:
+
+    Ready        workers joined and steps commit
+    Progressing  a step committed within spec.progressDeadlineSeconds
+    Degraded     fewer workers than asked for, or recovering
+    Stalled      no step committed within spec.progressDeadlineSeconds
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ftpipeline.coordinator.coordinator import Observer
+from ftpipeline.coordinator.recovery import RecoveryRecord
+from ftpipeline.coordinator.trigger import Reason
+from ftpipeline.lineage.naming import WorkerId
+
+log = logging.getLogger("ftpipeline.operator.status")
+
+Patch = dict[str, Any]
+PatchStatus = Callable[[Patch], None]
+PostEvent = Callable[[str, str, str], None]   # type (Normal, Warning), reason, message
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def set_condition(conditions: list[dict[str, Any]], kind: str, status: bool, reason: str, message: str,
+                  generation: int | None = None) -> list[dict[str, Any]]:
+    """Conditions with ``kind`` set; lastTransitionTime moves only when the status changes."""
+    value = "True" if status else "False"
+    out = [dict(c) for c in conditions if c.get("type") != kind]
+    old = next((c for c in conditions if c.get("type") == kind), None)
+    since = old["lastTransitionTime"] if old is not None and old.get("status") == value else now_iso()
+    cond: dict[str, Any] = {"type": kind, "status": value, "reason": reason, "message": message,
+                            "lastTransitionTime": since}
+    if generation is not None:
+        cond["observedGeneration"] = generation
+    out.append(cond)
+    return sorted(out, key=lambda c: str(c["type"]))
+
+
+class StatusReporter(Observer):
+    def __init__(self, patch_status: PatchStatus, post_event: PostEvent, generation: int | None,
+                 conditions: list[dict[str, Any]] | None = None, min_interval_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._patch_status = patch_status
+        self._post_event = post_event
+        self.generation = generation
+        self.conditions = list(conditions or [])
+        self.min_interval_s = min_interval_s
+        self.clock = clock
+        self.recoveries = 0
+        self.last_commit_at = clock()
+        self.stalled = False
+        self._pending: Patch = {}
+        self._sent_at = 0.0
+        self._lock = threading.Lock()
+        self.lost_reasons: dict[WorkerId, str] = {}   # filled by the cluster backend: why a worker went
+        self.on_recovered: Callable[[RecoveryRecord], None] | None = None  # metrics hook of the runner
+
+    # --- plumbing ----------------------------------------------------------
+    def update(self, urgent: bool = False, **fields: Any) -> None:
+        with self._lock:
+            self._pending.update(fields)
+            if urgent or self.clock() - self._sent_at >= self.min_interval_s:
+                self._flush_locked()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if not self._pending:
+            return
+        patch, self._pending = self._pending, {}
+        patch["observedGeneration"] = self.generation
+        patch["conditions"] = self.conditions
+        try:
+            self._patch_status(patch)
+            self._sent_at = self.clock()
+        except Exception as exc:  # status is best effort; the next update carries it again
+            log.warning("status patch failed", extra={"error": str(exc)})
+            self._pending = {**patch, **self._pending}
+
+    def condition(self, kind: str, status: bool, reason: str, message: str) -> None:
+        self.conditions = set_condition(self.conditions, kind, status, reason, message, self.generation)
+
+    def event(self, kind: str, reason: str, message: str) -> None:
+        try:
+            self._post_event(kind, reason, message)
+        except Exception as exc:
+            log.warning("event not posted", extra={"reason": reason, "error": str(exc)})
+
+    # --- the coordinator's reports -------------------------------------------
+    def on_workers_starting(self, workers: list[WorkerId]) -> None:
+        self.condition("Ready", False, "WorkersStarting", f"starting {len(workers)} workers")
+        self.update(urgent=True, phase="Starting", workers={"ready": 0, "total": len(workers)},
+                    message=f"starting {len(workers)} workers")
+
+    def on_worker_joined(self, worker: WorkerId, ready: int, total: int) -> None:
+        if ready >= total:
+            self.condition("Degraded", False, "AllWorkersReady", f"{ready}/{total} workers ready")
+        self.update(urgent=ready >= total, workers={"ready": ready, "total": total})
+
+    def on_step_started(self, step: int, reason: Reason, rows: int) -> None:
+        self.update(step=step)
+
+    def on_step_committed(self, step: int, rows: int, seconds: float) -> None:
+        self.last_commit_at = self.clock()
+        first = not any(c["type"] == "Ready" and c["status"] == "True" for c in self.conditions)
+        urgent = first or self.stalled
+        if urgent:
+            self.stalled = False
+            self.condition("Ready", True, "StepsCommitting", "workers joined and steps commit")
+            self.condition("Progressing", True, "StepCommitted", f"step {step} committed")
+            self.condition("Stalled", False, "StepCommitted", f"step {step} committed")
+        self.update(urgent=urgent, phase="Running", committedStep=step, message="")
+
+    def on_worker_lost(self, worker: WorkerId) -> None:
+        reason = self.lost_reasons.get(worker, "lost")
+        self.condition("Degraded", True, "WorkerLost", f"worker {worker}: {reason}")
+        self.update(urgent=True, phase="Recovering", message=f"worker {worker} lost ({reason})")
+
+    def on_recovery(self, record: RecoveryRecord) -> None:
+        self.recoveries += 1
+        reason = self.lost_reasons.get(WorkerId(record.worker), "lost")
+        self.event("Warning", "WorkerLost", f"worker {record.worker} lost ({reason})")
+        self.event("Normal", "Recovered",
+                   f"{record.strategy} recovery of worker {record.worker} in {record.seconds * 1000:.0f} ms: "
+                   f"{len(record.tasks)} tasks re-run on the survivors")
+        self.update(urgent=True, phase="Running", recoveries=self.recoveries,
+                    lastRecovery={"strategy": record.strategy, "worker": record.worker, "reason": reason,
+                                  "seconds": round(record.seconds, 4), "time": now_iso()})
+        if self.on_recovered is not None:
+            self.on_recovered(record)
+
+    def on_checkpoint(self, info: Mapping[str, Any]) -> None:
+        self.event("Normal", "Checkpointed", f"checkpoint {info['epoch']} committed at step {info['boundary']} in "
+                                             f"{info['seconds']:.2f} s ({info['bytes']:,} bytes)")
+        self.update(urgent=True, lastCheckpoint={"epoch": info["epoch"], "step": info["boundary"], "time": now_iso(),
+                                                 "seconds": info["seconds"]})
+
+    # --- the runner's checks -------------------------------------------------
+    def check_progress(self, deadline_s: float) -> None:
+        """Stalled once no step committed within the deadline (reported once per stall)."""
+        idle = self.clock() - self.last_commit_at
+        if idle > deadline_s and not self.stalled:
+            self.stalled = True
+            message = f"no step committed for {idle:.0f} s (spec.progressDeadlineSeconds: {deadline_s:.0f})"
+            self.condition("Stalled", True, "ProgressDeadlineExceeded", message)
+            self.condition("Progressing", False, "ProgressDeadlineExceeded", message)
+            self.event("Warning", "Stalled", message)
+            self.update(urgent=True, message=message)

@@ -1,0 +1,159 @@
+"""The operator on a real cluster: helm install, kubectl apply, a deleted worker pod, the oracle.
+
+The chart is installed from this repository with the project image; the
+pipeline's output and checkpoints go to a hostPath on the node, which the
+test reads back (the cluster built by ``tests.e2e.cluster`` runs on this
+machine; elsewhere set FTPIPELINE_E2E_HOSTPATH to a node directory mounted
+here). The oracle is one plain PySpark batch job over the same input.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from ftpipeline.oracle import compare
+from ftpipeline.spec import parse_pipeline
+
+from .conftest import IMAGE
+
+ROOT = Path(__file__).resolve().parents[2]
+HOST_ROOT = Path(os.environ.get("FTPIPELINE_E2E_HOSTPATH", "/var/lib/ftpipeline-e2e-data"))
+RUNTIME_UID = 10001
+GROUP, VERSION, PLURAL = "ftpipeline.io", "v1alpha1", "ftpipelines"
+
+pytestmark = pytest.mark.skipif(shutil.which("helm") is None, reason="no helm on PATH")
+
+
+def _writable_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    os.chown(path, RUNTIME_UID, RUNTIME_UID)
+    return path
+
+
+@pytest.fixture
+def operator(kube: client.ApiClient, namespace: str, crd: str) -> Iterator[str]:
+    """The chart installed into the test's namespace (the CRD comes from the crd fixture)."""
+    repo, _, tag = IMAGE.rpartition(":")
+    release = "ftp"
+    subprocess.run(
+        ["helm", "install", release, str(ROOT / "charts" / "ftpipeline"), "--namespace", namespace,
+         "--set", f"image.repository={repo},image.tag={tag},image.pullPolicy=Never,crds.enabled=false",
+         "--set", f"operator.volumes[0].name=data,operator.volumes[0].hostPath.path={_writable_dir(HOST_ROOT)}",
+         "--set", "operator.volumeMounts[0].name=data,operator.volumeMounts[0].mountPath=/data",
+         "--set", "operator.resources.requests.cpu=10m,redis.resources.requests.cpu=10m",
+         "--set", "zookeeper.resources.requests.cpu=10m",
+         "--wait", "--timeout", "5m"],
+        check=True, capture_output=True, text=True)
+    yield release
+    subprocess.run(["helm", "uninstall", release, "--namespace", namespace, "--wait"], capture_output=True)
+
+
+def pipeline(namespace: str, name: str, steps: int, data: Path) -> dict[str, Any]:
+    doc = yaml.safe_load((ROOT / "examples" / "clickstream" / "kubernetes.yaml").read_text())
+    doc["metadata"] = {"name": name, "namespace": namespace}
+    spec = doc["spec"]
+    spec["image"] = IMAGE
+    spec["imagePullPolicy"] = "Never"
+    spec["workers"] = 2
+    spec["steps"]["maxSteps"] = steps
+    spec["checkpoint"]["intervalSteps"] = 3
+    spec["volumes"] = [{"name": "data", "hostPath": {"path": str(data)}}]
+    spec["volumeMounts"] = [{"name": "data", "mountPath": f"/data/{name}"}]
+    spec["checkpoint"]["storage"]["path"] = f"/data/{name}/checkpoints"
+    spec["deadLetter"]["path"] = f"/data/{name}/dead-letter"
+    spec["spark"] = {"resources": {"requests": {"cpu": "10m"}}}
+    spec["sidecar"] = {"resources": {"requests": {"cpu": "10m"}}}
+    for stage in spec["stages"]:
+        stage["parallelism"] = 2
+        if "source" in stage:
+            stage["source"]["generator"]["rowsPerStep"] = 6000
+        if "sink" in stage:
+            stage["sink"]["parquet"]["path"] = f"/data/{name}/out"
+    return doc
+
+
+def oracle_spec(doc: dict[str, Any], data: Path) -> Any:
+    """The same pipeline as ``ftpipeline run`` would see it here: entry point from the repo, output on the host."""
+    local = yaml.safe_load(yaml.safe_dump(doc))
+    local["metadata"] = {"name": doc["metadata"]["name"]}
+    local["spec"]["entryPoint"] = str(ROOT / "examples" / "clickstream" / "clickstream.py")
+    for stage in local["spec"]["stages"]:
+        if "sink" in stage:
+            stage["sink"]["parquet"]["path"] = str(data / "out")
+    return parse_pipeline(yaml.safe_dump(local), ROOT, check_entry_point=True)
+
+
+def status(api: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]:
+    obj = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    return dict(obj.get("status") or {})
+
+
+def wait_for(what: str, check: Any, timeout_s: float) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from ftpipeline.worker.executor import build_session
+
+    session = build_session("local[2]", {}, tmp_path_factory.mktemp("oracle-spark"), "ftpipeline-e2e-oracle")
+    yield session
+    session.stop()
+
+
+def test_a_deleted_worker_pod_is_recovered_and_the_output_equals_the_oracle(
+        kube: client.ApiClient, namespace: str, operator: str, spark: object) -> None:
+    api = client.CustomObjectsApi(kube)
+    core = client.CoreV1Api(kube)
+    name = f"clicks-{uuid.uuid4().hex[:6]}"
+    data = _writable_dir(HOST_ROOT / name)
+    steps = 12
+    doc = pipeline(namespace, name, steps, data)
+    api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, doc)
+    subprocess.run(["kubectl", "wait", "--for=condition=Ready", f"ftpipeline/{name}", "-n", namespace,
+                    "--timeout=300s"], check=True, capture_output=True, text=True)
+    wait_for("step 3 committed", lambda: (status(api, namespace, name).get("committedStep") or 0) >= 3, 300)
+    victim = f"{name}-w1"
+    core.delete_namespaced_pod(victim, namespace)
+    final = wait_for("the pipeline to succeed",
+                     lambda: (s := status(api, namespace, name)).get("phase") in ("Succeeded", "Failed") and s, 600)
+    assert final["phase"] == "Succeeded", final
+    assert final["committedStep"] == steps
+    assert final["recoveries"] >= 1
+    assert final["lastRecovery"]["worker"] == "w1"
+    assert final["lastRecovery"]["strategy"] in ("lineage", "checkpoint")
+    events = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
+    recovered = [e for e in events if e.reason == "Recovered"]
+    assert recovered and final["lastRecovery"]["strategy"] in recovered[-1].message
+    print(f"recovered: {final['lastRecovery']}")
+    [result] = compare(spark, oracle_spec(doc, data), steps)
+    assert result.duplicates == 0, result
+    assert result.equal, result
+    # deletion runs the finalizer (Redis keys, znodes) while the operator is still there
+    api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+
+    def gone() -> bool:
+        try:
+            api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+            return False
+        except client.exceptions.ApiException as exc:
+            return exc.status == 404
+
+    wait_for("the finalizer to let the FTPipeline go", gone, 120)

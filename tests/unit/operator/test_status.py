@@ -1,0 +1,97 @@
+"""StatusReporter: coordinator reports become status patches (throttled) and Events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ftpipeline.coordinator.recovery import RecoveryRecord
+from ftpipeline.coordinator.trigger import Reason
+from ftpipeline.lineage.naming import WorkerId
+from ftpipeline_operator.status import StatusReporter, set_condition
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def reporter() -> tuple[StatusReporter, list[dict[str, Any]], list[tuple[str, str, str]], Clock]:
+    patches: list[dict[str, Any]] = []
+    events: list[tuple[str, str, str]] = []
+    clock = Clock()
+    r = StatusReporter(patches.append, lambda *e: events.append(e), generation=4, clock=clock)
+    return r, patches, events, clock
+
+
+def cond(patch: dict[str, Any], kind: str) -> dict[str, Any]:
+    [c] = [c for c in patch["conditions"] if c["type"] == kind]
+    return c
+
+
+def test_a_condition_keeps_its_transition_time_until_its_status_changes() -> None:
+    first = set_condition([], "Ready", True, "A", "a")
+    again = set_condition(first, "Ready", True, "B", "b")
+    assert again[0]["lastTransitionTime"] == first[0]["lastTransitionTime"]
+    assert again[0]["reason"] == "B"
+    flipped = set_condition([{**first[0], "lastTransitionTime": "2000-01-01T00:00:00Z"}], "Ready", False, "C", "c")
+    assert flipped[0]["lastTransitionTime"] != "2000-01-01T00:00:00Z"
+
+
+def test_step_progress_is_throttled_but_the_first_commit_is_not() -> None:
+    r, patches, _, clock = reporter()
+    r.on_workers_starting([WorkerId("w0"), WorkerId("w1")])
+    assert patches[-1]["phase"] == "Starting" and patches[-1]["observedGeneration"] == 4
+    r.on_step_committed(1, 10, 0.5)
+    assert patches[-1]["phase"] == "Running" and cond(patches[-1], "Ready")["status"] == "True"
+    n = len(patches)
+    for step in range(2, 20):
+        r.on_step_started(step, Reason.RECORDS, 10)
+        r.on_step_committed(step, 10, 0.01)
+    assert len(patches) == n, "within a second nothing more is sent"
+    clock.now += 1.5
+    r.on_step_committed(20, 10, 0.01)
+    assert patches[-1]["committedStep"] == 20 and patches[-1]["step"] == 19
+
+
+def test_a_recovery_is_an_event_and_shows_in_the_status_at_once() -> None:
+    r, patches, events, _ = reporter()
+    r.lost_reasons[WorkerId("w1")] = "OOMKilled in container spark: exit code 137"
+    r.on_worker_lost(WorkerId("w1"))
+    assert patches[-1]["phase"] == "Recovering" and cond(patches[-1], "Degraded")["status"] == "True"
+    record = RecoveryRecord(WorkerId("w1"), "lineage", 2, (), {}, detected_at=0.0, seconds=0.012)
+    r.on_recovery(record)
+    assert patches[-1]["recoveries"] == 1
+    assert patches[-1]["lastRecovery"]["strategy"] == "lineage"
+    assert patches[-1]["lastRecovery"]["reason"].startswith("OOMKilled")
+    assert ("Normal", "Recovered") in {(k, reason) for k, reason, _ in events}
+
+
+def test_stalled_once_per_stall_and_cleared_by_a_commit() -> None:
+    r, patches, events, clock = reporter()
+    r.on_step_committed(1, 10, 0.1)
+    clock.now += 30
+    r.check_progress(20)
+    r.check_progress(20)
+    assert [e[1] for e in events] == ["Stalled"]
+    assert cond(patches[-1], "Stalled")["status"] == "True"
+    r.on_step_committed(2, 10, 0.1)
+    assert cond(patches[-1], "Stalled")["status"] == "False"
+
+
+def test_a_failed_patch_is_sent_again_with_the_next_one() -> None:
+    sent: list[dict[str, Any]] = []
+    fail = [True]
+
+    def patch(p: dict[str, Any]) -> None:
+        if fail[0]:
+            raise RuntimeError("API server unavailable")
+        sent.append(p)
+
+    r = StatusReporter(patch, lambda *e: None, generation=1)
+    r.update(urgent=True, phase="Running")
+    fail[0] = False
+    r.update(urgent=True, committedStep=3)
+    assert sent[-1]["phase"] == "Running" and sent[-1]["committedStep"] == 3
