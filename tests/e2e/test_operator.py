@@ -157,3 +157,31 @@ def test_a_deleted_worker_pod_is_recovered_and_the_output_equals_the_oracle(
             return exc.status == 404
 
     wait_for("the finalizer to let the FTPipeline go", gone, 120)
+
+
+def test_a_restarted_operator_resumes_the_pipeline_with_no_lost_or_repeated_step(
+        kube: client.ApiClient, namespace: str, operator: str, spark: object) -> None:
+    api = client.CustomObjectsApi(kube)
+    core = client.CoreV1Api(kube)
+    name = f"resume-{uuid.uuid4().hex[:6]}"
+    data = _writable_dir(HOST_ROOT / name)
+    steps = 24
+    doc = pipeline(namespace, name, steps, data)
+    api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, doc)
+    wait_for("step 5 committed", lambda: (status(api, namespace, name).get("committedStep") or 0) >= 5, 300)
+    selector = "app.kubernetes.io/component=operator"
+    [old] = core.list_namespaced_pod(namespace, label_selector=selector).items
+    core.delete_namespaced_pod(old.metadata.name, namespace)
+    at_kill = status(api, namespace, name).get("committedStep") or 0
+    final = wait_for("the pipeline to succeed",
+                     lambda: (s := status(api, namespace, name)).get("phase") in ("Succeeded", "Failed") and s, 600)
+    [new] = [p for p in core.list_namespaced_pod(namespace, label_selector=selector).items
+             if p.metadata.name != old.metadata.name]
+    print(f"operator {old.metadata.name} deleted at step {at_kill}; {new.metadata.name} finished: {final}")
+    assert final["phase"] == "Succeeded", final
+    assert final["committedStep"] == steps
+    assert at_kill < steps, "the pipeline ended before the operator was killed: nothing was tested"
+    [result] = compare(spark, oracle_spec(doc, data), steps)
+    assert result.duplicates == 0, result
+    assert result.equal, result
+    api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
