@@ -84,3 +84,99 @@ def crd(kube: Any) -> str:
             return name
         time.sleep(0.1)
     raise AssertionError("CRD not established")
+
+
+# Debian's Prometheus is built without Kubernetes service discovery, so the fixture discovers the
+# pods itself (the prometheus.io/scrape and /port annotations, as kubernetes_sd relabelling would)
+# and hands them over through file_sd.
+PROMETHEUS_CONFIG = """
+global: {{scrape_interval: 2s, scrape_timeout: 2s}}
+scrape_configs:
+  - job_name: ftpipeline
+    file_sd_configs:
+      - files: [{targets}]
+        refresh_interval: 1s
+"""
+
+
+def _discover(kube: Any, namespace: str, path: Path, stop: Any) -> None:
+    import json
+
+    from kubernetes import client
+
+    core = client.CoreV1Api(kube)
+    while not stop.wait(1.0):
+        targets = []
+        for pod in core.list_namespaced_pod(namespace).items:
+            ann = pod.metadata.annotations or {}
+            if ann.get("prometheus.io/scrape") == "true" and pod.status.pod_ip:
+                targets.append({"targets": [f"{pod.status.pod_ip}:{ann['prometheus.io/port']}"],
+                                "labels": {"pod": pod.metadata.name}})
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(targets))
+        tmp.replace(path)
+
+
+class Prometheus:
+    """A real Prometheus (Debian's package) discovering the namespace's pods through the API server."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def query(self, promql: str) -> float | None:
+        import json
+        import urllib.parse
+        import urllib.request
+
+        with urllib.request.urlopen(f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})) as r:
+            result = json.load(r)["data"]["result"]
+        return float(result[0]["value"][1]) if result else None
+
+    def targets(self) -> list[dict[str, Any]]:
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(f"{self.url}/api/v1/targets") as r:
+            return list(json.load(r)["data"]["activeTargets"])
+
+
+@pytest.fixture
+def prometheus(kube: Any, namespace: str, tmp_path: Path) -> Iterator[Prometheus]:
+    import shutil
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.skip("no prometheus on PATH (apt-get install prometheus)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    import threading
+
+    targets = tmp_path / "targets.json"
+    targets.write_text("[]")
+    stop = threading.Event()
+    discovery = threading.Thread(target=_discover, args=(kube, namespace, targets, stop), daemon=True)
+    discovery.start()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(PROMETHEUS_CONFIG.format(targets=targets))
+    log = open(tmp_path / "prometheus.log", "wb")
+    proc = subprocess.Popen([binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(150):
+            try:
+                urllib.request.urlopen(f"{url}/-/ready").close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        yield Prometheus(url)
+    finally:
+        stop.set()
+        proc.terminate()
+        proc.wait(30)
+        log.close()

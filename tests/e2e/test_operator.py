@@ -25,7 +25,7 @@ from kubernetes import client
 from ftpipeline.oracle import compare
 from ftpipeline.spec import parse_pipeline
 
-from .conftest import IMAGE
+from .conftest import IMAGE, Prometheus
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST_ROOT = Path(os.environ.get("FTPIPELINE_E2E_HOSTPATH", "/var/lib/ftpipeline-e2e-data"))
@@ -119,7 +119,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 
 def test_a_deleted_worker_pod_is_recovered_and_the_output_equals_the_oracle(
-        kube: client.ApiClient, namespace: str, operator: str, spark: object) -> None:
+        kube: client.ApiClient, namespace: str, operator: str, spark: object, prometheus: Prometheus) -> None:
     api = client.CustomObjectsApi(kube)
     core = client.CoreV1Api(kube)
     name = f"clicks-{uuid.uuid4().hex[:6]}"
@@ -143,6 +143,15 @@ def test_a_deleted_worker_pod_is_recovered_and_the_output_equals_the_oracle(
     recovered = [e for e in events if e.reason == "Recovered"]
     assert recovered and final["lastRecovery"]["strategy"] in recovered[-1].message
     print(f"recovered: {final['lastRecovery']}")
+    # a real Prometheus scraped the operator and the sidecars through pod discovery
+    recoveries = wait_for("Prometheus to see the recovery", lambda: prometheus.query(
+        f'sum(ftpipeline_recoveries_total{{pipeline="{name}"}})'), 60)
+    assert recoveries >= 1
+    start = prometheus.query(f'max(ftpipeline_recovery_start_seconds_sum{{pipeline="{name}"}})')
+    print(f"Prometheus: recoveries {recoveries:.0f}, pod event to recovery applied {start:.3f} s")
+    assert start is not None  # how soon is reported (the metric, this line), not asserted: timing is not a test
+    tasks = prometheus.query(f'sum(max_over_time(ftpipeline_worker_tasks_total{{pipeline="{name}"}}[15m]))')
+    assert tasks is not None and tasks > 0, prometheus.targets()
     [result] = compare(spark, oracle_spec(doc, data), steps)
     assert result.duplicates == 0, result
     assert result.equal, result
