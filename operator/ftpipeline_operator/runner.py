@@ -195,6 +195,7 @@ class PipelineRunner:
                 self._checkpoint_now.clear()
                 coordinator.ckpt.requested = True
             reporter.check_progress(spec.progress_deadline_s)
+            metrics.stalled.set(1 if reporter.stalled else 0)
             return self._stop_reason
 
         coordinator = Coordinator(spec, session.store, session.tables, cluster, reporter, metrics=metrics,

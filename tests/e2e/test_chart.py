@@ -66,3 +66,15 @@ def test_external_endpoints_replace_the_in_chart_servers() -> None:
     env = {e["name"]: e["value"] for e in op["spec"]["template"]["spec"]["containers"][0]["env"]}  # type: ignore[index]
     assert env["FTPIPELINE_DEFAULT_REDIS_URL"] == "redis://r:6379/0"
     assert env["FTPIPELINE_DEFAULT_ZOOKEEPER"] == "z:2181"
+
+
+def test_dashboard_and_prometheus_operator_objects() -> None:
+    import json
+
+    docs = render()
+    [dash] = [d for d in docs if d["kind"] == "ConfigMap"]
+    assert dash["metadata"]["labels"]["grafana_dashboard"] == "1"  # type: ignore[index]
+    assert json.loads(dash["data"]["ftpipeline.json"])["uid"] == "ftpipeline"  # type: ignore[index]
+    assert not {"ServiceMonitor", "PodMonitor", "PrometheusRule"} & {str(d["kind"]) for d in docs}
+    kinds = {str(d["kind"]) for d in render("serviceMonitor.enabled=true", "prometheusRule.enabled=true")}
+    assert {"ServiceMonitor", "PodMonitor", "PrometheusRule"} <= kinds

@@ -337,6 +337,7 @@ class Coordinator:
         manifest = self.ckpt.last
         clients = self.clients_for(survivors)
         self.tables.lock_exclusive(self.owner)
+        strategy = "unknown"
         try:
             view = self.tables.snapshot([*survivors, dead])
             strategy = choose_strategy(self.spec.recovery_strategy, self.graph, view, dead, manifest)
@@ -356,6 +357,9 @@ class Coordinator:
                 record = rollback(self.graph, self.tables, self.store, view, dead, placement, moves, survivors,
                                   epoch, manifest, self.released, clients, detected, self.clock)
                 self._restart_at(record, manifest, self.released)
+        except Exception:
+            self.metrics.recoveries.labels(self.spec.name, strategy, "failed").inc()
+            raise
         finally:
             self.tables.unlock_exclusive(self.owner)
         for worker, client in clients.items():

@@ -64,6 +64,8 @@ class _Families:
                                 registry=registry)
         self.workers_ready = Gauge("ftpipeline_workers_ready", "Workers joined and alive.", labels,
                                    registry=registry)
+        self.stalled = Gauge("ftpipeline_pipeline_stalled", "1 while no step committed within "
+                             "spec.progressDeadlineSeconds (operator).", labels, registry=registry)
 
 
 
@@ -100,6 +102,7 @@ class RunMetrics:
         self.checkpoint_step = f.checkpoint_step.labels(pipeline)
         self.inflight = f.inflight.labels(pipeline)
         self.workers_ready = f.workers_ready.labels(pipeline)
+        self.stalled = f.stalled.labels(pipeline)
 
 
 class WorkerMetrics:

@@ -33,3 +33,41 @@ def test_pipelines_share_one_registry_in_the_operator() -> None:
     assert 'ftpipeline_steps_committed_total{pipeline="a"} 1.0' in text
     assert 'ftpipeline_recoveries_total{outcome="applied",pipeline="b",strategy="lineage"} 1.0' in text
     assert RunMetrics("c").registry is not registry
+
+
+def exported_names() -> set[str]:
+    """Every series name the runtime exports: run metrics (coordinator) and worker metrics (sidecars)."""
+    from prometheus_client import CollectorRegistry
+
+    from ftpipeline.obs.metrics import RunMetrics
+
+    registry = CollectorRegistry()
+    RunMetrics("p", registry)
+    WorkerMetrics("p", "w0", lambda: 0, lambda: 0, registry)
+    names = set()
+    for line in generate_latest(registry).decode().splitlines():
+        if line.startswith("# TYPE "):
+            name, kind = line.split()[2:4]
+            names.add(name)
+            if kind == "counter":
+                names.add(name if name.endswith("_total") else f"{name}_total")
+            if kind == "histogram":
+                names |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"}
+    return names
+
+
+def test_every_metric_the_dashboard_and_the_alerts_name_is_exported() -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    chart = Path(__file__).resolve().parents[3] / "charts" / "ftpipeline"
+    dashboard = json.loads((chart / "dashboards" / "ftpipeline.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    exprs += [t["query"] for t in dashboard["templating"]["list"] if "query" in t and "ftpipeline_" in t["query"]]
+    rules = (chart / "templates" / "prometheusrule.yaml").read_text()
+    exprs += re.findall(r"expr: (.*)", rules)
+    named = {m for e in exprs for m in re.findall(r"\bftpipeline_[a-z_]+", e)}
+    assert len(named) >= 15, named
+    missing = named - exported_names()
+    assert not missing, f"named in the dashboard or alerts but exported by nothing: {sorted(missing)}"
