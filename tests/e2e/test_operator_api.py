@@ -1,0 +1,80 @@
+"""Operator logic that needs no running pods, against the real API server.
+
+The rendered objects are accepted by the API server's own validation; status
+patches land on the status subresource and read back; the cluster backend's
+pod calls and the deletion that reports a lost worker.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, cast
+
+import yaml
+from kubernetes import client
+
+from ftpipeline.lineage.naming import WorkerId
+from ftpipeline_operator import render
+from ftpipeline_operator.cluster import KubernetesCluster
+from ftpipeline_operator.runner import Defaults, PipelineRunner
+
+from .conftest import IMAGE, ROOT
+
+GROUP, VERSION, PLURAL = "ftpipeline.io", "v1alpha1", "ftpipelines"
+
+
+def created(kube: client.ApiClient, namespace: str) -> dict[str, Any]:
+    doc = yaml.safe_load((ROOT / "examples" / "clickstream" / "kubernetes.yaml").read_text())
+    doc["metadata"] = {"name": "api", "namespace": namespace}
+    doc["spec"]["image"] = IMAGE
+    api = client.CustomObjectsApi(kube)
+    return cast(dict[str, Any], api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, doc))
+
+
+def test_rendered_objects_are_accepted_by_the_api_server(kube: client.ApiClient, namespace: str, crd: str) -> None:
+    body = created(kube, namespace)
+    core = client.CoreV1Api(kube)
+    core.create_namespaced_config_map(namespace, cast(Any, render.config_map(body)))
+    core.create_namespaced_service(namespace, cast(Any, render.service(body)))
+    # server-side dry run: the pod passes the API server's full validation without being scheduled
+    pod = core.create_namespaced_pod(namespace, cast(Any, render.worker_pod(body, "w0", "r1", {"redis": "redis://r"})),
+                                     dry_run="All")
+    assert pod.metadata.owner_references[0].kind == "FTPipeline"
+    assert {c.name for c in pod.spec.containers} == {"spark", "sidecar"}
+
+
+def test_status_patches_read_back_from_the_status_subresource(kube: client.ApiClient, namespace: str,
+                                                             crd: str) -> None:
+    body = created(kube, namespace)
+    api = client.CustomObjectsApi(kube)
+    events: list[tuple[str, str, str]] = []
+    runner = PipelineRunner((namespace, "api"), client.CoreV1Api(kube), api, Defaults(), None,
+                            lambda *e: events.append(e))
+    runner.update_body(body)
+    reporter = runner._reporter()
+    reporter.on_workers_starting([WorkerId("w0"), WorkerId("w1")])
+    reporter.on_step_committed(1, 100, 0.2)
+    status = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "api")["status"]
+    assert status["phase"] == "Running" and status["committedStep"] == 1
+    assert status["observedGeneration"] == body["metadata"]["generation"]
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "True"
+
+
+def test_a_deleted_worker_pod_is_reported_lost(kube: client.ApiClient, namespace: str, crd: str) -> None:
+    body = created(kube, namespace)
+    core = client.CoreV1Api(kube)
+    cluster = KubernetesCluster(core, body, "r1", {"redis": "redis://r"})
+    cluster.start_worker(WorkerId("w0"))
+    pod = core.read_namespaced_pod("api-w0", namespace)
+    cluster.kill_worker(WorkerId("w0"))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            core.read_namespaced_pod("api-w0", namespace)
+            time.sleep(0.2)
+        except client.exceptions.ApiException as exc:
+            assert exc.status == 404
+            break
+    cluster.on_pod_event("DELETED", core.api_client.sanitize_for_serialization(pod))
+    assert cluster.lost() == ["w0"]
+    assert str(cluster.diagnoses[WorkerId("w0")]) == "Deleted"
