@@ -153,8 +153,9 @@ class PipelineRunner:
             try:
                 outcome = self._run_once(stopped, reporter)
             except (SpecError, PipelineFailed) as exc:
-                reporter.condition("Ready", False, "Failed", str(exc))
-                reporter.event("Warning", "Failed", str(exc))
+                reason = "Rejected" if isinstance(exc, SpecError) else "Failed"  # a spec the CRD cannot judge
+                reporter.condition("Ready", False, reason, str(exc))
+                reporter.event("Warning", reason, str(exc))
                 reporter.update(urgent=True, phase="Failed", message=str(exc))
                 log.error("pipeline failed", extra={"pipeline": self.name, "error": str(exc)})
                 self._wait_for_change(stopped)

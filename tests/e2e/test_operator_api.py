@@ -78,3 +78,36 @@ def test_a_deleted_worker_pod_is_reported_lost(kube: client.ApiClient, namespace
     cluster.on_pod_event("DELETED", core.api_client.sanitize_for_serialization(pod))
     assert cluster.lost() == ["w0"]
     assert str(cluster.diagnoses[WorkerId("w0")]) == "Deleted"
+
+
+class StopAfter:
+    """Kopf's stop flag, raised after ``n`` waits."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __bool__(self) -> bool:
+        return self.n <= 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.n -= 1
+        return self.n <= 0
+
+
+def test_a_spec_only_the_runtime_can_judge_is_rejected_with_an_event(kube: client.ApiClient, namespace: str,
+                                                                    crd: str) -> None:
+    doc = yaml.safe_load((ROOT / "examples" / "clickstream" / "kubernetes.yaml").read_text())
+    doc["metadata"] = {"name": "cycle", "namespace": namespace}
+    doc["spec"]["image"] = IMAGE
+    doc["spec"]["stages"][1]["inputs"] = [{"stage": "per-user"}]  # clean <- per-user <- clean: a cycle
+    api = client.CustomObjectsApi(kube)
+    body = api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, doc)  # the CRD cannot see cycles
+    events: list[tuple[str, str, str]] = []
+    runner = PipelineRunner((namespace, "cycle"), client.CoreV1Api(kube), api, Defaults(), None,
+                            lambda *e: events.append(e))
+    runner.update_body(body)
+    runner.run(StopAfter(2))
+    status = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "cycle")["status"]
+    assert status["phase"] == "Failed"
+    assert "spec.stages[1].inputs: cycle" in status["message"]
+    assert [(kind, reason) for kind, reason, _ in events] == [("Warning", "Rejected")]
