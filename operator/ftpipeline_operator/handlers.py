@@ -32,11 +32,10 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from ftpipeline.checkpoint.pointer import CheckpointPointer
 from ftpipeline.lineage.tables import LineageTables
-from ftpipeline.spec.schema import API_GROUP, API_VERSION
+from ftpipeline.spec.schema import API_GROUP, API_VERSION, PLURAL
 from ftpipeline_operator import render
 from ftpipeline_operator.runner import Defaults, PipelineRunner, resolve_spec
 
-PLURAL = "ftpipelines"
 DEFAULTS = Defaults(os.environ.get("FTPIPELINE_DEFAULT_REDIS_URL", ""),
                     os.environ.get("FTPIPELINE_DEFAULT_ZOOKEEPER", ""))
 REGISTRY = CollectorRegistry()

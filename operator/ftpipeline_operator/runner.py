@@ -40,6 +40,7 @@ from ftpipeline.coordinator.session import open_session
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.spec.load import SpecError, parse_pipeline
 from ftpipeline.spec.model import PipelineSpec
+from ftpipeline.spec.schema import API_GROUP, API_VERSION, PLURAL
 from ftpipeline_operator import render
 from ftpipeline_operator.cluster import KubernetesCluster
 from ftpipeline_operator.status import StatusReporter
@@ -124,14 +125,11 @@ class PipelineRunner:
     def pod_event(self, kind: str, pod: Mapping[str, Any]) -> None:
         if self.cluster is not None:
             self.cluster.on_pod_event(kind, pod)
-            if self.reporter is not None:
-                for worker, diagnosis in self.cluster.diagnoses.items():
-                    self.reporter.lost_reasons[worker] = str(diagnosis)
 
     # --- the daemon ----------------------------------------------------------
     def patch_status(self, patch: dict[str, Any]) -> None:
         self.custom.patch_namespaced_custom_object_status(
-            "ftpipeline.io", "v1alpha1", self.namespace, "ftpipelines", self.name, {"status": patch})
+            API_GROUP, API_VERSION, self.namespace, PLURAL, self.name, {"status": patch})
 
     def _reporter(self) -> StatusReporter:
         status = self.body.get("status") or {}
@@ -184,9 +182,9 @@ class PipelineRunner:
         self._delete_stale_pods(run)
         metrics = RunMetrics(spec.name, self.registry)
         resuming = self.ran_before
-        # checkpoint storage is the workers' volume: the operator only clears what ZooKeeper commits
-        session = open_session(spec, resuming, private_dir=None, clear_storage=False)
+        session = open_session(spec, resuming, private_dir=None)
         cluster = self.cluster = KubernetesCluster(self.core, self.body, run, {"redis": session.redis_url})
+        reporter.lost_reasons = cluster.diagnoses  # set before the loss is queued: the reason is always there
         reporter.on_recovered = lambda record: self._recovered(metrics, cluster, record)
 
         def should_stop() -> str | None:

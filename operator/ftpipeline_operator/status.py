@@ -74,7 +74,7 @@ class StatusReporter(Observer):
         self._pending: Patch = {}
         self._sent_at = 0.0
         self._lock = threading.Lock()
-        self.lost_reasons: dict[WorkerId, str] = {}   # filled by the cluster backend: why a worker went
+        self.lost_reasons: Mapping[WorkerId, object] = {}   # the cluster backend's diagnoses: why a worker went
         self.on_recovered: Callable[[RecoveryRecord], None] | None = None  # metrics hook of the runner
 
     # --- plumbing ----------------------------------------------------------
@@ -136,13 +136,13 @@ class StatusReporter(Observer):
         self.update(urgent=urgent, phase="Running", committedStep=step, message="")
 
     def on_worker_lost(self, worker: WorkerId) -> None:
-        reason = self.lost_reasons.get(worker, "lost")
+        reason = str(self.lost_reasons.get(worker, "lost"))
         self.condition("Degraded", True, "WorkerLost", f"worker {worker}: {reason}")
         self.update(urgent=True, phase="Recovering", message=f"worker {worker} lost ({reason})")
 
     def on_recovery(self, record: RecoveryRecord) -> None:
         self.recoveries += 1
-        reason = self.lost_reasons.get(WorkerId(record.worker), "lost")
+        reason = str(self.lost_reasons.get(WorkerId(record.worker), "lost"))
         self.event("Warning", "WorkerLost", f"worker {record.worker} lost ({reason})")
         self.event("Normal", "Recovered",
                    f"{record.strategy} recovery of worker {record.worker} in {record.seconds * 1000:.0f} ms: "

@@ -239,7 +239,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     observer: Observer = ProgressObserver(console, spec.max_steps) if not args.no_progress else Observer()
     coordinator = Coordinator(spec, session.store, session.tables, cluster, observer, faults, metrics,
                               pointer=session.pointer,
-                              resume=args.resume or args.from_checkpoint is not None, resume_epoch=args.from_checkpoint)
+                              resume=resuming, resume_epoch=args.from_checkpoint)
     if args.expire_zookeeper_session and session.zk is not None and session.zookeeper is not None:
         coordinator.ckpt.before_commit = _session_expirer(session.zk, session.zookeeper, console)
     if session.pointer is not None:  # "checkpoint now": kill -USR1 <pid of ftpipeline run>

@@ -50,13 +50,11 @@ class Session:
             server.stop()
 
 
-def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = None,
-                 clear_storage: bool = True) -> Session:
+def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = None) -> Session:
     """Connect to ``spec.redis_url`` and ``spec.zookeeper``; without an address, start a private server
-    under ``private_dir`` (``ftpipeline run`` only; the operator always has addresses).
-
-    ``clear_storage``: a fresh start also empties checkpoint storage — only where this process can
-    reach it (the operator's daemon cannot; the workers clear it when created)."""
+    under ``private_dir`` (``ftpipeline run`` only; the operator always has addresses). A fresh start
+    also empties checkpoint storage, which the coordinator mounts wherever it runs (it writes the
+    manifests there), so no stale checkpoint of an earlier pipeline of that name is ever reopened."""
     private: list[EmbeddedRedis | EmbeddedZooKeeper] = []
     url = spec.redis_url
     try:
@@ -84,8 +82,7 @@ def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = 
             session.pointer = CheckpointPointer(session.zk, spec.name)
             if not resuming:
                 session.pointer.clear()
-                if clear_storage:
-                    CheckpointStorage(spec.checkpoint_root, spec.name).reset()
+                CheckpointStorage(spec.checkpoint_root, spec.name).reset()
         return session
     except BaseException:
         for server in reversed(private):

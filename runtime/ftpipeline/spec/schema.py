@@ -26,6 +26,7 @@ from ftpipeline.spec.cel import Rule, rule
 API_GROUP = "ftpipeline.io"
 API_VERSION = "v1alpha1"
 KIND = "FTPipeline"
+PLURAL = "ftpipelines"
 
 # DNS-1123 label: safe in pod names, Redis keys and object names (no dots).
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"

@@ -58,7 +58,7 @@ def test_step_progress_is_throttled_but_the_first_commit_is_not() -> None:
 
 def test_a_recovery_is_an_event_and_shows_in_the_status_at_once() -> None:
     r, patches, events, _ = reporter()
-    r.lost_reasons[WorkerId("w1")] = "OOMKilled in container spark: exit code 137"
+    r.lost_reasons = {WorkerId("w1"): "OOMKilled in container spark: exit code 137"}
     r.on_worker_lost(WorkerId("w1"))
     assert patches[-1]["phase"] == "Recovering" and cond(patches[-1], "Degraded")["status"] == "True"
     record = RecoveryRecord(WorkerId("w1"), "lineage", 2, (), {}, detected_at=0.0, seconds=0.012)
