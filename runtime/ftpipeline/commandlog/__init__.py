@@ -1,0 +1,1 @@
+"""The command log: coordination decisions in ZooKeeper, cluster state as a fold of them (Onyx)."""

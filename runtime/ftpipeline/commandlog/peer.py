@@ -1,0 +1,213 @@
+"""A worker as a peer of the command log: heartbeat, two-phase join, ring watch, peer GC.
+
+Pod deletion events (and process exits) do not see a worker that hangs or is
+cut off while its pod still exists. Its heartbeat does: each peer holds an
+*ephemeral* znode under ``peers/``, which ZooKeeper deletes when the peer's
+session expires — a peer that stops answering (SIGSTOP, a partition, a hung
+process) loses it after the session timeout. Each member watches its ring
+successor's heartbeat (``state.watches``) and, when it vanishes, appends a
+``leave`` command; folding that, the watcher now watches the dead peer's
+successor. The coordinator follows the log and recovers like it does for a
+deleted pod.
+
+The peer reacts to the *state*, not to single commands, so a reaction that
+was due is never missed when a compaction hides the command that made it
+due::
+
+    STARTING --heartbeat created, peer-gc appended--> GC
+    GC       --own peer-gc folded: leave for every member without a heartbeat; prepare-join--> JOINING
+    JOINING  --prepared: watch the target, notify-watchers--> JOINING (notified)
+    JOINING  --accept-join folded--> MEMBER
+    JOINING  --join aborted (target left / no candidate)--> GC (after a short pause)
+    MEMBER   --watched heartbeat gone--> MEMBER (appends leave; watches the next one)
+    MEMBER   --no longer a member (declared dead; a new run started)--> FENCED (``on_fenced``)
+    any      --session expired--> FENCED
+
+A member that must accept a notified joiner checks the joiner still has a
+heartbeat; if not, it appends ``abort-join`` (the joiner died while joining).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NodeExistsError
+
+from ftpipeline.commandlog.state import ClusterState
+from ftpipeline.commandlog.zklog import CommandLog, Follower
+
+log = logging.getLogger("ftpipeline.peer")
+
+
+def peer_id(worker: str) -> str:
+    """A worker's identity in the ring: its name plus an incarnation, so a restart is a new peer."""
+    return f"{worker}.{uuid.uuid4().hex[:8]}"
+
+
+class Peer:
+    def __init__(self, zk: KazooClient, pipeline: str, worker: str, on_fenced: Callable[[str], None],
+                 retry_s: float = 0.5) -> None:
+        self.zk = zk
+        self.log = CommandLog(zk, pipeline)
+        self.worker = worker
+        self.id = peer_id(worker)
+        self.on_fenced = on_fenced
+        self.retry_s = retry_s
+        self.phase = "starting"
+        self.follower: Follower | None = None
+        self.wake = threading.Event()
+        self.stopped = threading.Event()
+        self._gc_seq: int | None = None
+        self._prepare_seq: int | None = None
+        self._was_member = False
+        self._notified_for: str | None = None
+        self._watching: str | None = None
+        self._reported: set[str] = set()
+        self._accepted: set[str] = set()
+        self._retry_at = 0.0
+        self._run_epoch: int | None = None
+        self._thread: threading.Thread | None = None
+
+    def heartbeat_path(self, peer: str) -> str:
+        return f"{self.log.peers}/{peer}"
+
+    def alive(self, peer: str) -> bool:
+        return self.zk.exists(self.heartbeat_path(peer)) is not None
+
+    # --- life cycle ------------------------------------------------------------
+    def start(self) -> Peer:
+        data = json.dumps({"worker": self.worker, "pid": os.getpid(), "host": socket.gethostname()}).encode()
+        try:
+            self.zk.create(self.heartbeat_path(self.id), data, ephemeral=True)
+        except NodeExistsError:
+            pass
+        self.zk.add_listener(self._on_session)
+        self.follower = Follower(self.log, on_change=self.wake.set)
+        self._run_epoch = self.follower.state.run_epoch
+        self._gc_seq = self.log.append("peer-gc", peer=self.id, worker=self.worker)
+        self.phase = "gc"
+        self._thread = threading.Thread(target=self._loop, name="peer", daemon=True)
+        self._thread.start()
+        log.info("peer started", extra={"peer": self.id, "worker": self.worker})
+        return self
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.wake.set()
+        if self.follower is not None:
+            self.follower.stop()
+
+    def _on_session(self, state: str) -> None:
+        if state == KazooState.LOST and not self.stopped.is_set():
+            self._fence("ZooKeeper session expired: this worker was silent for longer than its heartbeat timeout")
+
+    def _fence(self, reason: str) -> None:
+        if self.phase == "fenced":
+            return
+        self.phase = "fenced"
+        log.error("fenced", extra={"peer": self.id, "worker": self.worker, "reason": reason})
+        self.stopped.set()
+        self.wake.set()
+        self.on_fenced(reason)
+
+    # --- reacting to the state ---------------------------------------------------
+    def _loop(self) -> None:
+        while not self.stopped.is_set():
+            self.wake.wait(0.5)
+            self.wake.clear()
+            if self.stopped.is_set():
+                return
+            try:
+                assert self.follower is not None
+                self.follower.refresh()
+                self.react(self.follower.state)
+            except Exception as exc:  # a connection blip: the next wake tries again
+                log.warning("peer step failed", extra={"peer": self.id, "error": repr(exc)})
+                time.sleep(0.2)
+                self.wake.set()
+
+    def react(self, s: ClusterState) -> None:
+        me = self.id
+        if self._run_epoch is not None and s.run_epoch != self._run_epoch and (self._was_member or me in s.prepared):
+            self._fence(f"a new run (epoch {s.run_epoch}) started without this worker")
+            return
+        self._run_epoch = s.run_epoch
+        if self._gc_seq is not None and s.seq >= self._gc_seq and self._prepare_seq is None:
+            for peer in sorted(s.members):  # peer GC: members nobody reported dead
+                if peer not in self._reported and not self.alive(peer):
+                    self._reported.add(peer)
+                    self.log.append("leave", peer=peer, worker=s.members[peer], by=me, reason="peer-gc")
+            self._prepare_seq = self.log.append("prepare-join", peer=me, worker=self.worker)
+            self.phase = "joining"
+            return
+        if me in s.members:
+            if not self._was_member:
+                self._was_member = True
+                self.phase = "member"
+                log.info("joined the ring", extra={"peer": me, "watches": s.watches.get(me)})
+            self._watch(s.watches.get(me))
+            for joiner in sorted(s.notified):
+                if s.acceptor(joiner) == me and joiner not in self._accepted:
+                    self._accepted.add(joiner)
+                    if self.alive(joiner):
+                        self.log.append("accept-join", peer=joiner, by=me)
+                    else:
+                        self.log.append("abort-join", peer=joiner, by=me, reason="joiner died while joining")
+            return
+        if self._was_member:
+            reason = next((r for p, _, r in reversed(s.left) if p == me), "removed from the ring")
+            self._fence(f"declared dead by the cluster ({reason})")
+            return
+        if self._prepare_seq is not None and s.seq >= self._prepare_seq:
+            target = s.prepared.get(me)
+            if target is not None:
+                if self._notified_for != target:
+                    self._notified_for = target
+                    self._watch(target)
+                    self.log.append("notify-watchers", peer=me, target=target)
+                return
+            if me not in s.joining and time.monotonic() >= self._retry_at:  # aborted: try again
+                self._retry_at = time.monotonic() + self.retry_s
+                self._notified_for = None
+                self._gc_seq = self.log.append("peer-gc", peer=me, worker=self.worker)
+                self._prepare_seq = None
+                self.phase = "gc"
+
+    def _watch(self, target: str | None) -> None:
+        if target == self._watching:
+            return
+        self._watching = target
+        if target is None:
+            return
+
+        def fired(data: bytes | None, stat: object) -> bool:
+            if self._watching != target or self.stopped.is_set():
+                return False  # stop watching: we moved on
+            if stat is None:
+                self._report(target)
+                return False
+            return True
+
+        self.zk.DataWatch(self.heartbeat_path(target), fired)
+
+    def _report(self, target: str) -> None:
+        if target in self._reported:
+            return
+        self._reported.add(target)
+        assert self.follower is not None
+        worker = self.follower.state.members.get(target) or self.follower.state.joining.get(target, "")
+        log.warning("heartbeat expired", extra={"peer": self.id, "dead": target, "worker": worker})
+        try:
+            self.log.append("leave", peer=target, worker=worker, by=self.id, reason="heartbeat expired")
+        except Exception as exc:
+            log.error("could not report a dead peer", extra={"dead": target, "error": repr(exc)})
+            self._reported.discard(target)
+        self.wake.set()

@@ -1,0 +1,166 @@
+"""The command log in ZooKeeper: sequential znodes, a snapshot, and readers that follow it.
+
+Layout, per pipeline::
+
+    /ftpipeline/<pipeline>/log/c-<10 digits>   one command (JSON); the digits are its sequence number
+    /ftpipeline/<pipeline>/log-snapshot         {"seq": N, "state": ...}: the fold of every command <= N
+    /ftpipeline/<pipeline>/peers/<peer>         ephemeral heartbeat of a worker (``peer.py``)
+
+ZooKeeper numbers sequential children from the parent's change counter, so
+the order of the numbers is the order in which the server accepted the
+appends: one total order that every reader sees.
+
+Compaction answers the seed's open question (a new peer would otherwise
+replay the whole history): :meth:`CommandLog.compact` writes the fold up to
+some N as the snapshot, then deletes the commands <= N. A reader loads the
+snapshot and folds only the tail. Compaction may run while others read: a
+reader that finds a command gone (``NoNodeError``), or a snapshot newer than
+its position, reloads from the snapshot. (Sequence numbers are not
+contiguous — the parent's counter also counts deletions — so a gap in the
+numbers proves nothing.)
+
+    EMPTY --append--> LOG(tail) --compact(N)--> SNAPSHOT(N) + LOG(tail > N)
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+from kazoo.retry import KazooRetry
+
+from ftpipeline.commandlog.state import KINDS, ClusterState, Command, apply
+
+PREFIX = "c-"
+
+
+def base_path(pipeline: str) -> str:
+    return f"/ftpipeline/{pipeline}"
+
+
+class CommandLog:
+    def __init__(self, zk: KazooClient, pipeline: str, retry: KazooRetry | None = None) -> None:
+        self.zk = zk
+        self.base = base_path(pipeline)
+        self.dir = f"{self.base}/log"
+        self.snapshot_path = f"{self.base}/log-snapshot"
+        self.peers = f"{self.base}/peers"
+        self.retry = retry or KazooRetry(max_tries=5, delay=0.05, max_delay=1.0)
+        self.retry(self.zk.ensure_path, self.dir)
+        self.retry(self.zk.ensure_path, self.peers)
+
+    # --- writing -------------------------------------------------------------
+    def append(self, kind: str, **body: Any) -> int:
+        """Append one command; returns its sequence number once ZooKeeper has accepted it."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown command kind {kind!r}")
+        data = json.dumps({"k": kind, **body}, sort_keys=True).encode()
+        path = self.retry(self.zk.create, f"{self.dir}/{PREFIX}", data, sequence=True)
+        return int(str(path).rsplit(PREFIX, 1)[1])
+
+    def compact(self, state: ClusterState) -> int:
+        """Make ``state`` (a fold up to ``state.seq``) the snapshot and delete the commands it covers."""
+        data = json.dumps({"seq": state.seq, "state": json.loads(state.to_json())}).encode()
+        current = self._snapshot_seq()
+        if current >= state.seq:
+            return 0
+        if self.zk.exists(self.snapshot_path):
+            self.retry(self.zk.set, self.snapshot_path, data)
+        else:
+            self.retry(self.zk.create, self.snapshot_path, data)
+        deleted = 0
+        for name in self._children():
+            if int(name[len(PREFIX):]) <= state.seq:
+                try:
+                    self.zk.delete(f"{self.dir}/{name}")
+                    deleted += 1
+                except NoNodeError:
+                    pass
+        return deleted
+
+    # --- reading -------------------------------------------------------------
+    def _children(self) -> list[str]:
+        return sorted(c for c in self.retry(self.zk.get_children, self.dir) if c.startswith(PREFIX))
+
+    def _snapshot_seq(self) -> int:
+        try:
+            data, _ = self.retry(self.zk.get, self.snapshot_path)
+        except NoNodeError:
+            return -1
+        return int(json.loads(data)["seq"])
+
+    def snapshot(self) -> ClusterState:
+        try:
+            data, _ = self.retry(self.zk.get, self.snapshot_path)
+        except NoNodeError:
+            return ClusterState()
+        return ClusterState.from_json(json.dumps(json.loads(data)["state"]))
+
+    def read_after(self, seq: int) -> list[Command] | None:
+        """Commands after ``seq`` in order, or None if some were compacted away (reload the snapshot)."""
+        names = [n for n in self._children() if int(n[len(PREFIX):]) > seq]
+        out: list[Command] = []
+        for name in names:
+            try:
+                data, _ = self.zk.get(f"{self.dir}/{name}")
+            except NoNodeError:
+                return None
+            d = json.loads(data)
+            out.append(Command(int(name[len(PREFIX):]), d.pop("k"), d))
+        if self._snapshot_seq() > seq:
+            return None  # a compaction deleted commands after seq (sequence numbers have gaps anyway)
+        return out
+
+    def load(self) -> ClusterState:
+        """The current state: the snapshot plus the tail after it."""
+        while True:
+            state = self.snapshot()
+            tail = self.read_after(state.seq)
+            if tail is not None:
+                for cmd in tail:
+                    state = apply(state, cmd)
+                return state
+
+    def znodes(self) -> int:
+        return len(self._children())
+
+
+class Follower:
+    """A reader that keeps its fold current: a children watch wakes it, :meth:`refresh` folds the news."""
+
+    def __init__(self, log: CommandLog, on_change: Callable[[], None] | None = None) -> None:
+        self.log = log
+        self.state = log.load()
+        self.changed = threading.Event()
+        self.on_change = on_change
+        self._watching = True
+        self.log.zk.ChildrenWatch(self.log.dir, self._on_children, send_event=False)
+
+    def _on_children(self, children: list[str]) -> bool:
+        self.changed.set()
+        if self.on_change is not None:
+            self.on_change()
+        return self._watching
+
+    def refresh(self) -> list[tuple[Command, ClusterState]]:
+        """Fold commands appended since the last call; returns each with the state *before* it."""
+        self.changed.clear()
+        tail = self.log.read_after(self.state.seq)
+        if tail is None:  # compacted past our position: continue from the snapshot
+            snap = self.log.snapshot()
+            if snap.seq > self.state.seq:
+                self.state = snap
+            tail = self.log.read_after(self.state.seq) or []
+        applied = []
+        for cmd in tail:
+            before = self.state
+            self.state = apply(before, cmd)
+            applied.append((cmd, before))
+        return applied
+
+    def stop(self) -> None:
+        self._watching = False

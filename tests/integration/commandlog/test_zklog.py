@@ -1,0 +1,170 @@
+"""The command log on a real ZooKeeper: one order for concurrent writers, compaction, peers and the ring."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient
+
+from ftpipeline.commandlog.peer import Peer
+from ftpipeline.commandlog.state import ClusterState, fold
+from ftpipeline.commandlog.zklog import CommandLog, Follower
+
+
+def client(zookeeper: str, timeout: float = 10.0) -> KazooClient:
+    zk = KazooClient(hosts=zookeeper, timeout=timeout)
+    zk.start(timeout=10)
+    return zk
+
+
+@pytest.fixture
+def zk(zookeeper: str) -> Iterator[KazooClient]:
+    c = client(zookeeper)
+    yield c
+    c.stop()
+    c.close()
+
+
+def wait_for(cond, timeout_s: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        time.sleep(0.05)
+
+
+def test_concurrent_writers_and_readers_agree_and_a_snapshot_plus_tail_equals_the_whole_log(
+    zookeeper: str, zk: KazooClient
+) -> None:
+    name = f"log{uuid.uuid4().hex[:8]}"
+    clients = [client(zookeeper) for _ in range(4)]
+    logs = [CommandLog(c, name) for c in clients]
+
+    def write(i: int) -> None:
+        for step in range(1, 41):
+            logs[i].append("step-started", step=step, offsets={f"s.{i}": [step - 1, step]})
+            if i == 0:
+                logs[i].append("step-committed", step=step)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    full_log = logs[1].read_after(-1)
+    assert full_log is not None and len(full_log) == 4 * 40 + 40
+    whole = fold(full_log)
+    assert all(CommandLog(c, name).load() == whole for c in clients)  # every reader, the same state
+    # compact at some point in the middle, then read again: snapshot + tail == the whole log
+    middle = fold(full_log[:77])
+    logs[2].compact(middle)
+    assert logs[3].znodes() == len(full_log) - 77
+    assert logs[3].load() == whole
+    assert logs[3].snapshot() == ClusterState.from_json(middle.to_json())
+    for c in clients:
+        c.stop()
+        c.close()
+
+
+def test_a_follower_behind_a_compaction_continues_from_the_snapshot(zk: KazooClient, zookeeper: str) -> None:
+    name = f"log{uuid.uuid4().hex[:8]}"
+    log = CommandLog(zk, name)
+    other = client(zookeeper)
+    follower = Follower(CommandLog(other, name))
+    for step in range(1, 101):
+        log.append("step-started", step=step, offsets={"s.0": [step - 1, step]})
+        log.append("step-committed", step=step)
+        if step % 25 == 0:
+            log.compact(log.load())
+    assert log.znodes() == 0
+    follower.refresh()
+    assert follower.state.committed == 100 and follower.state == log.load()
+    other.stop()
+    other.close()
+
+
+def test_peers_form_a_ring_and_a_silent_peer_is_reported_by_its_watcher(zookeeper: str, zk: KazooClient) -> None:
+    name = f"ring{uuid.uuid4().hex[:8]}"
+    fenced: list[str] = []
+    sessions = [client(zookeeper, timeout=2.0) for _ in range(4)]
+    peers = [Peer(s, name, f"w{i}", on_fenced=fenced.append).start() for i, s in enumerate(sessions)]
+    log = CommandLog(zk, name)
+    wait_for(lambda: len(log.load().members) == 4)
+    state = log.load()
+    assert state.is_ring(), state
+    # w2 goes silent: its session ends without a goodbye (as a SIGSTOPped process's would expire)
+    victim = peers[2]
+    watcher = state.watcher_of(victim.id)
+    victim.stop()
+    sessions[2].stop()
+    wait_for(lambda: victim.id not in log.load().members)
+    after = log.load()
+    [(peer, worker, reason)] = [x for x in after.left if x[0] == victim.id]
+    assert (worker, reason) == ("w2", "heartbeat expired")
+    assert after.is_ring() and after.watches[watcher] == state.watches[victim.id]  # the gap closed transitively
+    for p, s in zip(peers, sessions):
+        p.stop()
+        s.stop()
+        s.close()
+    assert not fenced
+
+
+def test_a_new_peer_collects_members_that_died_unreported(zookeeper: str, zk: KazooClient) -> None:
+    """Onyx's peer GC: every member died and nobody could report it; a joiner cleans up and joins alone."""
+    name = f"gc{uuid.uuid4().hex[:8]}"
+    log = CommandLog(zk, name)
+    for p in ("dead-a", "dead-b"):
+        log.append("prepare-join", peer=p, worker=p)
+    log.append("notify-watchers", peer="dead-b")
+    log.append("accept-join", peer="dead-b")
+    assert set(log.load().members) == {"dead-a", "dead-b"}
+    session = client(zookeeper)
+    peer = Peer(session, name, "w9", on_fenced=lambda r: None).start()
+    wait_for(lambda: set(log.load().members) == {peer.id})
+    assert {x[2] for x in log.load().left} == {"peer-gc"}
+    peer.stop()
+    session.stop()
+    session.close()
+
+
+def test_a_peer_declared_dead_is_fenced(zookeeper: str, zk: KazooClient) -> None:
+    name = f"fence{uuid.uuid4().hex[:8]}"
+    fenced: list[str] = []
+    sessions = [client(zookeeper) for _ in range(2)]
+    peers = [Peer(s, name, f"w{i}", on_fenced=fenced.append).start() for i, s in enumerate(sessions)]
+    log = CommandLog(zk, name)
+    wait_for(lambda: len(log.load().members) == 2)
+    log.append("leave", peer=peers[1].id, worker="w1", by="test", reason="declared dead")
+    wait_for(lambda: bool(fenced))
+    assert "declared dead" in fenced[0] and peers[1].phase == "fenced" and peers[0].phase == "member"
+    for p, s in zip(peers, sessions):
+        p.stop()
+        s.stop()
+        s.close()
+
+
+def test_a_late_peer_reaches_the_current_state_quickly(zookeeper: str, zk: KazooClient) -> None:
+    """500 steps with compaction every 50 commands: a new reader loads a snapshot and a short tail."""
+    name = f"late{uuid.uuid4().hex[:8]}"
+    log = CommandLog(zk, name)
+    appended = 0
+    for step in range(1, 501):
+        log.append("step-started", step=step, offsets={f"src.{i}": [step * 100, step * 100 + 100] for i in range(4)})
+        log.append("step-committed", step=step)
+        appended += 2
+        if appended >= 50:
+            appended = 0
+            log.compact(log.load())
+    assert log.znodes() <= 50
+    late = client(zookeeper)
+    started = time.perf_counter()
+    state = CommandLog(late, name).load()
+    seconds = time.perf_counter() - started
+    print(f"late peer: state at seq {state.seq} (committed {state.committed}) in {seconds * 1000:.1f} ms")
+    assert state.committed == 500
+    late.stop()
+    late.close()
