@@ -123,8 +123,9 @@ def _endpoint_env(var: str, endpoint: Mapping[str, Any] | None, field: str, defa
 
 
 def runtime_env(spec: Mapping[str, Any], defaults: Mapping[str, str]) -> list[Obj]:
-    """Where a worker finds Redis: the pipeline's own endpoint, else the operator's default."""
-    return [_endpoint_env("FTPIPELINE_REDIS_URL", spec.get("redis"), "url", defaults.get("redis", ""))]
+    """Where a worker finds Redis and ZooKeeper: the pipeline's own endpoints, else the operator's defaults."""
+    return [_endpoint_env("FTPIPELINE_REDIS_URL", spec.get("redis"), "url", defaults.get("redis", "")),
+            _endpoint_env("FTPIPELINE_ZOOKEEPER", spec.get("zookeeper"), "connect", defaults.get("zookeeper", ""))]
 
 
 _HARDENED = {
@@ -157,7 +158,9 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
         "command": ["python", "-m", "ftpipeline.worker.sidecar"],
         "args": ["--worker-id", worker, "--pipeline", name, "--redis-url", "$(FTPIPELINE_REDIS_URL)",
                  "--dir", WORK_DIR, "--bind", "0.0.0.0", "--advertise", "$(POD_IP)",
-                 "--port", str(FLIGHT_PORT), "--metrics-port", str(METRICS_PORT)],
+                 "--port", str(FLIGHT_PORT), "--metrics-port", str(METRICS_PORT),
+                 "--zookeeper", "$(FTPIPELINE_ZOOKEEPER)", "--heartbeat-timeout-ms",
+                 str((spec.get("recovery") or {}).get("heartbeatTimeoutMs", 6000))],
         "env": env,
         "ports": [{"name": "flight", "containerPort": FLIGHT_PORT}, {"name": "metrics", "containerPort": METRICS_PORT}],
         "readinessProbe": {"tcpSocket": {"port": "flight"}, "periodSeconds": 2},

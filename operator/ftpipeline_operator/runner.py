@@ -183,7 +183,8 @@ class PipelineRunner:
         metrics = RunMetrics(spec.name, self.registry)
         resuming = self.ran_before
         session = open_session(spec, resuming, private_dir=None)
-        cluster = self.cluster = KubernetesCluster(self.core, self.body, run, {"redis": session.redis_url})
+        cluster = self.cluster = KubernetesCluster(self.core, self.body, run,
+                                                   {"redis": session.redis_url, "zookeeper": session.zookeeper or ""})
         reporter.lost_reasons = cluster.diagnoses  # set before the loss is queued: the reason is always there
         reporter.on_recovered = lambda record: self._recovered(metrics, cluster, record)
 
@@ -198,7 +199,8 @@ class PipelineRunner:
             return self._stop_reason
 
         coordinator = Coordinator(spec, session.store, session.tables, cluster, reporter, metrics=metrics,
-                                  pointer=session.pointer, resume=resuming, should_stop=should_stop,
+                                  pointer=session.pointer, commands=session.commands, resume=resuming,
+                                  should_stop=should_stop,
                                   stall_timeout_s=float("inf"))
         keep_pods = False
         try:

@@ -231,14 +231,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.kill_at_step is not None or args.kill_after is not None or args.kill_during_checkpoint:
         faults = FaultPlan(at_step=args.kill_at_step, after_tasks=args.kill_after_tasks, after_seconds=args.kill_after,
                            worker=WorkerId(args.kill_worker) if args.kill_worker else None, seed=args.seed,
-                           during_checkpoint=args.kill_during_checkpoint)
-    cluster = LocalCluster(run_dir, spec.name, session.redis_url, spec.spark_master, dict(spec.spark_conf))
+                           during_checkpoint=args.kill_during_checkpoint, action=args.fault)
+    cluster = LocalCluster(run_dir, spec.name, session.redis_url, spec.spark_master, dict(spec.spark_conf),
+                           zookeeper=session.zookeeper if session.commands is not None else None,
+                           heartbeat_timeout_ms=spec.heartbeat_timeout_ms)
     private = spec.redis_url is None
     console.print(f"[bold]{spec.name}[/bold]: {len(spec.stages)} stages, {spec.workers} workers, "
                   f"Redis {'embedded' if private else session.redis_url}, logs in {run_dir}")
     observer: Observer = ProgressObserver(console, spec.max_steps) if not args.no_progress else Observer()
     coordinator = Coordinator(spec, session.store, session.tables, cluster, observer, faults, metrics,
-                              pointer=session.pointer,
+                              pointer=session.pointer, commands=session.commands,
                               resume=resuming, resume_epoch=args.from_checkpoint)
     if args.expire_zookeeper_session and session.zk is not None and session.zookeeper is not None:
         coordinator.ckpt.before_commit = _session_expirer(session.zk, session.zookeeper, console)
@@ -352,6 +354,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--kill-during-checkpoint", action="store_true",
                      help="fault injection: SIGKILL a worker while a checkpoint is being taken (at or after --kill-at-step)")
     run.add_argument("--kill-worker", metavar="ID", help="which worker to kill (w0, w1, ...); default: seeded random")
+    run.add_argument("--fault", choices=["kill", "stop", "zombie"], default="kill",
+                     help="what the fault injection does to the worker: kill (SIGKILL, default); stop (SIGSTOP: "
+                          "alive but silent, found by its heartbeat); zombie (stop, and the kill never reaches it, "
+                          "so it wakes up after its recovery and must be fenced off)")
     run.add_argument("--expire-zookeeper-session", action="store_true",
                      help="fault injection: expire the coordinator's ZooKeeper session during a checkpoint commit")
     run.add_argument("--seed", type=int, default=0, help="seed for choosing the worker to kill (default 0)")

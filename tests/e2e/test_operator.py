@@ -41,8 +41,7 @@ def _writable_dir(path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def operator(kube: client.ApiClient, namespace: str, crd: str) -> Iterator[str]:
+def _install(namespace: str, *values: str) -> str:
     """The chart installed into the test's namespace (the CRD comes from the crd fixture)."""
     repo, _, tag = IMAGE.rpartition(":")
     release = "ftp"
@@ -52,9 +51,24 @@ def operator(kube: client.ApiClient, namespace: str, crd: str) -> Iterator[str]:
          "--set", f"operator.volumes[0].name=data,operator.volumes[0].hostPath.path={_writable_dir(HOST_ROOT)}",
          "--set", "operator.volumeMounts[0].name=data,operator.volumeMounts[0].mountPath=/data",
          "--set", "operator.resources.requests.cpu=10m,redis.resources.requests.cpu=10m",
-         "--set", "zookeeper.resources.requests.cpu=10m",
+         "--set", "zookeeper.resources.requests.cpu=10m", *values,
          "--wait", "--timeout", "5m"],
         check=True, capture_output=True, text=True)
+    return release
+
+
+@pytest.fixture
+def operator(kube: client.ApiClient, namespace: str, crd: str) -> Iterator[str]:
+    release = _install(namespace)
+    yield release
+    subprocess.run(["helm", "uninstall", release, "--namespace", namespace, "--wait"], capture_output=True)
+
+
+@pytest.fixture
+def crashing_operator(kube: client.ApiClient, namespace: str, crd: str) -> Iterator[str]:
+    """An operator that SIGKILLs itself right after it wrote its first recovery epoch to the command log."""
+    release = _install(namespace, "--set", "operator.extraEnv[0].name=FTPIPELINE_CRASH_AFTER",
+                       "--set", "operator.extraEnv[0].value=recovery")
     yield release
     subprocess.run(["helm", "uninstall", release, "--namespace", namespace, "--wait"], capture_output=True)
 
@@ -109,6 +123,24 @@ def wait_for(what: str, check: Any, timeout_s: float) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def start(api: client.CustomObjectsApi, namespace: str, prefix: str, steps: int, until: int
+          ) -> tuple[str, dict[str, Any], Path]:
+    """Apply a pipeline of ``steps`` steps and wait until step ``until`` committed."""
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    data = _writable_dir(HOST_ROOT / name)
+    doc = pipeline(namespace, name, steps, data)
+    api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, doc)
+    wait_for(f"step {until} committed",
+             lambda: (status(api, namespace, name).get("committedStep") or 0) >= until, 300)
+    return name, doc, data
+
+
+def finished(api: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]:
+    return dict(wait_for("the pipeline to finish",
+                         lambda: (s := status(api, namespace, name)).get("phase") in ("Succeeded", "Failed") and s,
+                         600))
+
+
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     from ftpipeline.worker.executor import build_session
@@ -132,8 +164,7 @@ def test_a_deleted_worker_pod_is_recovered_and_the_output_equals_the_oracle(
     wait_for("step 3 committed", lambda: (status(api, namespace, name).get("committedStep") or 0) >= 3, 300)
     victim = f"{name}-w1"
     core.delete_namespaced_pod(victim, namespace)
-    final = wait_for("the pipeline to succeed",
-                     lambda: (s := status(api, namespace, name)).get("phase") in ("Succeeded", "Failed") and s, 600)
+    final = finished(api, namespace, name)
     assert final["phase"] == "Succeeded", final
     assert final["committedStep"] == steps
     assert final["recoveries"] >= 1
@@ -172,24 +203,47 @@ def test_a_restarted_operator_resumes_the_pipeline_with_no_lost_or_repeated_step
         kube: client.ApiClient, namespace: str, operator: str, spark: object) -> None:
     api = client.CustomObjectsApi(kube)
     core = client.CoreV1Api(kube)
-    name = f"resume-{uuid.uuid4().hex[:6]}"
-    data = _writable_dir(HOST_ROOT / name)
     steps = 24
-    doc = pipeline(namespace, name, steps, data)
-    api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, doc)
-    wait_for("step 5 committed", lambda: (status(api, namespace, name).get("committedStep") or 0) >= 5, 300)
+    name, doc, data = start(api, namespace, "resume", steps, until=5)
     selector = "app.kubernetes.io/component=operator"
     [old] = core.list_namespaced_pod(namespace, label_selector=selector).items
     core.delete_namespaced_pod(old.metadata.name, namespace)
     at_kill = status(api, namespace, name).get("committedStep") or 0
-    final = wait_for("the pipeline to succeed",
-                     lambda: (s := status(api, namespace, name)).get("phase") in ("Succeeded", "Failed") and s, 600)
+    final = finished(api, namespace, name)
     [new] = [p for p in core.list_namespaced_pod(namespace, label_selector=selector).items
              if p.metadata.name != old.metadata.name]
     print(f"operator {old.metadata.name} deleted at step {at_kill}; {new.metadata.name} finished: {final}")
     assert final["phase"] == "Succeeded", final
     assert final["committedStep"] == steps
     assert at_kill < steps, "the pipeline ended before the operator was killed: nothing was tested"
+    [result] = compare(spark, oracle_spec(doc, data), steps)
+    assert result.duplicates == 0, result
+    assert result.equal, result
+    api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+
+
+def test_an_operator_killed_mid_recovery_resumes_from_the_command_log(
+        kube: client.ApiClient, namespace: str, crashing_operator: str, spark: object) -> None:
+    """A worker pod is deleted; the operator writes the recovery epoch and dies before applying the plan.
+    Its container restarts, folds the command log, and finishes with no lost or repeated step."""
+    api = client.CustomObjectsApi(kube)
+    core = client.CoreV1Api(kube)
+    steps = 18
+    name, doc, data = start(api, namespace, "crash", steps, until=4)
+    selector = "app.kubernetes.io/component=operator"
+
+    def restarts() -> int:
+        [pod] = core.list_namespaced_pod(namespace, label_selector=selector).items
+        return sum(c.restart_count for c in pod.status.container_statuses or [])
+
+    assert restarts() == 0
+    core.delete_namespaced_pod(f"{name}-w1", namespace)
+    at_kill = status(api, namespace, name).get("committedStep") or 0
+    wait_for("the operator to crash mid-recovery", lambda: restarts() >= 1, 120)
+    final = finished(api, namespace, name)
+    print(f"worker pod deleted at step {at_kill}; the operator crashed and its successor finished: {final}")
+    assert final["phase"] == "Succeeded", final
+    assert final["committedStep"] == steps and at_kill < steps
     [result] = compare(spark, oracle_spec(doc, data), steps)
     assert result.duplicates == 0, result
     assert result.equal, result

@@ -31,6 +31,7 @@ def clickstream(
     window: int = 3,
     strategy: str = "lineage",
     restart_budget: dict[str, int] | None = None,
+    heartbeat_ms: int | None = None,
 ) -> Path:
     """The example pipeline with test-sized knobs, writing into ``directory``."""
     doc = yaml.safe_load((EXAMPLE / "pipeline.yaml").read_text())
@@ -46,6 +47,8 @@ def clickstream(
     spec["recovery"] = {"strategy": strategy}
     if restart_budget is not None:
         spec["recovery"]["restartBudget"] = restart_budget
+    if heartbeat_ms is not None:
+        spec["recovery"]["heartbeatTimeoutMs"] = heartbeat_ms
     if checkpoint_every:
         spec["checkpoint"] = {"intervalSteps": checkpoint_every, "retain": retain,
                               "storage": {"path": str(directory / "checkpoints")}}

@@ -22,6 +22,11 @@ class ClusterBackend(abc.ABC):
     def kill_worker(self, worker: WorkerId) -> None:
         """Kill a worker abruptly (SIGKILL, pod deletion with no grace): fault injection."""
 
+    def pause_worker(self, worker: WorkerId, zombie: bool = False) -> None:
+        """Fault injection: stop a worker without killing it (alive but silent). With ``zombie``, a
+        later ``kill_worker`` does not reach it: it wakes up instead, as after a healed partition."""
+        raise NotImplementedError(f"{type(self).__name__} cannot pause workers")
+
     @abc.abstractmethod
     def lost(self) -> list[WorkerId]:
         """Workers found gone since the last call (each reported once)."""

@@ -5,6 +5,12 @@ unit — ``killpg`` takes the Spark process, its JVM and the sidecar together,
 as a pod deletion would. A worker is reported lost when either process exits;
 the survivor of the pair is then killed too, so a half-worker never lingers.
 Losses are noticed by polling the processes every few milliseconds.
+
+Each worker's process group id is written to ``workers/<w>/pgid``. A
+coordinator that was killed leaves its workers running; the next one (a
+resume) kills those groups before it starts its own, so two incarnations of
+``w0`` never share a buffer directory. (They would be fenced off anyway: a
+new run dissolves the ring and resets who may commit.)
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ class LocalCluster(ClusterBackend):
         spark_master: str = "local[1]",
         spark_conf: Mapping[str, str] | None = None,
         python: str = sys.executable,
+        zookeeper: str | None = None,
+        heartbeat_timeout_ms: int = 6000,
     ) -> None:
         self.run_dir = run_dir
         self.pipeline = pipeline
@@ -50,7 +58,29 @@ class LocalCluster(ClusterBackend):
         self.spark_master = spark_master
         self.spark_conf = dict(spark_conf or {})
         self.python = python
+        self.zookeeper = zookeeper
+        self.heartbeat_timeout_ms = heartbeat_timeout_ms
         self.workers: dict[WorkerId, _Worker] = {}
+        self.zombies: set[WorkerId] = set()  # paused as zombies: a kill does not reach them
+        self.reaped = self.reap_orphans()
+
+    def reap_orphans(self) -> int:
+        """Kill the process groups of workers a killed coordinator left behind; returns how many."""
+        reaped = 0
+        for pgid_file in (self.run_dir / "workers").glob("*/pgid"):
+            try:
+                pgid = int(pgid_file.read_text())
+                cmdline = Path(f"/proc/{pgid}/cmdline").read_bytes()
+            except (OSError, ValueError):
+                continue
+            if b"ftpipeline.worker" in cmdline:
+                try:
+                    os.killpg(pgid, signal.SIGKILL)
+                    reaped += 1
+                except ProcessLookupError:
+                    pass
+            pgid_file.unlink(missing_ok=True)
+        return reaped
 
     def worker_dir(self, worker: WorkerId) -> Path:
         return self.run_dir / "workers" / worker
@@ -63,7 +93,9 @@ class LocalCluster(ClusterBackend):
         with open(wdir / "sidecar.log", "ab") as slog:
             sidecar = subprocess.Popen(
                 [self.python, "-m", "ftpipeline.worker.sidecar", "--worker-id", worker, "--pipeline", self.pipeline,
-                 "--redis-url", self.redis_url, "--dir", str(wdir)],
+                 "--redis-url", self.redis_url, "--dir", str(wdir),
+                 *(["--zookeeper", self.zookeeper, "--heartbeat-timeout-ms", str(self.heartbeat_timeout_ms)]
+                   if self.zookeeper else [])],
                 stdout=slog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=0, env=env,
             )
         with open(wdir / "executor.log", "ab") as elog:
@@ -73,6 +105,7 @@ class LocalCluster(ClusterBackend):
                 stdout=elog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=sidecar.pid, env=env,
             )
         self.workers[worker] = _Worker(sidecar, executor)
+        (wdir / "pgid").write_text(str(sidecar.pid))
 
     def _killpg(self, w: _Worker, sig: int) -> None:
         try:
@@ -81,7 +114,16 @@ class LocalCluster(ClusterBackend):
             pass
 
     def kill_worker(self, worker: WorkerId) -> None:
+        if worker in self.zombies:  # the kill does not reach it; the partition heals and it wakes up
+            self.zombies.discard(worker)
+            self._killpg(self.workers[worker], signal.SIGCONT)
+            return
         self._killpg(self.workers[worker], signal.SIGKILL)
+
+    def pause_worker(self, worker: WorkerId, zombie: bool = False) -> None:
+        self._killpg(self.workers[worker], signal.SIGSTOP)
+        if zombie:
+            self.zombies.add(worker)
 
     def lost(self) -> list[WorkerId]:
         gone = []
@@ -103,6 +145,7 @@ class LocalCluster(ClusterBackend):
     def stop(self, grace_s: float = 10.0) -> None:
         for w in self.workers.values():
             self._killpg(w, signal.SIGTERM)
+            self._killpg(w, signal.SIGCONT)  # a stopped worker could not act on SIGTERM
         deadline = time.monotonic() + grace_s
         for w in self.workers.values():
             for p in (w.executor, w.sidecar):

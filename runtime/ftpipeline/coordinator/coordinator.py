@@ -11,6 +11,8 @@ checkpoints stay consistent through vector clocks (``checkpoint/``).
     STARTING --all workers joined, created (or reopened at a checkpoint)--> RUNNING
     RUNNING  --a step's tasks all done--> that step COMMITTED (in order)
     RUNNING  --worker lost--> RECOVERING --lineage plan applied / rolled back--> RUNNING
+             (lost: its process exited or its pod was deleted, or the command log says a ring
+              member saw its heartbeat expire: hung, stopped or cut off)
     RUNNING  --task failed / no survivor / stalled--> FAILED
     RUNNING  --max steps committed, or input exhausted and nothing in flight--> DONE
 
@@ -22,6 +24,13 @@ from the step log. A replacement worker is not waited for: it is started
 once the next step has committed (so its JVM start does not slow the
 survivors down); when it joins it is created and, at a step boundary with no
 checkpoint in progress, takes stateless channels back.
+
+Every decision is written to the command log (``commandlog/``) before it is
+acted on: the run's start, each step with its offsets before its tasks go
+out, each commit before its output is released, each recovery epoch before
+its plan is applied, each checkpoint. A coordinator that restarts folds the
+log and continues where it says (uncommitted steps re-run with the offsets
+they were started with); workers of an older epoch are fenced off.
 
 The cluster backend (``cluster.base``) is the only thing that differs between
 ``ftpipeline run`` and the Kubernetes operator.
@@ -38,9 +47,10 @@ from typing import Any
 
 from ftpipeline.checkpoint.pointer import CheckpointPointer
 from ftpipeline.cluster.base import ClusterBackend
+from ftpipeline.commandlog.zklog import CommandLog, Follower
 from ftpipeline.control.store import RunStore, StepRecord
 from ftpipeline.coordinator.checkpoints import CheckpointManager
-from ftpipeline.coordinator.faults import FaultPlan
+from ftpipeline.coordinator.faults import CrashPoint, FaultPlan
 from ftpipeline.coordinator.protocol import Create, startup_decision
 from ftpipeline.coordinator.recovery import RecoveryRecord, choose_strategy, recover_lineage, rollback
 from ftpipeline.coordinator.restarts import BudgetExhausted, RestartBudget, RestartPolicy
@@ -111,6 +121,8 @@ class Coordinator:
         resume_epoch: int | None = None,
         sample_every: int = 10,
         should_stop: Callable[[], str | None] | None = None,
+        commands: CommandLog | None = None,
+        compact_every: int = 50,
     ) -> None:
         self.spec = spec
         self.graph = Graph(spec)
@@ -127,6 +139,13 @@ class Coordinator:
         self.resume_epoch = resume_epoch
         self.sample_every = sample_every
         self.should_stop = should_stop  # polled every turn: a reason to stop, or None
+        self.commands = commands        # the command log (ZooKeeper): decisions are written here first
+        self.compact_every = compact_every
+        self.follower: Follower | None = None
+        self.log_znodes_max = 0
+        self.heartbeat_losses = 0
+        self._appended = 0
+        self._crash = CrashPoint.from_env()
         self.buffer_samples: list[dict[str, Any]] = []
         self.ckpt = CheckpointManager(spec, self.graph, store, tables, pointer, self.metrics, clock)
         self.owner = f"coordinator-{uuid.uuid4().hex[:8]}"
@@ -233,7 +252,7 @@ class Coordinator:
         gt_last = int(self.client(self.workers[0]).call("barrier")["gt_last"])
         view = self.tables.snapshot(self.workers)
         record = rollback(self.graph, self.tables, self.store, view, None, self.placement, {}, self.workers,
-                          self.tables.epoch() + 1, manifest, gt_last, self.clients_for(self.workers),
+                          self._next_epoch(), manifest, gt_last, self.clients_for(self.workers),
                           self.clock(), self.clock)
         self._restart_at(record, manifest, gt_last)
         self.ckpt.last = manifest
@@ -284,14 +303,81 @@ class Coordinator:
         for event in self.store.receive(timeout_s):
             self._handle(event)
         for dead in self.cluster.lost():
-            self._lost(dead)
+            self._lost(dead, "gone")
+        self._follow()
         f = self.faults
         if f is not None and f.due(self.triggered, self._done_in_step.get(f.at_step or 0, 0),
                                    self.clock() - self._started_at, self.ckpt.busy):
             victim = f.victim(self.workers)
-            f.fired = True
-            log.warning("fault injection: killing worker", extra={"worker": victim, "step": self.triggered})
-            self.cluster.kill_worker(victim)
+            if f.action == "kill":
+                f.fired = True
+                log.warning("fault injection: killing worker", extra={"worker": victim, "step": self.triggered})
+                self.cluster.kill_worker(victim)
+            elif self._busy(victim):  # stop it while it runs a task, so a zombie has something to commit
+                f.fired = True
+                log.warning("fault injection: stopping worker", extra={"worker": victim, "step": self.triggered,
+                                                                       "zombie": f.action == "zombie"})
+                self.cluster.pause_worker(victim, zombie=f.action == "zombie")
+
+    def _busy(self, worker: WorkerId) -> bool:
+        try:
+            return int(self.client(worker).call("stats", timeout_s=2).get("running", 0)) > 0
+        except Exception:
+            return False
+
+    # --- the command log ------------------------------------------------------
+    def _append(self, kind: str, **body: Any) -> None:
+        if self.commands is not None:
+            self.commands.append(kind, **body)
+            self._appended += 1
+            if self._crash is not None:
+                self._crash.after(kind)
+
+    def _next_epoch(self) -> int:
+        logged = self.follower.state.epoch if self.follower is not None else 0
+        return max(self.tables.epoch(), logged) + 1
+
+    def _open_log(self) -> None:
+        """Start (or continue) the run in the command log: a new run epoch, and on a resume the
+        uncommitted steps' offsets from the log, so they re-run exactly as they were started."""
+        if self.commands is None:
+            return
+        self.follower = Follower(self.commands)
+        before = self.follower.state
+        epoch = max(before.epoch, self.tables.epoch()) + (1 if self.resume else 0)
+        self._append("run-started", run_epoch=before.run_epoch + 1, epoch=epoch, fresh=not self.resume)
+        if self.resume and before.suspended:
+            self._append("resumed")
+        for step, offsets in sorted(before.started.items()) if self.resume else ():
+            recorded = self.store.step(step)
+            logged = {Channel.parse(c): (lo, hi) for c, (lo, hi) in offsets.items()}
+            if recorded is None or recorded.offsets != logged:
+                self.store.record_step(StepRecord(step, logged, Reason.REPLAY.value))
+        self.follower.refresh()
+        log.info("command log opened", extra={"run_epoch": before.run_epoch + 1, "epoch": epoch,
+                                              "committed": before.committed, "seq": self.follower.state.seq})
+
+    def _follow(self) -> None:
+        """Deaths reported in the command log (a ring member saw a heartbeat expire) are losses too:
+        a worker that hangs or is cut off is recovered like one whose pod was deleted."""
+        if self.follower is None:
+            return
+        if self.follower.changed.is_set():
+            for cmd, before in self.follower.refresh():
+                if cmd.kind != "leave" or cmd.get("by") == "coordinator":
+                    continue
+                worker = WorkerId(str(before.members.get(str(cmd.get("peer"))) or ""))
+                if worker in self.workers:
+                    log.warning("worker declared dead in the command log",
+                                extra={"worker": worker, "by": cmd.get("by"), "reason": cmd.get("reason")})
+                    self.heartbeat_losses += 1
+                    self.cluster.kill_worker(worker)  # make sure: a hung pod or process must not linger
+                    self._lost(worker, "heartbeat expired")
+        if self.commands is not None and self._appended >= self.compact_every:
+            self._appended = 0
+            self.follower.refresh()
+            self.log_znodes_max = max(self.log_znodes_max, self.commands.znodes())
+            self.commands.compact(self.follower.state)
 
     def _handle(self, event: dict[str, Any]) -> None:
         kind = event["t"]
@@ -318,8 +404,15 @@ class Coordinator:
         elif kind == "joined" and event["w"] in self._joining:
             self._admit_newcomer(WorkerId(event["w"]))
 
-    def _lost(self, dead: WorkerId) -> None:
+    def _lost(self, dead: WorkerId, reason: str = "") -> None:
         detected = self.clock()
+        if dead not in self.workers and dead not in self._joining:
+            return  # already handled: a loss can be seen twice (heartbeat expiry, then the process/pod)
+        if self.follower is not None and reason != "heartbeat expired":
+            peer = self.follower.state.peer_of(dead) or next(
+                (p for p, w in self.follower.state.joining.items() if w == dead), None)
+            if peer is not None:  # close the ring around it now rather than after its session times out
+                self._append("leave", peer=peer, worker=dead, by="coordinator", reason=reason or "gone")
         if dead in self._joining:  # a replacement that died before joining: try again, after a backoff
             self._joining.remove(dead)
             self._schedule_replacement(detected)
@@ -333,7 +426,7 @@ class Coordinator:
         self.ckpt.abort(f"worker {dead} lost")
         self._clients.pop(dead, None)
         self._newcomers = [w for w in self._newcomers if w != dead]
-        epoch = self.tables.epoch() + 1
+        epoch = self._next_epoch()
         manifest = self.ckpt.last
         clients = self.clients_for(survivors)
         self.tables.lock_exclusive(self.owner)
@@ -341,6 +434,8 @@ class Coordinator:
         try:
             view = self.tables.snapshot([*survivors, dead])
             strategy = choose_strategy(self.spec.recovery_strategy, self.graph, view, dead, manifest)
+            self._append("recovery", epoch=epoch, lost=dead, strategy=strategy,  # write-ahead
+                         boundary=(manifest or {}).get("boundary", 0) if strategy == "checkpoint" else None)
             record = None
             if strategy == "lineage":
                 try:
@@ -353,6 +448,9 @@ class Coordinator:
                 self.outstanding = {i: t for i, t in self.outstanding.items() if i not in record.replaced}
                 self.outstanding.update({t.id: t for _, t in record.tasks})
             else:
+                if strategy != "checkpoint":  # the lineage plan was impossible: the log says so first
+                    self._append("recovery", epoch=epoch, lost=dead, strategy="checkpoint",
+                                 boundary=(manifest or {}).get("boundary", 0))
                 placement, moves = adopt(self.placement, dead, survivors, self.graph.is_stateful)
                 record = rollback(self.graph, self.tables, self.store, view, dead, placement, moves, survivors,
                                   epoch, manifest, self.released, clients, detected, self.clock)
@@ -461,6 +559,7 @@ class Coordinator:
 
     def _trigger(self, trigger: StepTrigger, step: int, reason: Reason, offsets: dict[Channel, tuple[int, int]]) -> None:
         now = self.clock()
+        self._append("step-started", step=step, offsets={c.key(): list(o) for c, o in offsets.items()})
         self.store.record_step(StepRecord(step, offsets, reason.value))  # before the step runs
         for ch, (_, hi) in offsets.items():
             self.next_offsets[ch] = hi
@@ -498,6 +597,7 @@ class Coordinator:
             step = self.committed + 1
             if any(t.step <= step for t in self.outstanding.values()):
                 return
+            self._append("step-committed", step=step)  # decided: a restart re-releases it if need be
             if step > self.released:
                 self._release(step)
                 self.released = step
@@ -533,6 +633,7 @@ class Coordinator:
     def _checkpoint_tick(self) -> None:
         manifest = self.ckpt.try_commit(self.released)
         if manifest is not None:
+            self._append("checkpoint-committed", epoch=int(manifest["epoch"]), boundary=int(manifest["boundary"]))
             self.metrics.checkpoint_step.set(manifest["boundary"])
             self.observer.on_checkpoint(self.ckpt.history[-1])
         age = self.ckpt.age()
@@ -546,6 +647,7 @@ class Coordinator:
 
     def run(self) -> RunResult:
         self._started_at = self.clock()
+        self._open_log()
         self._start()
         trigger = StepTrigger(self.spec.trigger.records, self.spec.trigger.timer_ms, self.spec.trigger.tick_ms)
         trigger.start(self.clock())
@@ -567,7 +669,8 @@ class Coordinator:
             source_rows=self._source_rows,
             seconds=self.clock() - self._started_at,
             recoveries=self.recoveries,
-            stats={**self.store.stats(), "recomputed_rows": self._recomputed_rows},
+            stats={**self.store.stats(), "recomputed_rows": self._recomputed_rows,
+                   "heartbeat_losses": self.heartbeat_losses, "log_znodes_max": self.log_znodes_max},
             step_seconds=self._step_seconds,
             tasks_by_worker=dict(self._tasks_by_worker),
             joins=list(self._joins),
@@ -579,6 +682,7 @@ class Coordinator:
     def _check_stop(self) -> None:
         reason = self.should_stop() if self.should_stop is not None else None
         if reason:
+            self._append("suspended", reason=reason)
             raise Interrupted(reason)
 
     def shutdown(self) -> None:

@@ -1,15 +1,22 @@
-"""Fault injection for demos and tests: kill one worker mid-flight.
+"""Fault injection for demos and tests: kill (or silence) one worker mid-flight.
 
 A kill is placed either at a step — after ``after_tasks`` of that step's tasks
 completed, so some of the step's objects exist and some tasks are still
 pending (the interesting case for lineage) — or at a time since the first
 step, or while a checkpoint is being taken (at or after a given step). The victim is named, or drawn from a seeded random generator, so a
 failing run can be repeated exactly.
+
+The coordinator itself can be made to crash (SIGKILL to itself) right after
+it wrote a given command to the command log — ``FTPIPELINE_CRASH_AFTER=
+recovery`` or ``step-committed:5`` (the fifth one) — to test that a restarted
+coordinator continues from the log whatever it was doing.
 """
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 from dataclasses import dataclass, field
 
 from ftpipeline.lineage.naming import WorkerId
@@ -23,6 +30,8 @@ class FaultPlan:
     worker: WorkerId | None = None
     seed: int = 0
     during_checkpoint: bool = False
+    action: str = "kill"  # kill: SIGKILL / pod deletion; stop: SIGSTOP (alive but silent); zombie: stop,
+                          # and the kill that follows never reaches it (a partition), so it wakes up later
     fired: bool = field(default=False, init=False)
 
     def victim(self, workers: list[WorkerId]) -> WorkerId:
@@ -42,3 +51,24 @@ class FaultPlan:
         if self.after_seconds is not None:
             return seconds >= self.after_seconds
         return False
+
+
+@dataclass
+class CrashPoint:
+    kind: str
+    nth: int = 1
+    seen: int = 0
+
+    @staticmethod
+    def from_env() -> CrashPoint | None:
+        raw = os.environ.get("FTPIPELINE_CRASH_AFTER")
+        if not raw:
+            return None
+        kind, _, nth = raw.partition(":")
+        return CrashPoint(kind, int(nth or 1))
+
+    def after(self, kind: str) -> None:
+        if kind == self.kind:
+            self.seen += 1
+            if self.seen == self.nth:
+                os.kill(os.getpid(), signal.SIGKILL)

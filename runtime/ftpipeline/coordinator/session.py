@@ -4,8 +4,9 @@
 same way, here: connect to Redis and ZooKeeper (or, for ``ftpipeline run``
 with no address configured, start private ones), and either start fresh —
 Feldera's *create*: no lineage, no step log, no checkpoints — or resume,
-keeping the step log and the committed checkpoints so the coordinator can
-open the newest one every worker has and replay the steps after it.
+keeping the step log, the command log and the committed checkpoints so the
+coordinator can open the newest one every worker has and replay the steps
+after it, with the offsets the command log recorded.
 
     (none) --open_session(resuming=False)--> FRESH (history cleared)
     (none) --open_session(resuming=True)-->  RESUMING (checkpoints and step log kept)
@@ -22,6 +23,7 @@ from kazoo.client import KazooClient
 
 from ftpipeline.checkpoint.pointer import CheckpointPointer
 from ftpipeline.checkpoint.storage import CheckpointStorage
+from ftpipeline.commandlog.zklog import CommandLog
 from ftpipeline.control.store import RunStore
 from ftpipeline.embedded.redis import EmbeddedRedis
 from ftpipeline.embedded.zookeeper import EmbeddedZooKeeper
@@ -39,6 +41,7 @@ class Session:
     zookeeper: str | None = None
     zk: KazooClient | None = None
     pointer: CheckpointPointer | None = None
+    commands: CommandLog | None = None
     private: list[EmbeddedRedis | EmbeddedZooKeeper] = field(default_factory=list)
 
     def close(self) -> None:
@@ -80,9 +83,11 @@ def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = 
             session.zk = KazooClient(hosts=connect, timeout=10.0)
             session.zk.start(timeout=30)
             session.pointer = CheckpointPointer(session.zk, spec.name)
-            if not resuming:
+            if not resuming:  # the pipeline's znodes (checkpoints, command log) go with it
                 session.pointer.clear()
                 CheckpointStorage(spec.checkpoint_root, spec.name).reset()
+            if spec.fault_tolerance:
+                session.commands = CommandLog(session.zk, spec.name)
         return session
     except BaseException:
         for server in reversed(private):

@@ -29,6 +29,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+TICK_MS = 500  # session timeouts (worker heartbeats) may then be chosen between 1 s and 10 s
+
+
 def zookeeper_command(data_dir: Path, port: int) -> list[str]:
     """A standalone ZooKeeper server from PySpark's jars, listening on every interface."""
     java = shutil.which("java") or (Path(os.environ.get("JAVA_HOME", "/nonexistent")) / "bin" / "java")
@@ -38,7 +41,7 @@ def zookeeper_command(data_dir: Path, port: int) -> list[str]:
     log4j = Path(__file__).resolve().parent.parent / "obs" / "log4j2.properties"
     return [str(java), "-Xmx256m", "-cp", f"{jars}/*", f"-Dlog4j2.configurationFile=file:{log4j}",
             "-Dzookeeper.admin.enableServer=false", "org.apache.zookeeper.server.ZooKeeperServerMain",
-            str(port), str(data_dir)]
+            str(port), str(data_dir), str(TICK_MS)]
 
 
 class EmbeddedZooKeeper:

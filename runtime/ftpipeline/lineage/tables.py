@@ -87,6 +87,12 @@ class LineageTables:
     def admit(self, worker: WorkerId) -> None:
         self.r.sadd(self.k("alive"), worker)
 
+    def is_member(self, worker: WorkerId) -> bool:
+        return bool(self.r.sismember(self.k("alive"), worker))
+
+    def count(self, field: str, n: int = 1) -> None:
+        self.r.hincrby(self.k("stats"), field, n)
+
     def alive(self) -> set[WorkerId]:
         return {WorkerId(_s(w)) for w in self.r.smembers(self.k("alive"))}
 

@@ -291,6 +291,7 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
         max_steps=steps.get("maxSteps"),
         trigger=Trigger(trig.get("records", 1), trig.get("timerMs", 100), trig.get("tickMs", 0)),
         recovery_strategy=spec.get("recovery", {}).get("strategy", "lineage"),
+        heartbeat_timeout_ms=spec.get("recovery", {}).get("heartbeatTimeoutMs", 6000),
         restart_max=budget.get("maxRestarts", 5),
         restart_window_s=budget.get("windowSeconds", 600),
         backoff_initial_ms=backoff.get("initialMs", 1000),

@@ -109,6 +109,7 @@ class PipelineSpec:
     max_steps: int | None = None
     trigger: Trigger = field(default_factory=Trigger)
     recovery_strategy: str = "lineage"
+    heartbeat_timeout_ms: int = 6000  # ZooKeeper session timeout of each worker (its heartbeat)
     restart_max: int = 5             # replacements allowed within restart_window_s
     restart_window_s: int = 600
     backoff_initial_ms: int = 1000   # delay before a replacement, doubling per loss in the window
@@ -133,7 +134,8 @@ class PipelineSpec:
 
     @property
     def needs_zookeeper(self) -> bool:
-        return self.checkpoints_enabled or self.recovery_strategy != "lineage"
+        """The command log (and heartbeats) live there whenever the run is fault tolerant."""
+        return self.fault_tolerance or self.checkpoints_enabled
 
     @property
     def checkpoint_root(self) -> Path:

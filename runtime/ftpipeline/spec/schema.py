@@ -253,6 +253,10 @@ SPEC_SCHEMA: Schema = _obj(
                     "checkpoint and sources replay from its offsets. auto: lineage where the lost work is stateless, "
                     "or its state has a snapshot and its inputs since are alive; checkpoint otherwise.",
                     enum=["lineage", "checkpoint", "auto"], default="lineage"),
+                "heartbeatTimeoutMs": {**_int(
+                    "A worker that does not answer ZooKeeper for this long (hung, stopped, cut off) loses its "
+                    "heartbeat and is recovered like a deleted one. The ZooKeeper server bounds it to between "
+                    "2 and 20 of its ticks.", minimum=1000, default=6000), "maximum": 600000},
                 "restartBudget": _obj(
                     "How many lost workers are replaced before the pipeline fails (like a Job's backoffLimit).",
                     {
@@ -288,8 +292,8 @@ SPEC_SCHEMA: Schema = _obj(
             },
         ),
         "zookeeper": _obj(
-            "Where committed checkpoints are recorded. Empty: ftpipeline run starts a private ZooKeeper; the "
-            "operator uses its own default.",
+            "Where the command log, the workers' heartbeats and committed checkpoints are kept. Empty: "
+            "ftpipeline run starts a private ZooKeeper; the operator uses its own default.",
             {"connect": _str("ZooKeeper connect string, host:port[,host:port...]."),
              "secretRef": _SECRET_REF},
             rules=[_either("connect", "secretRef")],

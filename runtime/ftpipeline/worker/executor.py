@@ -63,9 +63,15 @@ def default_dead_letter_root(spec: PipelineSpec) -> Path:
     return spec.dead_letter or (spec.base_dir / f"{spec.name}-dead-letter")
 
 
+class Fenced(RuntimeError):
+    """This worker no longer belongs to the run (declared dead while it was silent): it must not write."""
+
+
 class TaskRunner:
-    def __init__(self, spark: Any, spec: PipelineSpec, module: Any, buffer: ObjectBuffer) -> None:
+    def __init__(self, spark: Any, spec: PipelineSpec, module: Any, buffer: ObjectBuffer,
+                 may_write: Callable[[], bool] = lambda: True) -> None:
         self.spark = spark
+        self.may_write = may_write  # the fence: a worker the cluster declared dead writes no output
         self.spec = spec
         self.graph = Graph(spec)
         self.module = module
@@ -129,6 +135,8 @@ class TaskRunner:
             data, dead = self._aggregate(task, table, stage.aggregate)
         elif task.kind is TaskKind.SINK:
             assert table is not None
+            if not self.may_write():
+                raise Fenced(f"sink write of {task.id} refused: this worker was fenced off")
             self.sinks[task.stage].stage(task.step, task.channel, table)
         if dead and task.kind is not TaskKind.REBUILD:
             write_dead_letters(self.dead_letters, task.stage, task.step, task.channel, dead)
@@ -209,7 +217,8 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> Non
             time.sleep(0.1)
     spec = parse_pipeline(config["spec"], Path(config["base_dir"]), check_entry_point=False)
     module = load_entry_module(spec.entry_point, spec.base_dir)
-    runner = TaskRunner(spark, spec, module, ObjectBuffer(work_dir))
+    runner = TaskRunner(spark, spec, module, ObjectBuffer(work_dir),
+                        may_write=lambda: bool(sidecar.call("may_write", {})["ok"]))
     log.info("ready", extra={"worker": worker})
     snapshots = SidecarClient(_sidecar_address(work_dir))  # the snapshot thread's own connection
     while True:
@@ -234,6 +243,9 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> Non
         started = time.monotonic()
         try:
             result = runner.run(task, reply["inputs"])
+        except Fenced as exc:
+            log.error("fenced", extra={"task": task.id, "error": str(exc)})
+            continue
         except Exception as exc:
             log.error("task failed", extra={"task": task.id, "error": str(exc)})
             sidecar.call("task_failed", {"id": task.id, "error": f"{exc}\n{traceback.format_exc()}"})

@@ -54,10 +54,12 @@ from typing import Any
 
 import pyarrow.flight as flight
 import redis
+from kazoo.client import KazooClient
 
 from ftpipeline.barrier import ParquetBundleSink
 from ftpipeline.checkpoint.clock import VectorClock
 from ftpipeline.checkpoint.storage import CheckpointStorage
+from ftpipeline.commandlog.peer import Peer
 from ftpipeline.control.store import RunStore
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.sources import SourceReader, make_reader
@@ -115,6 +117,7 @@ class Sidecar:
         self._sent: dict[Channel, tuple[Any, ...]] = {}
         self._replayed = 0
         self.stopping = threading.Event()
+        self.fenced: str | None = None            # why this worker no longer belongs to the run (a zombie)
         chaos = os.environ.get("FTPIPELINE_CHAOS")  # "seed,max delay ms": see _pick
         self._chaos = (random.Random(int(chaos.split(",")[0]) * 1000 + zlib.crc32(worker.encode()) % 1000),
                        int(chaos.split(",")[1]) / 1000) if chaos else None
@@ -229,7 +232,7 @@ class Sidecar:
         return {"ok": True}
 
     def _do_stats(self, body: dict[str, Any]) -> dict[str, Any]:
-        return {"held_objects": self.buffer.held(), "held_bytes": self.buffer.held_bytes()}
+        return {"held_objects": self.buffer.held(), "held_bytes": self.buffer.held_bytes(), "running": len(self._running)}
 
     # --- the Spark process's calls -----------------------------------------
     def _do_hello(self, body: dict[str, Any]) -> dict[str, Any] | None:
@@ -252,6 +255,19 @@ class Sidecar:
                 return None
             time.sleep(0.005)
         return {"shutdown": True}
+
+    def fence(self, reason: str) -> None:
+        """The cluster declared this worker dead (or a new run began): take no new task; the running
+        ones may still try to commit, and the lineage tables refuse them."""
+        self.fenced = reason
+
+    def _do_may_write(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Asked by the Spark process before it writes to a sink: only a member of the run may."""
+        if self.tables.is_member(self.worker):
+            return {"ok": True}
+        self.tables.count("fenced_sink_writes")
+        log.error("fenced: sink write refused", extra={"worker": self.worker, "reason": self.fenced})
+        return {"ok": False}
 
     def _do_opened(self, body: dict[str, Any]) -> dict[str, Any]:
         with self._cv:
@@ -326,6 +342,8 @@ class Sidecar:
 
     def _pick(self) -> dict[str, Any] | None:
         assert self.graph is not None
+        if self.fenced is not None:
+            return None
         graph = self.graph
         with self._cv:
             candidates = sorted(self._queue.values(), key=lambda t: _priority(graph, t))
@@ -417,6 +435,10 @@ class Sidecar:
     def background(self) -> None:
         next_gc = 0.0
         while not self.stopping.is_set():
+            if self.fenced is not None and not self._running:
+                log.error("stopping: fenced off", extra={"worker": self.worker, "reason": self.fenced})
+                self.stopping.set()
+                break
             try:
                 self._refresh()
                 self.report_sources()
@@ -462,6 +484,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--advertise", default=None, help="address peers use to reach this worker (default: --bind)")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus /metrics on this port")
+    parser.add_argument("--zookeeper", default=None, help="ZooKeeper of the command log: join its ring")
+    parser.add_argument("--heartbeat-timeout-ms", type=int, default=6000, help="ZooKeeper session timeout")
     args = parser.parse_args(argv)
     setup_json_logging()
     sidecar = Sidecar(WorkerId(args.worker_id), args.pipeline, args.redis_url, args.dir)
@@ -474,6 +498,10 @@ def main(argv: list[str] | None = None) -> None:
     (args.dir / "sidecar.addr.tmp").write_text(sidecar.address)
     os.replace(args.dir / "sidecar.addr.tmp", args.dir / "sidecar.addr")
     threading.Thread(target=sidecar.background, name="background", daemon=True).start()
+    if args.zookeeper:
+        zk = KazooClient(hosts=args.zookeeper, timeout=args.heartbeat_timeout_ms / 1000)
+        zk.start(timeout=30)
+        Peer(zk, args.pipeline, sidecar.worker, on_fenced=sidecar.fence).start()
     log.info("listening", extra={"worker": sidecar.worker, "address": sidecar.address})
     threading.Thread(target=lambda: (sidecar.stopping.wait(), server.shutdown()), daemon=True).start()
     server.serve()

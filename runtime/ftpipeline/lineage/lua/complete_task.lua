@@ -4,7 +4,10 @@
 --       5 state channel ("" if none) 6 state step 7 lineage ("1"/"0") 8 event json
 --       9 stats json {field: increment} 10 vector clock of the outputs ("" if none)
 -- Returns 1 recorded, 0 task no longer assigned here (superseded), -1 node fenced off.
-if redis.call('SISMEMBER', KEYS[9], ARGV[1]) == 0 then return -1 end
+if redis.call('SISMEMBER', KEYS[9], ARGV[1]) == 0 then
+  redis.call('HINCRBY', KEYS[10], 'fenced_commits', 1)  -- a zombie tried to commit: refused, and counted
+  return -1
+end
 if redis.call('SREM', KEYS[1], ARGV[2]) == 0 then return 0 end
 local lineage = ARGV[7] == '1'
 for _, out in ipairs(cjson.decode(ARGV[3])) do

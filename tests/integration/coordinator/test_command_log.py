@@ -1,0 +1,149 @@
+"""The command log in a real run: hung workers found by their heartbeats, zombies fenced off, a
+killed coordinator resumed from the log, and a log that stays short.
+
+Real Redis, real ZooKeeper, real PySpark workers through the CLI; the oracle is
+one plain PySpark batch job over the whole input.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from ftpipeline.commandlog.state import ClusterState
+from ftpipeline.commandlog.zklog import CommandLog
+from ftpipeline.oracle import compare
+from ftpipeline.spec import load_pipeline
+
+from ..pipelines import clickstream, run_cli
+
+# three workers: w0 and w1 hold an aggregate channel each, w2 only stateless channels
+PARALLELISM = {"events": 3, "clean": 3, "per-user": 2, "output": 2}
+
+
+def log_state(zookeeper: str, pipeline: str) -> tuple[ClusterState, int]:
+    zk = KazooClient(hosts=zookeeper)
+    zk.start(timeout=10)
+    try:
+        log = CommandLog(zk, pipeline)
+        return log.load(), log.znodes()
+    finally:
+        zk.stop()
+        zk.close()
+
+
+@pytest.mark.parametrize("worker", ["w1", "w2"])
+def test_a_stopped_worker_is_found_by_its_heartbeat_and_recovered(
+    tmp_path: Path, redis_url: str, zookeeper: str, spark: object, worker: str
+) -> None:
+    """SIGSTOP: the process and its pod would still exist; only the expired heartbeat tells."""
+    pipeline = clickstream(tmp_path, f"stop{worker}", steps=12, rows_per_step=12000, parallelism=PARALLELISM,
+                           heartbeat_ms=2000, checkpoint_every=4)
+    run = run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url, "--zookeeper", zookeeper,
+                  "--fault", "stop", "--kill-at-step", "4", "--kill-worker", worker)
+    assert run.code == 0, run.output
+    assert run.summary["committed"] == 12
+    assert run.summary["stats"]["heartbeat_losses"] == 1
+    [recovery] = run.summary["recoveries"]
+    assert recovery["worker"] == worker
+    state, _ = log_state(zookeeper, f"stop{worker}")
+    [(_, lost, reason)] = state.left[-1:]
+    assert (lost, reason) == (worker, "heartbeat expired")
+    [result] = compare(spark, load_pipeline(pipeline), 12)
+    assert result.duplicates == 0, result
+    assert result.equal, result
+
+
+def test_a_zombie_worker_that_wakes_up_after_its_epoch_is_refused(
+    tmp_path: Path, redis_url: str, zookeeper: str, spark: object
+) -> None:
+    """Stopped mid-task, declared dead, recovered around; then it wakes (a healed partition) and finishes
+    its task: the commit is refused, the output is untouched."""
+    pipeline = clickstream(tmp_path, "zombie", steps=12, rows_per_step=20000, parallelism=PARALLELISM,
+                           heartbeat_ms=2000)
+    run = run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url, "--zookeeper", zookeeper,
+                  "--fault", "zombie", "--kill-at-step", "4", "--kill-worker", "w2")
+    assert run.code == 0, run.output
+    stats = run.summary["stats"]
+    assert stats["heartbeat_losses"] == 1
+    assert stats.get("fenced_commits", 0) + stats.get("fenced_sink_writes", 0) >= 1, stats
+    sidecar_log = (tmp_path / "run" / "workers" / "w2" / "sidecar.log").read_text()
+    assert "ZooKeeper session expired" in sidecar_log  # it did wake up, and knew it had been silent
+    [result] = compare(spark, load_pipeline(pipeline), 12)
+    assert result.duplicates == 0, result
+    assert result.equal, result
+
+
+def _start(pipeline: Path, run_dir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "ftpipeline.cli", "run", str(pipeline), "--no-progress", "--run-dir", str(run_dir),
+           *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=run_dir.parent, env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("when", ["mid-step", "mid-recovery"])
+def test_a_killed_coordinator_resumes_from_the_log(
+    tmp_path: Path, redis_url: str, zookeeper: str, spark: object, when: str
+) -> None:
+    steps = 16
+    name = f"coord{when.replace('-', '')}"
+    pipeline = clickstream(tmp_path, name, steps=steps, rows_per_step=6000, parallelism=PARALLELISM,
+                           checkpoint_every=3, strategy="lineage")
+    servers = ["--redis-url", redis_url, "--zookeeper", zookeeper]
+    run_dir = tmp_path / "run"
+    if when == "mid-step":  # SIGKILL from outside once step 7 is out: step 8 is being computed
+        proc = _start(pipeline, run_dir, *servers)
+        deadline = time.monotonic() + 600
+        while not (tmp_path / "out" / "step=7").exists():
+            assert proc.poll() is None, proc.communicate()[0]
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+    else:  # the coordinator dies right after it wrote the recovery epoch, before applying the plan
+        proc = _start(pipeline, run_dir, *servers, "--kill-at-step", "6", "--kill-worker", "w0",
+                      env={"FTPIPELINE_CRASH_AFTER": "recovery"})
+    output = proc.communicate(timeout=600)[0]
+    assert proc.returncode == -signal.SIGKILL, output
+    before, _ = log_state(zookeeper, name)
+    assert 0 < before.committed < steps
+    if when == "mid-recovery":
+        assert before.recoveries == 1 and before.left and before.left[-1][1] == "w0"
+    resumed = run_cli(pipeline, run_dir, *servers, "--resume")
+    assert resumed.code == 0, resumed.output
+    assert resumed.summary["committed"] == steps
+    after, _ = log_state(zookeeper, name)
+    assert after.committed == steps
+    assert after.run_epoch == before.run_epoch + 1 and after.epoch > before.epoch  # the old epoch is fenced
+    assert (after.duplicate_commits, after.conflicting_starts) == (0, 0)  # each step re-run as first started
+    [result] = compare(spark, load_pipeline(pipeline), steps)
+    assert result.duplicates == 0, result
+    assert result.equal, result
+
+
+def test_the_log_stays_bounded_over_500_steps(tmp_path: Path, redis_url: str, zookeeper: str) -> None:
+    steps = 500
+    pipeline = clickstream(tmp_path, "long", steps=steps, workers=2, rows_per_step=200, checkpoint_every=50)
+    run = run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url, "--zookeeper", zookeeper)
+    assert run.code == 0, run.output
+    assert run.summary["committed"] == steps
+    state, znodes = log_state(zookeeper, "long")
+    # compaction every 50 commands by the coordinator, plus the workers' few membership commands
+    assert run.summary["stats"]["log_znodes_max"] <= 60, run.summary["stats"]
+    assert znodes <= 60
+    assert state.committed == steps and state.duplicate_commits == 0
+    zk = KazooClient(hosts=zookeeper)
+    zk.start(timeout=10)
+    started = time.perf_counter()
+    late = CommandLog(zk, "long").load()
+    print(f"\nlate peer: snapshot + {znodes} commands, state at step {late.committed}, "
+          f"{(time.perf_counter() - started) * 1000:.1f} ms")
+    zk.stop()
+    zk.close()
+    assert late == state
