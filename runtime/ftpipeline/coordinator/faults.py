@@ -6,7 +6,9 @@ pending (the interesting case for lineage) — or at a time since the first
 step, or while a checkpoint is being taken (at or after a given step). The victim is named, or drawn from a seeded random generator, so a
 failing run can be repeated exactly.
 
-The coordinator itself can be made to crash (SIGKILL to itself) right after
+The coordinator itself can be made to crash (``os._exit``: no cleanup, no
+goodbye; a SIGKILL to itself would be ignored where it is a container's PID 1)
+right after
 it wrote a given command to the command log — ``FTPIPELINE_CRASH_AFTER=
 recovery`` or ``step-committed:5`` (the fifth one) — to test that a restarted
 coordinator continues from the log whatever it was doing.
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 from dataclasses import dataclass, field
 
 from ftpipeline.lineage.naming import WorkerId
@@ -53,6 +54,9 @@ class FaultPlan:
         return False
 
 
+CRASH_EXIT = 137  # as if killed by SIGKILL
+
+
 @dataclass
 class CrashPoint:
     kind: str
@@ -71,4 +75,4 @@ class CrashPoint:
         if kind == self.kind:
             self.seen += 1
             if self.seen == self.nth:
-                os.kill(os.getpid(), signal.SIGKILL)
+                os._exit(CRASH_EXIT)
