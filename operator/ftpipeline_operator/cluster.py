@@ -28,7 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from ftpipeline.cluster.base import ClusterBackend
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline_operator import render
-from ftpipeline_operator.failures import Diagnosis, failed, gone
+from ftpipeline_operator.failures import Diagnosis, Failure, failed, gone
 
 log = logging.getLogger("ftpipeline.operator.cluster")
 
@@ -60,6 +60,11 @@ class KubernetesCluster(ClusterBackend):
 
     def kill_worker(self, worker: WorkerId) -> None:
         self._delete(worker, grace_s=0)
+
+    def declare_lost(self, worker: WorkerId, reason: str) -> None:
+        with self._lock:  # the pod is still there: its deletion (which follows) is not why it was lost
+            if worker in self.created and worker not in self.diagnoses:
+                self.diagnoses[worker] = Diagnosis(Failure.HEARTBEAT_EXPIRED, message=reason)
 
     def lost(self) -> list[WorkerId]:
         with self._lock:

@@ -27,6 +27,7 @@ class Failure(str, enum.Enum):
     OOM_KILLED = "OOMKilled"             # a container exceeded its memory limit
     IMAGE_PULL = "ImagePull"             # the image cannot be pulled: a replacement would fail the same way
     APPLICATION_ERROR = "ApplicationError"  # a container exited (a PySpark exception, a crashed JVM)
+    HEARTBEAT_EXPIRED = "HeartbeatExpired"  # the pod ran on but its worker went silent (hung, cut off)
     UNKNOWN = "Unknown"
 
 

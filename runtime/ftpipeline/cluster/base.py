@@ -22,6 +22,10 @@ class ClusterBackend(abc.ABC):
     def kill_worker(self, worker: WorkerId) -> None:
         """Kill a worker abruptly (SIGKILL, pod deletion with no grace): fault injection."""
 
+    def declare_lost(self, worker: WorkerId, reason: str) -> None:
+        """The command log reported ``worker`` dead while the backend still sees it; it will be killed
+        and must not be reported lost again. A backend that records why workers went notes it here."""
+
     def pause_worker(self, worker: WorkerId, zombie: bool = False) -> None:
         """Fault injection: stop a worker without killing it (alive but silent). With ``zombie``, a
         later ``kill_worker`` does not reach it: it wakes up instead, as after a healed partition."""

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftpipeline.cluster.base import ClusterBackend
+from ftpipeline.embedded.orphans import reap, record
 from ftpipeline.lineage.naming import WorkerId
 
 
@@ -66,21 +67,7 @@ class LocalCluster(ClusterBackend):
 
     def reap_orphans(self) -> int:
         """Kill the process groups of workers a killed coordinator left behind; returns how many."""
-        reaped = 0
-        for pgid_file in (self.run_dir / "workers").glob("*/pgid"):
-            try:
-                pgid = int(pgid_file.read_text())
-                cmdline = Path(f"/proc/{pgid}/cmdline").read_bytes()
-            except (OSError, ValueError):
-                continue
-            if b"ftpipeline.worker" in cmdline:
-                try:
-                    os.killpg(pgid, signal.SIGKILL)
-                    reaped += 1
-                except ProcessLookupError:
-                    pass
-            pgid_file.unlink(missing_ok=True)
-        return reaped
+        return sum(reap(f, b"ftpipeline.worker", group=True) for f in (self.run_dir / "workers").glob("*/pgid"))
 
     def worker_dir(self, worker: WorkerId) -> Path:
         return self.run_dir / "workers" / worker
@@ -105,7 +92,7 @@ class LocalCluster(ClusterBackend):
                 stdout=elog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=sidecar.pid, env=env,
             )
         self.workers[worker] = _Worker(sidecar, executor)
-        (wdir / "pgid").write_text(str(sidecar.pid))
+        record(wdir / "pgid", sidecar.pid)
 
     def _killpg(self, w: _Worker, sig: int) -> None:
         try:

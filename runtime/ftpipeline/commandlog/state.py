@@ -35,7 +35,9 @@ Run progress
 ``run-started`` opens a run epoch (a coordinator started or restarted; a
 fresh run forgets progress, a resumed one keeps it) and dissolves the ring:
 peers of an earlier run are no longer members, so they stop. ``step-started``
-is written before a step's tasks are handed out and carries its offsets;
+is written before a step's tasks are handed out and carries its offsets (kept
+for every step after the newest checkpoint, so a resume re-runs those steps
+exactly, even if Redis lost its step log);
 ``step-committed`` before its output is released; ``recovery`` before a
 recovery plan is applied, starting a new epoch. A worker that is not a
 member of the current epoch's ring (a *zombie*) is fenced off.
@@ -52,7 +54,8 @@ KINDS = frozenset({
     "prepare-join", "notify-watchers", "accept-join", "abort-join", "leave", "peer-gc",
     "run-started", "step-started", "step-committed", "checkpoint-committed", "recovery", "suspended", "resumed",
 })
-LEFT_KEPT = 32  # recent departures kept in the state (for status and tests); older ones are forgotten
+LEFT_KEPT = 32      # recent departures kept in the state (for status and tests); older ones are forgotten
+STEPS_KEPT = 1000   # offsets of at most this many steps after the resume point (bounds the snapshot)
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,8 @@ class ClusterState:
     run_epoch: int = 0
     epoch: int = 0                                      # recovery epoch (fencing)
     committed: int = 0
-    started: Mapping[int, Mapping[str, tuple[int, int]]] = field(default_factory=dict)  # uncommitted steps
+    # offsets of every step after the resume point (committed or not): a resume re-runs them exactly
+    started: Mapping[int, Mapping[str, tuple[int, int]]] = field(default_factory=dict)
     frontier: Mapping[str, int] = field(default_factory=dict)   # where each source channel continues
     checkpoint: Mapping[str, int] | None = None         # {"epoch", "boundary"} of the resume point
     recoveries: int = 0
@@ -205,13 +209,16 @@ def _accept(s: ClusterState, peer: str) -> ClusterState:
 
 def _start_step(s: ClusterState, step: int, offsets: Mapping[str, Any]) -> ClusterState:
     offs = {c: (int(v[0]), int(v[1])) for c, v in offsets.items()}
-    if step <= s.committed:
-        return s
     known = s.started.get(step)
-    if known is not None:
+    if known is not None:  # a replay: it must be the same step as before
         return s if dict(known) == offs else replace(s, conflicting_starts=s.conflicting_starts + 1)
+    if step <= max(s.committed, (s.checkpoint or {}).get("boundary", 0)):
+        return s  # older than what is kept
+    started = {**s.started, step: offs}
+    if len(started) > STEPS_KEPT:
+        started = dict(sorted(started.items())[-STEPS_KEPT:])
     frontier = {**s.frontier, **{c: hi for c, (_, hi) in offs.items()}}
-    return replace(s, started={**s.started, step: offs}, frontier=frontier)
+    return replace(s, started=started, frontier=frontier)
 
 
 def _commit_step(s: ClusterState, step: int) -> ClusterState:
@@ -219,8 +226,7 @@ def _commit_step(s: ClusterState, step: int) -> ClusterState:
         return replace(s, duplicate_commits=s.duplicate_commits + 1)
     if step != s.committed + 1:
         return s  # out of order: the coordinator commits in order, so this cannot be a decision
-    started = {k: v for k, v in s.started.items() if k > step}
-    return replace(s, committed=step, started=started)
+    return replace(s, committed=step)
 
 
 def apply(s: ClusterState, cmd: Command) -> ClusterState:
@@ -252,11 +258,13 @@ def apply(s: ClusterState, cmd: Command) -> ClusterState:
     elif k == "step-committed":
         s = _commit_step(s, int(b["step"]))
     elif k == "checkpoint-committed":
-        s = replace(s, checkpoint={"epoch": int(b["epoch"]), "boundary": int(b["boundary"])})
+        boundary = int(b["boundary"])  # the new resume point: steps up to it are never re-run
+        s = replace(s, checkpoint={"epoch": int(b["epoch"]), "boundary": boundary},
+                    started={k: v for k, v in s.started.items() if k > boundary})
     elif k == "recovery":
         s = replace(s, epoch=max(s.epoch, int(b["epoch"])), recoveries=s.recoveries + 1)
-        if b.get("strategy") == "checkpoint":  # rolled back: steps after the cut commit again
-            s = replace(s, committed=min(s.committed, int(b.get("boundary") or 0)))
+        if b.get("strategy") == "checkpoint":  # rolled back (or resumed) to a cut: later steps commit again
+            s = replace(s, committed=int(b.get("boundary") or 0))
     elif k == "suspended":
         s = replace(s, suspended=True)
     elif k == "resumed":

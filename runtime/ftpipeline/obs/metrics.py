@@ -66,6 +66,15 @@ class _Families:
                                    registry=registry)
         self.stalled = Gauge("ftpipeline_pipeline_stalled", "1 while no step committed within "
                              "spec.progressDeadlineSeconds (operator).", labels, registry=registry)
+        self.heartbeat_losses = Counter(
+            "ftpipeline_heartbeat_expirations_total", "Workers declared dead in the command log because their "
+            "ZooKeeper heartbeat expired (hung, stopped or cut off while their process or pod still existed).",
+            labels, registry=registry)
+        self.log_commands = Counter("ftpipeline_command_log_appends_total",
+                                    "Commands the coordinator appended to the command log, by kind.",
+                                    ["pipeline", "kind"], registry=registry)
+        self.log_znodes = Gauge("ftpipeline_command_log_znodes", "Commands in the log before its last compaction.",
+                                labels, registry=registry)
 
 
 
@@ -103,6 +112,9 @@ class RunMetrics:
         self.inflight = f.inflight.labels(pipeline)
         self.workers_ready = f.workers_ready.labels(pipeline)
         self.stalled = f.stalled.labels(pipeline)
+        self.heartbeat_losses = f.heartbeat_losses.labels(pipeline)
+        self.log_commands = f.log_commands
+        self.log_znodes = f.log_znodes.labels(pipeline)
 
 
 class WorkerMetrics:

@@ -89,7 +89,7 @@ def _start(pipeline: Path, run_dir: Path, *args: str, env: dict[str, str] | None
                             cwd=run_dir.parent, env={**os.environ, **(env or {})})
 
 
-@pytest.mark.parametrize("when", ["mid-step", "mid-recovery"])
+@pytest.mark.parametrize("when", ["mid-step", "mid-recovery", "mid-step-private"])
 def test_a_killed_coordinator_resumes_from_the_log(
     tmp_path: Path, redis_url: str, zookeeper: str, spark: object, when: str
 ) -> None:
@@ -97,9 +97,13 @@ def test_a_killed_coordinator_resumes_from_the_log(
     name = f"coord{when.replace('-', '')}"
     pipeline = clickstream(tmp_path, name, steps=steps, rows_per_step=6000, parallelism=PARALLELISM,
                            checkpoint_every=3, strategy="lineage")
-    servers = ["--redis-url", redis_url, "--zookeeper", zookeeper]
+    # mid-step-private: ftpipeline run's own Redis and ZooKeeper, which the kill orphans with the workers;
+    # the resumed run kills them and starts its own (the private Redis kept nothing: the offsets come
+    # from the command log in ZooKeeper's data directory)
+    private = when.endswith("private")
+    servers = [] if private else ["--redis-url", redis_url, "--zookeeper", zookeeper]
     run_dir = tmp_path / "run"
-    if when == "mid-step":  # SIGKILL from outside once step 7 is out: step 8 is being computed
+    if when.startswith("mid-step"):  # SIGKILL from outside once step 7 is out: step 8 is being computed
         proc = _start(pipeline, run_dir, *servers)
         deadline = time.monotonic() + 600
         while not (tmp_path / "out" / "step=7").exists():
@@ -112,6 +116,15 @@ def test_a_killed_coordinator_resumes_from_the_log(
                       env={"FTPIPELINE_CRASH_AFTER": "recovery"})
     output = proc.communicate(timeout=600)[0]
     assert proc.returncode in (-signal.SIGKILL, CRASH_EXIT), output
+    if private:
+        resumed = run_cli(pipeline, run_dir, "--resume")
+        assert resumed.code == 0, resumed.output
+        assert resumed.summary["committed"] == steps
+        assert "ftpipeline.worker" not in subprocess.run(["ps", "-eo", "args"], capture_output=True,
+                                                          text=True).stdout  # nothing orphaned is left
+        [result] = compare(spark, load_pipeline(pipeline), steps)
+        assert result.duplicates == 0 and result.equal, result
+        return
     before, _ = log_state(zookeeper, name)
     assert 0 < before.committed < steps
     if when == "mid-recovery":

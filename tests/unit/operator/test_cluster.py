@@ -55,6 +55,17 @@ def test_a_deleted_pod_is_one_lost_worker() -> None:
     assert c.diagnoses[WorkerId("w0")].failure is Failure.DELETED
 
 
+def test_a_worker_whose_heartbeat_expired_keeps_that_reason_and_is_not_lost_twice() -> None:
+    c, calls = cluster()
+    c.start_worker(WorkerId("w1"))
+    c.declare_lost(WorkerId("w1"), "reported by w0.ab: heartbeat expired")
+    c.kill_worker(WorkerId("w1"))
+    c.on_pod_event("DELETED", pod_of("w1"))  # the deletion that followed is not a second loss
+    assert c.lost() == []
+    assert c.diagnoses[WorkerId("w1")].failure is Failure.HEARTBEAT_EXPIRED
+    assert calls.deleted == [("clicks-w1", 0)]
+
+
 def test_a_failed_pod_is_lost_and_deleted() -> None:
     c, calls = cluster()
     c.start_worker(WorkerId("w1"))

@@ -1,0 +1,53 @@
+"""Processes a killed ``ftpipeline run`` left behind, found again by a pid file and killed.
+
+A coordinator killed with SIGKILL cannot stop its children: its private Redis
+and ZooKeeper and its workers keep running. The next run in the same
+directory (``--resume``) must not start a second ZooKeeper on the same data
+directory, nor a second ``w0`` on the same buffer directory, so whatever it
+starts it records in a pid file, and before starting it kills the process
+group a previous run recorded there — only if that process still runs our
+program (the pid may have been reused).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+
+def record(pid_file: Path, pid: int) -> None:
+    pid_file.write_text(str(pid))
+
+
+def reap(pid_file: Path, marker: bytes, group: bool = False) -> bool:
+    """Kill the process (or group) ``pid_file`` names if its command line contains ``marker``."""
+    try:
+        pid = int(pid_file.read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        pid_file.unlink(missing_ok=True)
+        return False
+    pid_file.unlink(missing_ok=True)
+    if marker not in cmdline:
+        return False
+    try:
+        if group:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _running(pid):  # until its port, socket and files are free
+        time.sleep(0.05)
+    return True
+
+
+def _running(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
