@@ -39,7 +39,8 @@ is written before a step's tasks are handed out and carries its offsets (kept
 for every step after the newest checkpoint, so a resume re-runs those steps
 exactly, even if Redis lost its step log);
 ``step-committed`` before its output is released; ``recovery`` before a
-recovery plan is applied, starting a new epoch. A worker that is not a
+recovery plan is applied, starting a new epoch; ``resumed`` when a restarted
+coordinator reopened a cut (the steps after it commit again). A worker that is not a
 member of the current epoch's ring (a *zombie*) is fenced off.
 """
 
@@ -267,8 +268,10 @@ def apply(s: ClusterState, cmd: Command) -> ClusterState:
             s = replace(s, committed=int(b.get("boundary") or 0))
     elif k == "suspended":
         s = replace(s, suspended=True)
-    elif k == "resumed":
-        s = replace(s, suspended=False)
+    elif k == "resumed":  # a (re)started coordinator opened a cut: the steps after it commit again
+        s = replace(s, suspended=False, epoch=max(s.epoch, int(b.get("epoch", 0))))
+        if "boundary" in b:
+            s = replace(s, committed=int(b["boundary"]))
     return replace(s, seq=cmd.seq)
 
 

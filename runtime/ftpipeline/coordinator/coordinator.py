@@ -246,14 +246,13 @@ class Coordinator:
             common = {self.resume_epoch}
         if not common:
             log.info("no common checkpoint: starting from the beginning")
-            self._append("recovery", epoch=self._next_epoch(), lost=None, strategy="checkpoint", boundary=0)
+            self._append("resumed", epoch=self._next_epoch(), boundary=0)
             return
         manifest = self.ckpt.storage.manifest(max(common))
         assert manifest is not None
         # the resume point is what the workers have, which the log may not know yet (killed between
         # the checkpoint's commit and its command): the log says where this run really restarts
-        self._append("recovery", epoch=self._next_epoch(), lost=None, strategy="checkpoint",
-                     boundary=int(manifest["boundary"]))
+        self._append("resumed", epoch=self._next_epoch(), boundary=int(manifest["boundary"]))
         gt_last = int(self.client(self.workers[0]).call("barrier")["gt_last"])
         view = self.tables.snapshot(self.workers)
         record = rollback(self.graph, self.tables, self.store, view, None, self.placement, {}, self.workers,
@@ -353,8 +352,6 @@ class Coordinator:
         before = self.follower.state
         epoch = max(before.epoch, self.tables.epoch()) + (1 if self.resume else 0)
         self._append("run-started", run_epoch=before.run_epoch + 1, epoch=epoch, fresh=not self.resume)
-        if self.resume and before.suspended:
-            self._append("resumed")
         for step, offsets in sorted(before.started.items()) if self.resume else ():
             recorded = self.store.step(step)
             logged = {Channel.parse(c): (lo, hi) for c, (lo, hi) in offsets.items()}

@@ -93,6 +93,7 @@ def command() -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
                   st.sampled_from(["lineage", "checkpoint"])),
         st.builds(lambda f: ("run-started", {"run_epoch": 1, "epoch": 1, "fresh": f}), st.booleans()),
         st.just(("suspended", {})), st.just(("resumed", {})),
+        st.builds(lambda n: ("resumed", {"epoch": n, "boundary": n - 1}), step),
     )
 
 
