@@ -16,6 +16,7 @@ new run dissolves the ring and resets who may commit.)
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -28,6 +29,8 @@ from pathlib import Path
 from ftpipeline.cluster.base import ClusterBackend
 from ftpipeline.embedded.orphans import reap, record
 from ftpipeline.lineage.naming import WorkerId
+
+log = logging.getLogger("ftpipeline.cluster.local")
 
 
 @dataclass
@@ -63,11 +66,14 @@ class LocalCluster(ClusterBackend):
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
         self.workers: dict[WorkerId, _Worker] = {}
         self.zombies: set[WorkerId] = set()  # paused as zombies: a kill does not reach them
-        self.reaped = self.reap_orphans()
+        self.reap_orphans()
 
     def reap_orphans(self) -> int:
         """Kill the process groups of workers a killed coordinator left behind; returns how many."""
-        return sum(reap(f, b"ftpipeline.worker", group=True) for f in (self.run_dir / "workers").glob("*/pgid"))
+        reaped = sum(reap(f, b"ftpipeline.worker", group=True) for f in (self.run_dir / "workers").glob("*/pgid"))
+        if reaped:
+            log.warning("killed workers a previous coordinator left running", extra={"workers": reaped})
+        return reaped
 
     def worker_dir(self, worker: WorkerId) -> Path:
         return self.run_dir / "workers" / worker

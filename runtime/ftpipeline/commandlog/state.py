@@ -105,7 +105,8 @@ class ClusterState:
         return self.watcher_of(target) or target
 
     def peer_of(self, worker: str) -> str | None:
-        for p, w in self.members.items():
+        """The peer a worker is in the ring, or is joining it as."""
+        for p, w in [*self.members.items(), *self.joining.items()]:
             if w == worker:
                 return p
         return None

@@ -417,8 +417,7 @@ class Coordinator:
         if dead not in self.workers and dead not in self._joining:
             return  # already handled: a loss can be seen twice (heartbeat expiry, then the process/pod)
         if self.follower is not None and reason != "heartbeat expired":
-            peer = self.follower.state.peer_of(dead) or next(
-                (p for p, w in self.follower.state.joining.items() if w == dead), None)
+            peer = self.follower.state.peer_of(dead)
             if peer is not None:  # close the ring around it now rather than after its session times out
                 self._append("leave", peer=peer, worker=dead, by="coordinator", reason=reason or "gone")
         if dead in self._joining:  # a replacement that died before joining: try again, after a backoff

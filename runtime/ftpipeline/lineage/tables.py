@@ -90,9 +90,6 @@ class LineageTables:
     def is_member(self, worker: WorkerId) -> bool:
         return bool(self.r.sismember(self.k("alive"), worker))
 
-    def count(self, field: str, n: int = 1) -> None:
-        self.r.hincrby(self.k("stats"), field, n)
-
     def alive(self) -> set[WorkerId]:
         return {WorkerId(_s(w)) for w in self.r.smembers(self.k("alive"))}
 

@@ -265,7 +265,7 @@ class Sidecar:
         """Asked by the Spark process before it writes to a sink: only a member of the run may."""
         if self.tables.is_member(self.worker):
             return {"ok": True}
-        self.tables.count("fenced_sink_writes")
+        self.store.add_stats({"fenced_sink_writes": 1})
         log.error("fenced: sink write refused", extra={"worker": self.worker, "reason": self.fenced})
         return {"ok": False}
 
