@@ -66,6 +66,11 @@ class KubernetesCluster(ClusterBackend):
             if worker in self.created and worker not in self.diagnoses:
                 self.diagnoses[worker] = Diagnosis(Failure.HEARTBEAT_EXPIRED, message=reason)
 
+    def why(self, worker: WorkerId) -> str:
+        with self._lock:
+            diagnosis = self.diagnoses.get(worker)
+        return str(diagnosis) if diagnosis is not None else "its pod is gone"
+
     def lost(self) -> list[WorkerId]:
         with self._lock:
             out, self._lost = self._lost, []

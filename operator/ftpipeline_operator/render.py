@@ -149,13 +149,16 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
     mounts = [{"name": "work", "mountPath": WORK_DIR}, {"name": "tmp", "mountPath": "/tmp"},
               {"name": "pipeline", "mountPath": PIPELINE_DIR, "readOnly": True},
               *spec.get("volumeMounts", [])]
-    image = spec["image"]
-    pull = spec.get("imagePullPolicy", "IfNotPresent")
+    image = spec.get("image") or defaults.get("image")
+    if not image:
+        raise ValueError("spec.image is not set and the operator has no default image (FTPIPELINE_DEFAULT_IMAGE)")
+    pull = spec.get("imagePullPolicy") or (defaults.get("pullPolicy") if not spec.get("image") else None) \
+        or "IfNotPresent"
     sidecar = {
         "name": "sidecar",
         "image": image,
         "imagePullPolicy": pull,
-        "command": ["python", "-m", "ftpipeline.worker.sidecar"],
+        "command": ["python", "-m", "ftpipeline.worker.server"],
         "args": ["--worker-id", worker, "--pipeline", name, "--redis-url", "$(FTPIPELINE_REDIS_URL)",
                  "--dir", WORK_DIR, "--bind", "0.0.0.0", "--advertise", "$(POD_IP)",
                  "--port", str(FLIGHT_PORT), "--metrics-port", str(METRICS_PORT),

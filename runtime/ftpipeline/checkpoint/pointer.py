@@ -71,6 +71,14 @@ class CheckpointPointer:
             return None
         return dict(json.loads(data))
 
+    def epochs(self) -> list[int]:
+        """The committed checkpoints still kept (retention prunes older ones), oldest first."""
+        try:
+            children = self.retry(self.zk.get_children, f"{self.base}/checkpoints")
+        except NoNodeError:
+            return []
+        return sorted(int(c) for c in children)
+
     def latest(self) -> dict[str, Any] | None:
         epoch = self.latest_epoch()
         return self.manifest(epoch) if epoch else None

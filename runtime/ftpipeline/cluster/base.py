@@ -31,6 +31,10 @@ class ClusterBackend(abc.ABC):
         later ``kill_worker`` does not reach it: it wakes up instead, as after a healed partition."""
         raise NotImplementedError(f"{type(self).__name__} cannot pause workers")
 
+    def why(self, worker: WorkerId) -> str:
+        """One line on why a lost worker went (exit code, pod failure), for status and errors."""
+        return "see its logs"
+
     @abc.abstractmethod
     def lost(self) -> list[WorkerId]:
         """Workers found gone since the last call (each reported once)."""

@@ -85,7 +85,7 @@ class LocalCluster(ClusterBackend):
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with open(wdir / "sidecar.log", "ab") as slog:
             sidecar = subprocess.Popen(
-                [self.python, "-m", "ftpipeline.worker.sidecar", "--worker-id", worker, "--pipeline", self.pipeline,
+                [self.python, "-m", "ftpipeline.worker.server", "--worker-id", worker, "--pipeline", self.pipeline,
                  "--redis-url", self.redis_url, "--dir", str(wdir),
                  *(["--zookeeper", self.zookeeper, "--heartbeat-timeout-ms", str(self.heartbeat_timeout_ms)]
                    if self.zookeeper else [])],
@@ -130,6 +130,15 @@ class LocalCluster(ClusterBackend):
                 w.reported = True
                 gone.append(wid)
         return gone
+
+    def why(self, worker: WorkerId) -> str:
+        w = self.workers.get(worker)
+        if w is None:
+            return "never started"
+        codes = [f"{name} exited with code {p.returncode}" for name, p in (("sidecar", w.sidecar), ("executor", w.executor))
+                 if p.returncode is not None and p.returncode >= 0]
+        where = self.worker_dir(worker)
+        return f"{', '.join(codes) or 'killed'}; see {where / 'sidecar.log'} and {where / 'executor.log'}"
 
     def pids(self, worker: WorkerId) -> tuple[int, int]:
         w = self.workers[worker]

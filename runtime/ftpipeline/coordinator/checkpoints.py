@@ -9,7 +9,10 @@ cut is complete. Commit then
 
 1. writes the manifest into ZooKeeper and moves ``latest``, atomically
    (``checkpoint/pointer.py``) — from here on it is the resume point;
-2. writes the manifest next to the snapshots (``checkpoints()`` lists these);
+2. has a worker write the manifest next to the snapshots (``checkpoints()``
+   lists these) and delete the checkpoints no longer retained. The
+   coordinator never opens checkpoint storage itself: in the operator it runs
+   far from the pipeline's volumes, which only the pipeline's own pods mount;
 3. buries, for each stateful channel, its inputs up to the step its snapshot
    reflects: one interval per edge (GC may now delete them; buffered bytes
    stay bounded by the checkpoint interval);
@@ -33,9 +36,9 @@ from typing import Any
 from kazoo.exceptions import KazooException
 
 from ftpipeline.checkpoint.pointer import CheckpointPointer, CommitFailed
-from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.checkpoint.tracker import ChannelSnapshot, CheckpointState, CheckpointTracker
 from ftpipeline.control.store import RunStore
+from ftpipeline.coordinator.members import Members
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.lineage.naming import Channel, EdgeKey, WorkerId
 from ftpipeline.lineage.tables import LineageTables
@@ -55,13 +58,14 @@ class CheckpointManager:
         pointer: CheckpointPointer | None,
         metrics: RunMetrics,
         clock: Callable[[], float],
+        members: Members,
     ) -> None:
         self.spec = spec
         self.graph = graph
         self.store = store
         self.tables = tables
         self.pointer = pointer
-        self.storage = CheckpointStorage(spec.checkpoint_root, spec.name)
+        self.members = members
         self.metrics = metrics
         self.clock = clock
         self.epoch = 0                        # the epoch messages carry now (the coordinator's clock component)
@@ -101,7 +105,18 @@ class CheckpointManager:
     def restored(self, epoch: int) -> None:
         """Every worker reopened the checkpoint of ``epoch``: messages carry it again."""
         self.epoch = epoch
-        self.allocated = max([self.allocated, epoch, *self.storage.committed_epochs()])
+        self.allocated = max([self.allocated, epoch, *self._committed_epochs()])
+
+    def _committed_epochs(self) -> list[int]:
+        return self.pointer.epochs() if self.pointer is not None else []
+
+    def start(self, boundary: int) -> None:
+        """Begin a checkpoint at ``boundary`` and tell every worker (Feldera's ``checkpoint()``)."""
+        settle = self.needs_settle
+        epoch = self.begin(boundary, self.members.workers)
+        for w in self.members.workers:
+            self.members.client(w).call("checkpoint", {"epoch": epoch, "settle": settle})
+        self.needs_settle = False
 
     def begin(self, boundary: int, workers: list[WorkerId]) -> int:
         self.allocated = max(self.allocated, self.epoch) + 1
@@ -111,9 +126,6 @@ class CheckpointManager:
         self.current = CheckpointTracker(self.epoch, boundary, frozenset(workers), self.clock())
         log.info("checkpoint started", extra={"epoch": self.epoch, "boundary": boundary, "settle": self.needs_settle})
         return self.epoch
-
-    def settled(self) -> None:
-        self.needs_settle = False
 
     def on_event(self, event: dict[str, Any]) -> None:
         cur = self.current
@@ -164,11 +176,10 @@ class CheckpointManager:
             log.warning("checkpoint commit failed", extra={"epoch": cur.epoch, "error": str(exc)})
             return None
         cur.committed()
-        self.storage.write_manifest(manifest)
-        self._after_commit(manifest)
+        keep = self._after_commit(manifest)
+        size = self._publish(manifest, keep)
         now = self.clock()
         seconds = now - cur.started_at
-        size = self.storage.size_bytes(cur.epoch)
         self.last, self.last_committed_at = manifest, now
         self.metrics.checkpoints.labels(self.spec.name, "committed").inc()
         self.metrics.checkpoint_seconds.observe(seconds)
@@ -178,7 +189,7 @@ class CheckpointManager:
         log.info("checkpoint committed", extra=self.history[-1])
         return manifest
 
-    def _after_commit(self, manifest: dict[str, Any]) -> None:
+    def _after_commit(self, manifest: dict[str, Any]) -> set[int]:
         buried_up_to: list[int] = []
         for key, snap in manifest["states"].items():
             ch = Channel.parse(key)
@@ -193,10 +204,22 @@ class CheckpointManager:
         floor = min([*buried_up_to, int(manifest["boundary"]), int(manifest["gt_last"])])
         self.tables.trim(floor)
         self.store.trim_steps(floor)
-        keep = set(self.storage.committed_epochs()[-self.spec.checkpoint_retain:])  # this run's and earlier ones
-        self.storage.prune(keep | {self.epoch})
+        keep = set(self._committed_epochs()[-self.spec.checkpoint_retain:])  # this run's and earlier ones
         if self.pointer is not None:
             self.pointer.prune(keep)
+        return keep | {self.epoch}
+
+    def _publish(self, manifest: dict[str, Any], keep: set[int]) -> int:
+        """A worker writes the manifest beside the snapshots and prunes the rest; returns the checkpoint's
+        bytes. Best effort: the commit in ZooKeeper already happened, and the next commit prunes again."""
+        try:
+            done = self.members.call_any("publish_checkpoint", {"manifest": manifest, "keep": sorted(keep)},
+                                         "publish the checkpoint's manifest")
+            return int(done["bytes"])
+        except Exception as exc:
+            log.warning("checkpoint manifest not written to storage",
+                        extra={"epoch": manifest["epoch"], "error": str(exc)})
+            return sum(int(s.get("bytes", 0)) for s in manifest["states"].values())
 
     def age(self) -> float | None:
         return None if self.last_committed_at is None else self.clock() - self.last_committed_at

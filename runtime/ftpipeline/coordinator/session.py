@@ -22,7 +22,6 @@ import redis
 from kazoo.client import KazooClient
 
 from ftpipeline.checkpoint.pointer import CheckpointPointer
-from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.commandlog.zklog import CommandLog
 from ftpipeline.control.store import RunStore
 from ftpipeline.embedded.redis import EmbeddedRedis
@@ -56,8 +55,8 @@ class Session:
 def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = None) -> Session:
     """Connect to ``spec.redis_url`` and ``spec.zookeeper``; without an address, start a private server
     under ``private_dir`` (``ftpipeline run`` only; the operator always has addresses). A fresh start
-    also empties checkpoint storage, which the coordinator mounts wherever it runs (it writes the
-    manifests there), so no stale checkpoint of an earlier pipeline of that name is ever reopened."""
+    removes the pipeline's znodes; its checkpoint storage, which only its workers mount, is emptied by a
+    worker once they joined (``coordinator.py``)."""
     private: list[EmbeddedRedis | EmbeddedZooKeeper] = []
     url = spec.redis_url
     try:
@@ -85,7 +84,6 @@ def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = 
             session.pointer = CheckpointPointer(session.zk, spec.name)
             if not resuming:  # the pipeline's znodes (checkpoints, command log) go with it
                 session.pointer.clear()
-                CheckpointStorage(spec.checkpoint_root, spec.name).reset()
             if spec.fault_tolerance:
                 session.commands = CommandLog(session.zk, spec.name)
         return session

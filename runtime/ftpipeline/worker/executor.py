@@ -19,8 +19,9 @@ A task runs as follows:
 - sink: stage this channel's part of the step behind the barrier;
 
 then the output is split per downstream channel (``dataflow.partition``) and
-written as Arrow IPC objects. A user exception is reported, with its
-traceback, as a task failure: it fails the pipeline, it is never "completed".
+written as Arrow IPC objects. A user exception is reported as a task
+failure, in one line (its traceback is in this process's log): it fails the
+pipeline, it is never "completed".
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ import logging
 import os
 import time
 import threading
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.partition import split
 from ftpipeline.dataflow.sources import DeadLetter, SourceReader, make_reader
 from ftpipeline.lineage.naming import Channel, Task, TaskKind
+from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.spec.load import load_entry_module, parse_pipeline
 from ftpipeline.spec.model import PipelineSpec
@@ -247,8 +248,8 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> Non
             log.error("fenced", extra={"task": task.id, "error": str(exc)})
             continue
         except Exception as exc:
-            log.error("task failed", extra={"task": task.id, "error": str(exc)})
-            sidecar.call("task_failed", {"id": task.id, "error": f"{exc}\n{traceback.format_exc()}"})
+            log.exception("task failed", extra={"task": task.id, "error": one_line(exc)})  # the traceback: here
+            sidecar.call("task_failed", {"id": task.id, "error": one_line(exc)})
             continue
         sidecar.call("task_done", result)
         log.info("task done", extra={"task": task.id, "seconds": round(time.monotonic() - started, 4),

@@ -5,8 +5,9 @@ in a separate process that never runs user code. It
 
 - serves the coordinator's calls (Feldera's pipeline interface: ``state``,
   ``checkpoints``, ``create``, ``open``, ``step``, ``checkpoint``, plus
-  ``wake`` and ``release``) and the local Spark process's requests over one
-  Arrow Flight server;
+  ``wake`` and ``release``; the checkpoint storage actions are in
+  ``checkpoint_files.py``) and the local Spark process's requests over one
+  Arrow Flight server (``server.py``);
 - pulls its tasks from its NTT (Quokka: "things in the NTT must be executed
   by the node"), hands the Spark process a task only when every input is
   readable locally (``inputs.py``);
@@ -39,37 +40,32 @@ channel adopted in recovery has no state until its ``rebuild`` ran.
 
 from __future__ import annotations
 
-import argparse
 import enum
-import json
 import logging
 import os
 import random
 import shutil
 import threading
-import zlib
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
-import pyarrow.flight as flight
 import redis
-from kazoo.client import KazooClient
 
 from ftpipeline.barrier import ParquetBundleSink
 from ftpipeline.checkpoint.clock import VectorClock
 from ftpipeline.checkpoint.storage import CheckpointStorage
-from ftpipeline.commandlog.peer import Peer
 from ftpipeline.control.store import RunStore
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.sources import SourceReader, make_reader
 from ftpipeline.lineage.naming import Channel, Task, TaskKind, WorkerId
 from ftpipeline.lineage.tables import Completion, LineageTables
-from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.obs.metrics import WorkerMetrics
 from ftpipeline.spec.load import parse_pipeline
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.worker.buffer import ObjectBuffer, read_ipc
+from ftpipeline.worker.checkpoint_files import CheckpointFiles
 from ftpipeline.worker.epochs import EpochKeeper
 from ftpipeline.worker.inputs import InputResolver
 
@@ -97,6 +93,7 @@ class Sidecar:
         self.buffer = ObjectBuffer(root)
         self.buffer.reset()
         self.inputs = InputResolver(worker, self.tables, self.store, self.buffer)
+        self.files = CheckpointFiles(self.inputs)  # the storage actions: checkpoints, manifests, pruning
         self.address = ""
         self.metrics: WorkerMetrics | None = None
         self._cv = threading.Condition(threading.RLock())
@@ -129,7 +126,7 @@ class Sidecar:
         self._state, self._step = state, step
 
     def handle(self, action: str, body: dict[str, Any]) -> Any:
-        handler = getattr(self, f"_do_{action}", None)
+        handler = getattr(self, f"_do_{action}", None) or getattr(self.files, f"_do_{action}", None)
         if handler is None:
             raise KeyError(f"unknown action {action!r}")
         return handler(body)
@@ -142,10 +139,6 @@ class Sidecar:
         with self._cv:
             return {"state": self._state.value, "step": self._step, "worker": self.worker,
                     "epoch": self._keeper.clock.epoch}
-
-    def _do_checkpoints(self, body: dict[str, Any]) -> list[int]:
-        storage = self.inputs.storage
-        return storage.committed_epochs() if storage else []
 
     def _do_create(self, body: dict[str, Any]) -> dict[str, Any]:
         spec = parse_pipeline(body["spec"], Path(body["base_dir"]), check_entry_point=False)
@@ -449,63 +442,3 @@ class Sidecar:
             except redis.RedisError as exc:
                 log.error("redis unavailable", extra={"error": str(exc)})
             time.sleep(0.05)
-
-
-class _FlightServer(flight.FlightServerBase):  # type: ignore[misc]
-    def __init__(self, location: str, sidecar: Sidecar) -> None:
-        super().__init__(location)
-        self.sidecar = sidecar
-
-    def do_get(self, context: Any, ticket: flight.Ticket) -> flight.RecordBatchStream:
-        name = ticket.ticket.decode()
-        path = self.sidecar.buffer.object_path(name)
-        if not path.exists():
-            raise flight.FlightServerError(f"object {name} is not held by {self.sidecar.worker}")
-        return flight.RecordBatchStream(read_ipc(path))
-
-    def do_action(self, context: Any, action: flight.Action) -> Any:
-        raw = action.body.to_pybytes() if action.body is not None else b""
-        body = json.loads(raw or b"{}")
-        try:
-            result = self.sidecar.handle(action.type, body)
-        except Exception:
-            log.exception("action failed", extra={"action": action.type})
-            raise
-        yield flight.Result(json.dumps(result).encode())
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="ftpipeline runtime sidecar")
-    parser.add_argument("--worker-id", required=True)
-    parser.add_argument("--pipeline", required=True)
-    parser.add_argument("--redis-url", required=True)
-    parser.add_argument("--dir", required=True, type=Path, help="buffer directory shared with the Spark process")
-    parser.add_argument("--bind", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--advertise", default=None, help="address peers use to reach this worker (default: --bind)")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus /metrics on this port")
-    parser.add_argument("--zookeeper", default=None, help="ZooKeeper of the command log: join its ring")
-    parser.add_argument("--heartbeat-timeout-ms", type=int, default=6000, help="ZooKeeper session timeout")
-    args = parser.parse_args(argv)
-    setup_json_logging()
-    sidecar = Sidecar(WorkerId(args.worker_id), args.pipeline, args.redis_url, args.dir)
-    if args.metrics_port is not None:
-        sidecar.metrics = WorkerMetrics(args.pipeline, args.worker_id, sidecar.buffer.held_bytes, sidecar.buffer.held)
-        sidecar.metrics.serve(args.metrics_port, args.bind)
-    server = _FlightServer(f"grpc://{args.bind}:{args.port}", sidecar)
-    sidecar.address = f"{args.advertise or args.bind}:{server.port}"
-    sidecar.store.register(sidecar.worker, {"address": sidecar.address, "pid": os.getpid()})
-    (args.dir / "sidecar.addr.tmp").write_text(sidecar.address)
-    os.replace(args.dir / "sidecar.addr.tmp", args.dir / "sidecar.addr")
-    threading.Thread(target=sidecar.background, name="background", daemon=True).start()
-    if args.zookeeper:
-        zk = KazooClient(hosts=args.zookeeper, timeout=args.heartbeat_timeout_ms / 1000)
-        zk.start(timeout=30)
-        Peer(zk, args.pipeline, sidecar.worker, on_fenced=sidecar.fence).start()
-    log.info("listening", extra={"worker": sidecar.worker, "address": sidecar.address})
-    threading.Thread(target=lambda: (sidecar.stopping.wait(), server.shutdown()), daemon=True).start()
-    server.serve()
-
-
-if __name__ == "__main__":
-    main()

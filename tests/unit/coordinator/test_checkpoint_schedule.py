@@ -9,6 +9,7 @@ from typing import Any, cast
 from ftpipeline.checkpoint.pointer import CheckpointPointer
 from ftpipeline.control.store import RunStore
 from ftpipeline.coordinator.checkpoints import CheckpointManager
+from ftpipeline.coordinator.members import Members
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.lineage.tables import LineageTables
@@ -30,7 +31,7 @@ def manager(tmp_path: Path, clock: Clock, **spec: Any) -> CheckpointManager:
     # due() reads only the spec, the clock and its own state: the pointer is never called
     pointer = cast(CheckpointPointer, object())
     return CheckpointManager(s, Graph(s), cast(RunStore, None), cast(LineageTables, None), pointer,
-                             RunMetrics(s.name), clock)
+                             RunMetrics(s.name), clock, cast(Members, None))
 
 
 def committed(m: CheckpointManager, boundary: int) -> None:

@@ -35,7 +35,7 @@ def test_worker_pod_runs_the_same_two_processes_as_ftpipeline_run() -> None:
                      "controller": True, "blockOwnerDeletion": True}
     spark, sidecar = container(pod, "spark"), container(pod, "sidecar")
     assert spark["command"][-1] == "ftpipeline.worker.executor"
-    assert sidecar["command"][-1] == "ftpipeline.worker.sidecar"
+    assert sidecar["command"][-1] == "ftpipeline.worker.server"
     assert "--advertise" in sidecar["args"] and "$(POD_IP)" in sidecar["args"]
     env = {e["name"]: e for e in sidecar["env"]}
     assert env["FTPIPELINE_REDIS_URL"]["value"] == "redis://r:6379/0"

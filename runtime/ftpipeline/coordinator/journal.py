@@ -1,0 +1,106 @@
+"""The coordinator's side of the command log: write each decision first, follow what peers report.
+
+The log itself (``commandlog/``) knows nothing of steps or recovery; this is
+where the coordinator's decisions become commands and where the ring's
+reports become lost workers:
+
+    OPEN    --open(resume)--> run-started (a new run epoch; on a resume the steps after the
+                              resume point get back the offsets they were started with)
+    any decision --append--> a command, before the decision is acted on
+    a ring member's 'leave' --deaths()--> a worker the coordinator must treat as lost
+    every ``compact_every`` commands --> the fold written as a snapshot, the covered commands deleted
+
+Without ZooKeeper (fault tolerance off) every method is a no-op.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ftpipeline.commandlog.zklog import CommandLog, Follower
+from ftpipeline.control.store import RunStore, StepRecord
+from ftpipeline.coordinator.faults import CrashPoint
+from ftpipeline.coordinator.trigger import Reason
+from ftpipeline.lineage.naming import Channel, WorkerId
+from ftpipeline.lineage.tables import LineageTables
+from ftpipeline.obs.metrics import RunMetrics
+
+log = logging.getLogger("ftpipeline.coordinator")
+
+
+class Journal:
+    def __init__(self, commands: CommandLog | None, tables: LineageTables, store: RunStore, metrics: RunMetrics,
+                 pipeline: str, compact_every: int = 50) -> None:
+        self.commands = commands
+        self.tables = tables
+        self.store = store
+        self.metrics = metrics
+        self.pipeline = pipeline
+        self.compact_every = compact_every
+        self.follower: Follower | None = None
+        self.log_znodes_max = 0
+        self._appended = 0
+        self._crash = CrashPoint.from_env()
+
+    def append(self, kind: str, **body: Any) -> None:
+        if self.commands is not None:
+            self.commands.append(kind, **body)
+            self._appended += 1
+            self.metrics.log_commands.labels(self.pipeline, kind).inc()
+            if self._crash is not None:
+                self._crash.after(kind)
+
+    def next_epoch(self) -> int:
+        logged = self.follower.state.epoch if self.follower is not None else 0
+        return max(self.tables.epoch(), logged) + 1
+
+    def open(self, resume: bool) -> None:
+        """Start (or continue) the run in the command log: a new run epoch, and on a resume the offsets
+        of the steps after the resume point from the log, so they re-run exactly as they were started
+        (the step log in Redis may be gone: a private Redis keeps nothing)."""
+        if self.commands is None:
+            return
+        self.follower = Follower(self.commands)
+        before = self.follower.state
+        epoch = max(before.epoch, self.tables.epoch()) + (1 if resume else 0)
+        self.append("run-started", run_epoch=before.run_epoch + 1, epoch=epoch, fresh=not resume)
+        for step, offsets in sorted(before.started.items()) if resume else ():
+            recorded = self.store.step(step)
+            logged = {Channel.parse(c): (lo, hi) for c, (lo, hi) in offsets.items()}
+            if recorded is None or recorded.offsets != logged:
+                self.store.record_step(StepRecord(step, logged, Reason.REPLAY.value))
+        self.follower.refresh()
+        log.info("command log opened", extra={"run_epoch": before.run_epoch + 1, "epoch": epoch,
+                                              "committed": before.committed, "seq": self.follower.state.seq})
+
+    def close_ring_around(self, dead: WorkerId, reason: str) -> None:
+        """The coordinator saw ``dead`` go (process exit, pod deleted): close the ring around it now
+        rather than after its session times out."""
+        if self.follower is None or reason == "heartbeat expired":
+            return
+        peer = self.follower.state.peer_of(dead)
+        if peer is not None:
+            self.append("leave", peer=peer, worker=dead, by="coordinator", reason=reason or "gone")
+
+    def deaths(self) -> list[tuple[WorkerId, str, str]]:
+        """Workers a ring member reported dead since the last call: (worker, by whom, why)."""
+        out: list[tuple[WorkerId, str, str]] = []
+        if self.follower is None or not self.follower.changed.is_set():
+            return out
+        for cmd, before in self.follower.refresh():
+            if cmd.kind != "leave" or cmd.get("by") == "coordinator":
+                continue
+            worker = WorkerId(str(before.members.get(str(cmd.get("peer"))) or ""))
+            out.append((worker, str(cmd.get("by")), str(cmd.get("reason"))))
+        return out
+
+    def maybe_compact(self) -> None:
+        if self.commands is None or self.follower is None or self._appended < self.compact_every:
+            return
+        self._appended = 0
+        self.follower.refresh()
+        znodes = self.commands.znodes()
+        self.log_znodes_max = max(self.log_znodes_max, znodes)
+        self.metrics.log_znodes.set(znodes)
+        self.commands.compact(self.follower.state)

@@ -1,0 +1,131 @@
+"""What the coordinator does when a worker is lost, and when it resumes a run: the recovery protocol.
+
+The plans themselves are pure functions (``lineage/planner.py``,
+``recovery.py``); this module applies them to a running coordinator, under
+the lineage tables' exclusive lock, with the decision written to the
+command log first:
+
+    LOST --not a member (seen twice) / still joining--> (ignored / replacement rescheduled)
+    LOST --fault tolerance off, or no survivor--> FAILED
+    LOST --'recovery' command (epoch, strategy)--> PLANNING
+    PLANNING --lineage plan--> the lost tasks join the survivors' NTTs; steps in flight go on
+    PLANNING --checkpoint, or no lineage plan--> every survivor reopens the newest cut; later steps replay
+    (applied) --survivors woken, replacement scheduled--> RUNNING
+
+A resumed run (a restarted coordinator or operator) takes the second path
+with no lost worker: every worker reopens the newest checkpoint they all
+have, and the steps after it replay with the offsets the log recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ftpipeline.coordinator.errors import PipelineFailed
+from ftpipeline.coordinator.recovery import choose_strategy, recover_lineage, rollback
+from ftpipeline.lineage.naming import WorkerId
+from ftpipeline.lineage.placement import adopt
+from ftpipeline.lineage.planner import PlanningError
+
+if TYPE_CHECKING:
+    from ftpipeline.coordinator.coordinator import Coordinator
+
+log = logging.getLogger("ftpipeline.coordinator")
+
+
+def recover(c: Coordinator, dead: WorkerId, reason: str = "") -> None:
+    """``dead`` is gone (``reason``: how it was seen): recover on the survivors, or fail the run."""
+    detected = c.clock()
+    if not c.members.knows(dead):
+        return  # already handled: a loss can be seen twice (heartbeat expiry, then the process/pod)
+    c.journal.close_ring_around(dead, reason)
+    if c.members.lost_while_joining(dead, detected, c.committed):
+        return
+    c.observer.on_worker_lost(dead)
+    if not c.spec.fault_tolerance:
+        raise PipelineFailed(f"worker {dead} was lost and spec.faultTolerance is false: nothing to recover from")
+    survivors = [w for w in c.workers if w != dead]
+    if not survivors:
+        raise PipelineFailed(f"worker {dead} was lost and no worker survives")
+    c.ckpt.abort(f"worker {dead} lost")
+    epoch = c.journal.next_epoch()
+    manifest = c.ckpt.last
+    clients = c.clients_for(survivors)
+    c.tables.lock_exclusive(c.owner)
+    strategy = "unknown"
+    try:
+        view = c.tables.snapshot([*survivors, dead])
+        strategy = choose_strategy(c.spec.recovery_strategy, c.graph, view, dead, manifest)
+        c.journal.append("recovery", epoch=epoch, lost=dead, strategy=strategy,  # write-ahead
+                     boundary=(manifest or {}).get("boundary", 0) if strategy == "checkpoint" else None)
+        record = None
+        if strategy == "lineage":
+            try:
+                record = recover_lineage(c.graph, c.tables, view, dead, survivors, epoch, manifest,
+                                         clients, detected, c.clock)
+            except PlanningError as exc:  # the tables allow no lineage plan: roll back instead
+                log.warning("lineage plan impossible; rolling back to the newest checkpoint",
+                            extra={"worker": dead, "error": str(exc)})
+        if record is not None:
+            c.outstanding = {i: t for i, t in c.outstanding.items() if i not in record.replaced}
+            c.outstanding.update({t.id: t for _, t in record.tasks})
+        else:
+            if strategy != "checkpoint":  # the lineage plan was impossible: the log says so first
+                c.journal.append("recovery", epoch=epoch, lost=dead, strategy="checkpoint",
+                             boundary=(manifest or {}).get("boundary", 0))
+            placement, moves = adopt(c.placement, dead, survivors, c.graph.is_stateful)
+            record = rollback(c.graph, c.tables, c.store, view, dead, placement, moves, survivors,
+                              epoch, manifest, c.released, clients, detected, c.clock)
+            c.rewind(record, manifest, c.released)
+    except Exception:
+        c.metrics.recoveries.labels(c.spec.name, strategy, "failed").inc()
+        raise
+    finally:
+        c.tables.unlock_exclusive(c.owner)
+    for worker, client in clients.items():
+        try:
+            client.call("wake", timeout_s=5)
+        except Exception as exc:  # a survivor dying now is the next failure
+            log.warning("wake failed", extra={"worker": worker, "error": str(exc)})
+    record.seconds = c.clock() - detected
+    c.placement = dict(record.placement)
+    c.members.remove(dead)
+    c.awaiting_commit.append(record)
+    c.recoveries.append(record)
+    c.store.record_recovery(record.summary())
+    c.metrics.recoveries.labels(c.spec.name, record.strategy, "applied").inc()
+    c.metrics.recovery_seconds.labels(c.spec.name, record.strategy).observe(record.seconds)
+    c.metrics.workers_ready.set(len(c.workers))
+    c.observer.on_recovery(record)
+    c.members.schedule_replacement(detected, c.committed)
+    c.last_progress = c.clock()
+    log.info("recovered", extra=record.summary())
+
+
+def resume_at_newest_checkpoint(c: Coordinator) -> None:
+    """Feldera's start-up: open the largest checkpoint step every worker has (or start fresh)."""
+    common = set.intersection(*(set(c.client(w).call("checkpoints")) for w in c.workers))
+    if c.resume_epoch is not None:
+        if c.resume_epoch not in common:
+            raise PipelineFailed(f"checkpoint {c.resume_epoch} is not available to every worker "
+                                 f"(common: {sorted(common) or 'none'})")
+        common = {c.resume_epoch}
+    if not common:
+        log.info("no common checkpoint: starting from the beginning")
+        c.journal.append("resumed", epoch=c.journal.next_epoch(), boundary=0)
+        return
+    manifest = c.client(c.workers[0]).call("checkpoint_manifest", {"epoch": max(common)})
+    if manifest is None:
+        raise PipelineFailed(f"checkpoint {max(common)} has no manifest in storage")
+    # the resume point is what the workers have, which the log may not know yet (killed between
+    # the checkpoint's commit and its command): the log says where this run really restarts
+    c.journal.append("resumed", epoch=c.journal.next_epoch(), boundary=int(manifest["boundary"]))
+    gt_last = int(c.client(c.workers[0]).call("barrier")["gt_last"])
+    view = c.tables.snapshot(c.workers)
+    record = rollback(c.graph, c.tables, c.store, view, None, c.placement, {}, c.workers,
+                      c.journal.next_epoch(), manifest, gt_last, c.clients_for(c.workers),
+                      c.clock(), c.clock)
+    c.rewind(record, manifest, gt_last)
+    c.ckpt.last = manifest
+    log.info("resumed", extra={"epoch": manifest["epoch"], "boundary": manifest["boundary"], "gt_last": gt_last})

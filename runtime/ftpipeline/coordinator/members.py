@@ -1,0 +1,166 @@
+"""Who runs the pipeline: workers started, joining and joined, and their replacements.
+
+The coordinator's step loop asks this module which workers exist and how to
+reach them; it never starts a process or a pod itself. A worker's life as
+the coordinator sees it:
+
+    (none)  --spawn: cluster.start_worker--> JOINING
+    JOINING --'joined' event--> MEMBER (created: its sidecar knows the pipeline)
+    JOINING --lost before joining--> (none), a replacement scheduled
+    MEMBER  --lost--> (none), a replacement scheduled
+    SCHEDULED --backoff passed and a step committed since the loss--> JOINING
+
+Replacements are rationed by the restart budget (``restarts.py``): the run
+fails once it is spent. A replacement is not waited for; once it joins it is
+a *newcomer* until it took stateless channels back at a step boundary
+(``lineage/placement.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from ftpipeline.cluster.base import ClusterBackend
+from ftpipeline.control.store import RunStore
+from ftpipeline.coordinator.errors import PipelineFailed
+from ftpipeline.coordinator.restarts import BudgetExhausted, RestartBudget, RestartPolicy
+from ftpipeline.lineage.naming import Channel, WorkerId
+from ftpipeline.lineage.placement import hand_back
+from ftpipeline.spec.model import PipelineSpec
+from ftpipeline.worker.transport import SidecarClient
+
+log = logging.getLogger("ftpipeline.coordinator")
+
+
+class Members:
+    def __init__(self, spec: PipelineSpec, cluster: ClusterBackend, store: RunStore, clock: Callable[[], float]) -> None:
+        self.spec = spec
+        self.cluster = cluster
+        self.store = store
+        self.clock = clock
+        self.workers: list[WorkerId] = []       # members, sorted
+        self.joining: list[WorkerId] = []
+        self.newcomers: list[WorkerId] = []     # joined replacements that have not taken channels back yet
+        self.joins: list[dict[str, Any]] = []   # replacements: worker, committed step at join
+        self.restarts = RestartBudget(RestartPolicy(
+            spec.restart_max, spec.restart_window_s, spec.backoff_initial_ms, spec.backoff_max_ms,
+            spec.backoff_jitter_percent))
+        self._clients: dict[WorkerId, SidecarClient] = {}
+        self._spawned = 0
+        self._replacements: list[tuple[float, int]] = []  # (not before, committed step at the loss)
+
+    # --- reaching workers ----------------------------------------------------
+    def client(self, worker: WorkerId) -> SidecarClient:
+        c = self._clients.get(worker)
+        if c is None:
+            address = self.store.address(worker)
+            if address is None:
+                raise PipelineFailed(f"worker {worker} has not registered an address")
+            c = self._clients[worker] = SidecarClient(address)
+        return c
+
+    def clients_for(self, workers: list[WorkerId]) -> dict[WorkerId, SidecarClient]:
+        return {w: self.client(w) for w in workers}
+
+    def call_any(self, action: str, body: dict[str, Any], what: str) -> Any:
+        """Call ``action`` on the first member that answers: for idempotent work any worker can do."""
+        for w in list(self.workers):
+            try:
+                return self.client(w).call(action, body)
+            except Exception as exc:
+                log.warning(f"{action} failed", extra={"worker": w, "error": str(exc)})
+        raise PipelineFailed(f"no worker could {what}")
+
+    # --- joining -------------------------------------------------------------
+    def spawn(self) -> WorkerId:
+        worker = WorkerId(f"w{self._spawned}")
+        self._spawned += 1
+        self.cluster.start_worker(worker)
+        self.joining.append(worker)
+        return worker
+
+    def start_initial(self, timeout_s: float, on_joined: Callable[[WorkerId, int, int], None],
+                      on_started: Callable[[list[WorkerId]], None], check_stop: Callable[[], None]) -> None:
+        """Start ``spec.workers`` workers and wait until every one joined."""
+        initial = [self.spawn() for _ in range(self.spec.workers)]
+        on_started(initial)
+        deadline = self.clock() + timeout_s
+        joined: list[WorkerId] = []
+        while len(joined) < len(initial):
+            if self.clock() > deadline:
+                raise PipelineFailed(f"workers did not start within {timeout_s:.0f}s "
+                                     f"(joined: {', '.join(joined) or 'none'})")
+            for event in self.store.receive(0.05):
+                if event["t"] == "joined" and event["w"] in initial and event["w"] not in joined:
+                    joined.append(event["w"])
+                    on_joined(event["w"], len(joined), len(initial))
+            for lost in self.cluster.lost():
+                raise PipelineFailed(f"worker {lost} exited during start-up: {self.cluster.why(lost)}")
+            check_stop()
+        self.joining = []
+        self.workers = sorted(initial)
+
+    def admit(self, worker: WorkerId, config: dict[str, Any], committed: int) -> None:
+        """A replacement joined: create it and make it a member (a newcomer until it takes channels back)."""
+        self.joining.remove(worker)
+        self.client(worker).call("create", config)
+        self.workers = sorted([*self.workers, worker])
+        self.newcomers.append(worker)
+        self.joins.append({"worker": worker, "committed": committed})
+
+    def hand_back(self, placement: dict[Channel, WorkerId], is_stateful: Callable[[str], bool]
+                  ) -> tuple[dict[Channel, WorkerId], dict[Channel, WorkerId]]:
+        """Newcomers take stateless channels back; returns the new placement and what moved."""
+        moved: dict[Channel, WorkerId] = {}
+        for worker in self.newcomers:
+            others = [w for w in self.workers if w != worker]
+            placement, moves = hand_back(placement, worker, others, is_stateful)
+            moved.update(moves)
+            log.info("hand back", extra={"worker": worker, "channels": sorted(c.key() for c in moves)})
+        self.newcomers = []
+        return placement, moved
+
+    # --- losing --------------------------------------------------------------
+    def knows(self, worker: WorkerId) -> bool:
+        return worker in self.workers or worker in self.joining
+
+    def lost_while_joining(self, worker: WorkerId, now: float, committed: int) -> bool:
+        """A replacement that died before joining: try again after a backoff. False if it was a member."""
+        if worker not in self.joining:
+            return False
+        self.joining.remove(worker)
+        self.schedule_replacement(now, committed)
+        return True
+
+    def remove(self, worker: WorkerId) -> None:
+        self.workers = [w for w in self.workers if w != worker]
+        self._clients.pop(worker, None)
+        self.newcomers = [w for w in self.newcomers if w != worker]
+
+    def schedule_replacement(self, now: float, committed: int) -> None:
+        """Ration replacements (restart budget, backoff); the run fails once the budget is spent."""
+        try:
+            delay = self.restarts.on_loss(now)
+        except BudgetExhausted as exc:
+            raise PipelineFailed(str(exc)) from exc
+        self._replacements.append((now + delay, committed))
+
+    def start_replacements(self, committed: int) -> None:
+        """Start each replacement whose backoff has passed, once a step committed since its loss
+        (so a new JVM does not compete with the survivors while they recover)."""
+        now = self.clock()
+        due = [r for r in self._replacements if r[0] <= now and committed > r[1]]
+        for r in due:
+            self._replacements.remove(r)
+            log.info("starting replacement", extra={"worker": self.spawn()})
+
+    def shutdown(self) -> None:
+        for w in self.workers:
+            try:
+                self.client(w).call("shutdown", timeout_s=2)
+            except Exception:  # best effort: the backend stops processes anyway
+                pass
+        for c in self._clients.values():
+            c.close()

@@ -1,0 +1,32 @@
+"""Errors as people read them: one line that names the cause, never a traceback.
+
+Condition messages, Events, the CLI's last line and task failures carry
+:func:`one_line`; the traceback goes to the log of the process where the
+error happened (``log.exception``), where a developer looks for it.
+"""
+
+from __future__ import annotations
+
+import errno
+
+LIMIT = 400
+
+
+def one_line(exc: BaseException | str, limit: int = LIMIT) -> str:
+    """``Type: first line of the message`` (OSError: ``PermissionError: [Errno 13] Permission denied: '/data/out'``),
+    at most ``limit`` characters."""
+    if isinstance(exc, str):
+        text = exc
+    else:
+        name = type(exc).__name__
+        if isinstance(exc, OSError) and exc.errno is not None and exc.strerror:
+            where = f": {exc.filename!r}" if exc.filename is not None else ""
+            text = f"{name}: [Errno {exc.errno} {errno.errorcode.get(exc.errno, '?')}] {exc.strerror}{where}"
+        else:
+            message = str(exc)
+            text = f"{name}: {message}" if message else name
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    if first.startswith("Traceback (most recent call last)"):  # a traceback passed as text: keep its last line
+        first = lines[-1]
+    return first if len(first) <= limit else first[: limit - 1] + "…"

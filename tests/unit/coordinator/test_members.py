@@ -1,0 +1,117 @@
+"""Members: start-up failures name their cause, replacements wait for their backoff and a commit, the budget ends a run."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from ftpipeline.cluster.base import ClusterBackend
+from ftpipeline.control.store import RunStore
+from ftpipeline.coordinator.errors import PipelineFailed
+from ftpipeline.coordinator.members import Members
+from ftpipeline.lineage.naming import WorkerId
+from ftpipeline.spec.load import parse_pipeline
+from tests.unit.lineage.history import PIPELINE
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Cluster(ClusterBackend):
+    """Records starts; reports as lost whatever the test says."""
+
+    def __init__(self) -> None:
+        self.started: list[WorkerId] = []
+        self.gone: list[WorkerId] = []
+
+    def start_worker(self, worker: WorkerId) -> None:
+        self.started.append(worker)
+
+    def kill_worker(self, worker: WorkerId) -> None:
+        self.gone.append(worker)
+
+    def why(self, worker: WorkerId) -> str:
+        return "ImagePull in container sidecar: pull access denied for nosuch/image"
+
+    def lost(self) -> list[WorkerId]:
+        out, self.gone = self.gone, []
+        return out
+
+    def stop(self) -> None:
+        pass
+
+
+class Store:
+    """The events a RunStore would deliver: 'joined' for the workers named."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.events: list[dict[str, Any]] = []
+
+    def receive(self, timeout_s: float) -> list[dict[str, Any]]:
+        self.clock.now += timeout_s
+        out, self.events = self.events, []
+        return out
+
+
+def members(tmp_path: Path, clock: Clock, cluster: Cluster, **spec: Any) -> tuple[Members, Store]:
+    s = replace(parse_pipeline(PIPELINE, tmp_path, check_entry_point=False), **spec)
+    store = Store(clock)
+    return Members(s, cluster, cast(RunStore, store), clock), store
+
+
+def test_a_worker_lost_during_start_up_fails_the_run_naming_why(tmp_path: Path) -> None:
+    clock, cluster = Clock(), Cluster()
+    m, store = members(tmp_path, clock, cluster, workers=2)
+    store.events = [{"t": "joined", "w": "w0"}]
+    cluster.gone = [WorkerId("w1")]
+    with pytest.raises(PipelineFailed, match="worker w1 exited during start-up: ImagePull in container sidecar"):
+        m.start_initial(60, lambda *_: None, lambda _: None, lambda: None)
+
+
+def test_start_up_waits_for_every_worker_then_they_are_members(tmp_path: Path) -> None:
+    clock, cluster = Clock(), Cluster()
+    m, store = members(tmp_path, clock, cluster, workers=2)
+    joined: list[tuple[str, int, int]] = []
+    store.events = [{"t": "joined", "w": "w1"}, {"t": "joined", "w": "w0"}, {"t": "joined", "w": "w7"}]
+    m.start_initial(60, lambda w, r, t: joined.append((w, r, t)), lambda _: None, lambda: None)
+    assert m.workers == ["w0", "w1"] and m.joining == []
+    assert joined == [("w1", 1, 2), ("w0", 2, 2)]
+
+
+def test_start_up_times_out_naming_who_joined(tmp_path: Path) -> None:
+    clock, cluster = Clock(), Cluster()
+    m, store = members(tmp_path, clock, cluster, workers=2)
+    store.events = [{"t": "joined", "w": "w0"}]
+    with pytest.raises(PipelineFailed, match=r"did not start within 1s \(joined: w0\)"):
+        m.start_initial(1, lambda *_: None, lambda _: None, lambda: None)
+
+
+def test_a_replacement_starts_after_its_backoff_and_a_commit_since_the_loss(tmp_path: Path) -> None:
+    clock, cluster = Clock(), Cluster()
+    m, _ = members(tmp_path, clock, cluster, backoff_initial_ms=1000, backoff_jitter_percent=0)
+    m.schedule_replacement(clock(), committed=4)
+    clock.now += 2.0
+    m.start_replacements(committed=4)
+    assert cluster.started == [], "no step committed since the loss"
+    m.start_replacements(committed=5)
+    assert cluster.started == ["w0"] and m.joining == ["w0"]
+
+
+def test_a_replacement_lost_before_joining_is_tried_again_and_the_budget_ends_the_run(tmp_path: Path) -> None:
+    clock, cluster = Clock(), Cluster()
+    m, _ = members(tmp_path, clock, cluster, restart_max=2, backoff_initial_ms=0, backoff_jitter_percent=0)
+    m.schedule_replacement(clock(), committed=0)
+    m.start_replacements(committed=1)
+    assert m.lost_while_joining(WorkerId("w0"), clock(), committed=1)
+    assert not m.lost_while_joining(WorkerId("w0"), clock(), committed=1), "reported once"
+    with pytest.raises(PipelineFailed, match="exceed the restart budget of 2"):
+        m.schedule_replacement(clock(), committed=1)
