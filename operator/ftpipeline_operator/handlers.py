@@ -12,7 +12,9 @@
 
 Configuration comes from the environment (the chart sets it):
 FTPIPELINE_DEFAULT_REDIS_URL, FTPIPELINE_DEFAULT_ZOOKEEPER,
-FTPIPELINE_METRICS_PORT, FTPIPELINE_LOG_LEVEL. Logs are Kopf's JSON lines
+FTPIPELINE_DEFAULT_IMAGE and FTPIPELINE_DEFAULT_IMAGE_PULL_POLICY (for
+pipelines without spec.image: the operator's own), FTPIPELINE_METRICS_PORT,
+FTPIPELINE_LOG_LEVEL. Logs are Kopf's JSON lines
 (``--log-format=json``), which name the object each line is about.
 """
 
@@ -37,7 +39,9 @@ from ftpipeline_operator import render
 from ftpipeline_operator.runner import Defaults, PipelineRunner, resolve_spec
 
 DEFAULTS = Defaults(os.environ.get("FTPIPELINE_DEFAULT_REDIS_URL", ""),
-                    os.environ.get("FTPIPELINE_DEFAULT_ZOOKEEPER", ""))
+                    os.environ.get("FTPIPELINE_DEFAULT_ZOOKEEPER", ""),
+                    os.environ.get("FTPIPELINE_DEFAULT_IMAGE", ""),
+                    os.environ.get("FTPIPELINE_DEFAULT_IMAGE_PULL_POLICY", ""))
 REGISTRY = CollectorRegistry()
 _runners: dict[tuple[str, str], PipelineRunner] = {}
 _lock = threading.Lock()

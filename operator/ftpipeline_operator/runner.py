@@ -11,8 +11,13 @@ handles what changes a run from outside:
     RUNNING --maxSteps committed or input ended--> SUCCEEDED
     RUNNING --spec.suspend--> SUSPENDED --suspend cleared--> STARTING (resumed)
     RUNNING --spec.restartNonce changed--> STARTING (resumed on fresh pods)
-    any     --invalid spec / PipelineFailed--> FAILED --spec changed--> STARTING (resumed)
+    any     --the run failed, restart budget left--> RETRYING --backoff--> STARTING (resumed)
+    any     --the run failed, budget spent / a spec that cannot run--> FAILED --spec changed--> STARTING
     any     --daemon stopped (deletion, operator exit)--> (pods kept on exit, resumed by the next operator)
+
+What counts as a failed attempt and how long to wait is ``attempts.py``.
+Status and Events carry one line naming the cause (the path, the errno, the
+worker); tracebacks go to the operator's log only.
 
 Every (re)start after the first is a *resume*: Feldera's start-up — open the
 newest checkpoint every worker has and replay later steps from the step
@@ -23,6 +28,7 @@ them, and resumes the same way.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -30,20 +36,23 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from kubernetes import client
 
 from ftpipeline.coordinator.coordinator import Coordinator, Interrupted, PipelineFailed
 from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.session import open_session
+from ftpipeline.lineage.naming import WorkerId
+from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.spec.load import SpecError, parse_pipeline
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.spec.schema import API_GROUP, API_VERSION, PLURAL
 from ftpipeline_operator import render
+from ftpipeline_operator.attempts import Attempts, Verdict, policy_of
 from ftpipeline_operator.cluster import KubernetesCluster
-from ftpipeline_operator.status import StatusReporter
+from ftpipeline_operator.status import StatusReporter, now_iso
 
 log = logging.getLogger("ftpipeline.operator.runner")
 
@@ -55,22 +64,40 @@ class Stopped(Protocol):
     def wait(self, timeout: float | None = None) -> Any: ...
 
 
+class Unrunnable(RuntimeError):
+    """The spec cannot run as it is (the API server rejects its worker pod): retrying cannot help."""
+
+
 @dataclass(frozen=True)
 class Defaults:
-    """Endpoints for pipelines that name none (the chart's in-cluster Redis and ZooKeeper)."""
+    """What pipelines that name none get: the chart's in-cluster Redis and ZooKeeper, the operator's image."""
 
     redis_url: str = ""
     zookeeper: str = ""
+    image: str = ""
+    image_pull_policy: str = ""
 
 
-def read_secret(core: client.CoreV1Api, namespace: str, ref: Mapping[str, str]) -> str:
+def read_secret(core: client.CoreV1Api, namespace: str, ref: Mapping[str, str], field: str) -> str:
     import base64
 
-    secret = core.read_namespaced_secret(ref["name"], namespace)
+    try:
+        secret = core.read_namespaced_secret(ref["name"], namespace)
+    except client.exceptions.ApiException as exc:
+        what = {404: "not found", 403: "not readable by the operator"}.get(exc.status, f"unreadable ({exc.reason})")
+        raise PipelineFailed(f"Secret {namespace}/{ref['name']} {what} ({field}.secretRef)") from None
     data = (secret.data or {}).get(ref["key"])
     if data is None:
-        raise PipelineFailed(f"Secret {namespace}/{ref['name']} has no key {ref['key']!r}")
+        raise PipelineFailed(f"Secret {namespace}/{ref['name']} has no key {ref['key']!r} ({field}.secretRef)")
     return base64.b64decode(data).decode()
+
+
+def api_message(exc: client.exceptions.ApiException) -> str:
+    """The API server's own one-line message from an error response (not the HTTP dump)."""
+    try:
+        return one_line(str(json.loads(exc.body or "{}").get("message") or exc.reason))
+    except ValueError:
+        return one_line(str(exc.reason))
 
 
 def resolve_spec(body: Mapping[str, Any], core: client.CoreV1Api, defaults: Defaults) -> PipelineSpec:
@@ -82,8 +109,9 @@ def resolve_spec(body: Mapping[str, Any], core: client.CoreV1Api, defaults: Defa
     ns = body["metadata"]["namespace"]
     redis_ref = (raw.get("redis") or {}).get("secretRef")
     zk_ref = (raw.get("zookeeper") or {}).get("secretRef")
-    redis_url = read_secret(core, ns, redis_ref) if redis_ref else (spec.redis_url or defaults.redis_url)
-    zookeeper = read_secret(core, ns, zk_ref) if zk_ref else (spec.zookeeper or defaults.zookeeper or None)
+    redis_url = read_secret(core, ns, redis_ref, "spec.redis") if redis_ref else (spec.redis_url or defaults.redis_url)
+    zookeeper = (read_secret(core, ns, zk_ref, "spec.zookeeper") if zk_ref
+                 else (spec.zookeeper or defaults.zookeeper or None))
     return replace(spec, redis_url=redis_url, zookeeper=zookeeper)
 
 
@@ -103,7 +131,7 @@ class PipelineRunner:
         self._checkpoint_now = threading.Event()
         self._changed = threading.Event()
         self.ran_before = False
-        self.retry_s = 10.0
+        self.attempts: Attempts | None = None
 
     # --- from the handlers -------------------------------------------------
     def update_body(self, body: Mapping[str, Any]) -> None:
@@ -136,41 +164,59 @@ class PipelineRunner:
         reporter = StatusReporter(self.patch_status, self.post_event, self.body["metadata"].get("generation"),
                                   status.get("conditions"))
         reporter.recoveries = int(status.get("recoveries") or 0)
+        reporter.total = int(self.body["spec"].get("workers") or 0)
         return reporter
 
     def run(self, stopped: Stopped) -> None:
         self.ran_before = bool((self.body.get("status") or {}).get("committedStep"))
         while not stopped:
+            changed = self._changed.is_set()
             self._changed.clear()
             self._stop_reason = None
+            if self.attempts is None or changed:  # a new spec starts its budget over
+                self.attempts = Attempts(policy_of(self.body["spec"]), time.monotonic)
             reporter = self.reporter = self._reporter()
             if self.body["spec"].get("suspend"):
                 reporter.update(urgent=True, phase="Suspended", message="spec.suspend is true")
                 self._wait_for_change(stopped)
                 continue
+            reporter.update(attempt=self.attempts.attempt)
             try:
                 outcome = self._run_once(stopped, reporter)
-            except (SpecError, PipelineFailed) as exc:
-                reason = "Rejected" if isinstance(exc, SpecError) else "Failed"  # a spec the CRD cannot judge
-                reporter.condition("Ready", False, reason, str(exc))
-                reporter.event("Warning", reason, str(exc))
-                reporter.update(urgent=True, phase="Failed", message=str(exc))
-                log.error("pipeline failed", extra={"pipeline": self.name, "error": str(exc)})
+            except (SpecError, Unrunnable) as exc:  # a spec the CRD cannot judge: retrying cannot help
+                cause = "; ".join(map(str, exc.problems)) if isinstance(exc, SpecError) else str(exc)
+                self._give_up(reporter, "Rejected", self.attempts.fatal(one_line(f"invalid spec: {cause}")))
                 self._wait_for_change(stopped)
                 continue
-            except Exception as exc:  # Redis, ZooKeeper or the API server unreachable: try again
-                message = f"cannot run: {type(exc).__name__}: {exc}; retrying in {self.retry_s:.0f} s"
-                reporter.condition("Ready", False, "Unavailable", message)
-                reporter.event("Warning", "Unavailable", message)
-                reporter.update(urgent=True, phase="Pending", message=message)
-                log.exception("run failed; retrying", extra={"pipeline": self.name})
-                stopped.wait(self.retry_s)
+            except Exception as exc:  # a task failed; storage, Redis, ZooKeeper or the API server unreachable
+                cause = str(exc) if isinstance(exc, PipelineFailed) else one_line(exc)
+                log.error("run failed", exc_info=not isinstance(exc, PipelineFailed),
+                          extra={"pipeline": self.name, "error": cause})
+                verdict = self.attempts.failed(one_line(cause))
+                if verdict.retry_in is None:
+                    self._give_up(reporter, "RestartBudgetExhausted", verdict)
+                    self._wait_for_change(stopped)
+                    continue
+                reporter.condition("Ready", False, "RunFailed", verdict.message)
+                reporter.event("Warning", "RunFailed", verdict.message)
+                reporter.update(urgent=True, phase="Retrying", message=verdict.message,
+                                lastFailure={"attempt": verdict.attempt, "message": one_line(cause), "time": now_iso()})
+                stopped.wait(verdict.retry_in)
                 continue
             if outcome == "done":
                 reporter.condition("Progressing", False, "Completed", "every step committed")
+                reporter.condition("Degraded", False, "Completed", "every step committed")
                 reporter.update(urgent=True, phase="Succeeded", message="")
                 self._wait_for_change(stopped)
-            self.ran_before = True
+
+    def _give_up(self, reporter: StatusReporter, reason: str, verdict: Verdict) -> None:
+        """Failed, with one line naming the cause; a changed spec starts over."""
+        reporter.condition("Ready", False, reason, verdict.message)
+        reporter.condition("Failed", True, reason, verdict.message)
+        reporter.event("Warning", reason, verdict.message)
+        reporter.update(urgent=True, phase="Failed", message=verdict.message,
+                        lastFailure={"attempt": verdict.attempt, "message": verdict.message, "time": now_iso()})
+        log.error("pipeline failed", extra={"pipeline": self.name, "reason": reason, "error": verdict.message})
 
     def _wait_for_change(self, stopped: Stopped) -> None:
         while not stopped and not self._changed.is_set():
@@ -179,12 +225,14 @@ class PipelineRunner:
     def _run_once(self, stopped: Stopped, reporter: StatusReporter) -> str:
         spec = resolve_spec(self.body, self.core, self.defaults)
         run = uuid.uuid4().hex[:8]
+        self._check_pod(run)
         self._delete_stale_pods(run)
         metrics = RunMetrics(spec.name, self.registry)
         resuming = self.ran_before
         session = open_session(spec, resuming, private_dir=None)
+        self.ran_before = True  # from here on the pipeline's state is this run's: a retry resumes it
         cluster = self.cluster = KubernetesCluster(self.core, self.body, run,
-                                                   {"redis": session.redis_url, "zookeeper": session.zookeeper or ""})
+                                                   self._pod_defaults(session.redis_url, session.zookeeper or ""))
         reporter.lost_reasons = cluster.diagnoses  # set before the loss is queued: the reason is always there
         reporter.on_recovered = lambda record: self._recovered(metrics, cluster, record)
 
@@ -226,6 +274,24 @@ class PipelineRunner:
             metrics.recovery_start.observe(latency)
             log.info("recovery applied", extra={"pipeline": self.name, "worker": record.worker,
                                                 "seconds_since_event": round(latency, 4)})
+
+    def _check_pod(self, run: str) -> None:
+        """Ask the API server whether a worker pod of this spec would be accepted (a dry run: nothing is
+        created), so an invalid volume or a refused security context fails the pipeline at once."""
+        try:
+            pod = render.worker_pod(self.body, WorkerId("w0"), run, self._pod_defaults("", ""))
+        except ValueError as exc:
+            raise Unrunnable(str(exc)) from None
+        try:
+            self.core.create_namespaced_pod(self.namespace, cast(client.V1Pod, pod), dry_run="All")
+        except client.exceptions.ApiException as exc:
+            if exc.status in (400, 403, 422):
+                raise Unrunnable(f"the API server rejects the worker pod: {api_message(exc)}") from None
+            raise
+
+    def _pod_defaults(self, redis_url: str, zookeeper: str) -> dict[str, str]:
+        return {"redis": redis_url, "zookeeper": zookeeper, "image": self.defaults.image,
+                "pullPolicy": self.defaults.image_pull_policy}
 
     def _worker_pods(self) -> list[dict[str, Any]]:
         listing = self.core.list_namespaced_pod(self.namespace, label_selector=render.worker_selector(self.name))

@@ -14,8 +14,11 @@ Conditions follow the usual workload meaning:
 
     Ready        workers joined and steps commit
     Progressing  a step committed within spec.progressDeadlineSeconds
-    Degraded     fewer workers than asked for, or recovering
+    Degraded     fewer workers than asked for (recovering, or waiting for a replacement)
     Stalled      no step committed within spec.progressDeadlineSeconds
+    Failed       the run failed and will not be tried again (kubectl wait --for=condition=Failed)
+
+Messages are one line naming the cause; tracebacks go to the operator's log.
 """
 
 from __future__ import annotations
@@ -69,6 +72,8 @@ class StatusReporter(Observer):
         self.min_interval_s = min_interval_s
         self.clock = clock
         self.recoveries = 0
+        self.ready = 0                  # workers joined and not lost
+        self.total = 0                  # workers the spec asks for
         self.last_commit_at = clock()
         self.stalled = False
         self._pending: Patch = {}
@@ -111,15 +116,21 @@ class StatusReporter(Observer):
             log.warning("event not posted", extra={"reason": reason, "error": str(exc)})
 
     # --- the coordinator's reports -------------------------------------------
+    def _workers(self) -> dict[str, int]:
+        return {"ready": self.ready, "total": self.total}
+
     def on_workers_starting(self, workers: list[WorkerId]) -> None:
+        self.ready, self.total = 0, max(self.total, len(workers))
         self.condition("Ready", False, "WorkersStarting", f"starting {len(workers)} workers")
-        self.update(urgent=True, phase="Starting", workers={"ready": 0, "total": len(workers)},
-                    message=f"starting {len(workers)} workers")
+        if any(c["type"] == "Failed" for c in self.conditions):
+            self.condition("Failed", False, "Starting", "the run is being tried again")
+        self.update(urgent=True, phase="Starting", workers=self._workers(), message=f"starting {len(workers)} workers")
 
     def on_worker_joined(self, worker: WorkerId, ready: int, total: int) -> None:
-        if ready >= total:
-            self.condition("Degraded", False, "AllWorkersReady", f"{ready}/{total} workers ready")
-        self.update(urgent=ready >= total, workers={"ready": ready, "total": total})
+        self.ready = ready
+        if self.ready >= self.total:
+            self.condition("Degraded", False, "AllWorkersReady", f"{self.ready}/{self.total} workers ready")
+        self.update(urgent=self.ready >= self.total, workers=self._workers())
 
     def on_step_started(self, step: int, reason: Reason, rows: int) -> None:
         self.update(step=step)
@@ -137,8 +148,10 @@ class StatusReporter(Observer):
 
     def on_worker_lost(self, worker: WorkerId) -> None:
         reason = str(self.lost_reasons.get(worker, "lost"))
+        self.ready = max(0, self.ready - 1)
         self.condition("Degraded", True, "WorkerLost", f"worker {worker}: {reason}")
-        self.update(urgent=True, phase="Recovering", message=f"worker {worker} lost ({reason})")
+        self.update(urgent=True, phase="Recovering", message=f"worker {worker} lost ({reason})",
+                    workers=self._workers())
 
     def on_recovery(self, record: RecoveryRecord) -> None:
         self.recoveries += 1
@@ -147,7 +160,10 @@ class StatusReporter(Observer):
         self.event("Normal", "Recovered",
                    f"{record.strategy} recovery of worker {record.worker} in {record.seconds * 1000:.0f} ms: "
                    f"{len(record.tasks)} tasks re-run on the survivors")
-        self.update(urgent=True, phase="Running", recoveries=self.recoveries,
+        self.condition("Degraded", True, "AwaitingReplacement",
+                       f"recovered from the loss of worker {record.worker}; {self.ready}/{self.total} workers ready "
+                       f"until its replacement joins")
+        self.update(urgent=True, phase="Running", recoveries=self.recoveries, workers=self._workers(),
                     lastRecovery={"strategy": record.strategy, "worker": record.worker, "reason": reason,
                                   "seconds": round(record.seconds, 4), "time": now_iso()})
         if self.on_recovered is not None:

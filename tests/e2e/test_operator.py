@@ -1,8 +1,9 @@
 """The operator on a real cluster: helm install, kubectl apply, a deleted worker pod, the oracle.
 
 The chart is installed from this repository with the project image; the
-pipeline's output and checkpoints go to a hostPath on the node, which the
-test reads back (the cluster built by ``tests.e2e.cluster`` runs on this
+operator mounts no pipeline storage. The pipeline's output and checkpoints
+go to a hostPath on the node, which only its worker pods mount and the test
+reads back (the cluster built by ``tests.e2e.cluster`` runs on this
 machine; elsewhere set FTPIPELINE_E2E_HOSTPATH to a node directory mounted
 here). The oracle is one plain PySpark batch job over the same input.
 """
@@ -48,8 +49,6 @@ def _install(namespace: str, *values: str) -> str:
     subprocess.run(
         ["helm", "install", release, str(ROOT / "charts" / "ftpipeline"), "--namespace", namespace,
          "--set", f"image.repository={repo},image.tag={tag},image.pullPolicy=Never,crds.enabled=false",
-         "--set", f"operator.volumes[0].name=data,operator.volumes[0].hostPath.path={_writable_dir(HOST_ROOT)}",
-         "--set", "operator.volumeMounts[0].name=data,operator.volumeMounts[0].mountPath=/data",
          "--set", "operator.resources.requests.cpu=10m,redis.resources.requests.cpu=10m",
          "--set", "zookeeper.resources.requests.cpu=10m", *values,
          "--wait", "--timeout", "5m"],
@@ -164,12 +163,17 @@ def test_a_deleted_worker_pod_is_recovered_and_the_output_equals_the_oracle(
     wait_for("step 3 committed", lambda: (status(api, namespace, name).get("committedStep") or 0) >= 3, 300)
     victim = f"{name}-w1"
     core.delete_namespaced_pod(victim, namespace)
+    # READY counts what is there: one worker fewer until the replacement joins
+    wait_for("status to count the lost worker", lambda: status(api, namespace, name).get("workers", {}).get("ready")
+             == 1, 60)
     final = finished(api, namespace, name)
     assert final["phase"] == "Succeeded", final
     assert final["committedStep"] == steps
     assert final["recoveries"] >= 1
     assert final["lastRecovery"]["worker"] == "w1"
     assert final["lastRecovery"]["strategy"] in ("lineage", "checkpoint")
+    conditions = {c["type"]: c["status"] for c in final["conditions"]}
+    assert conditions["Degraded"] == "False" and conditions.get("Failed", "False") == "False", final
     events = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
     recovered = [e for e in events if e.reason == "Recovered"]
     assert recovered and final["lastRecovery"]["strategy"] in recovered[-1].message

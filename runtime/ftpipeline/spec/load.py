@@ -43,7 +43,7 @@ from ftpipeline.spec.model import (
     Trigger,
 )
 from ftpipeline.spec.cel import violations
-from ftpipeline.spec.schema import FTPIPELINE_SCHEMA
+from ftpipeline.spec.schema import FTPIPELINE_SCHEMA, MAX_CHANNELS, MAX_OBJECTS_PER_STEP
 
 _KINDS = ("source", "transform", "aggregate", "sink")
 
@@ -94,6 +94,8 @@ def _schema_problems(doc: Any) -> list[Problem]:
             message = f"must be one of {', '.join(map(str, error.validator_value))}; got {error.instance!r}"
         elif error.validator == "minimum":
             message = f"must be >= {error.validator_value}, got {error.instance!r}"
+        elif error.validator == "maximum":
+            message = f"must be <= {error.validator_value}, got {error.instance!r}"
         elif error.validator == "pattern":
             message = f"{error.instance!r} does not match {error.validator_value}"
         else:
@@ -160,7 +162,29 @@ def _dataflow_problems(spec: Mapping[str, Any]) -> list[Problem]:
             problems.append(Problem(f"spec.stages[{first}].inputs", f"cycle: {' -> '.join(cycle)}"))
     if not problems and not any("sink" in s for s in stages):
         problems.append(Problem("spec.stages", "needs at least one sink"))
+    if not problems:
+        problems.extend(_size_problems(stages))
     return problems
+
+
+def _size_problems(stages: list[Mapping[str, Any]]) -> list[Problem]:
+    """Bounds on the whole dataflow, so no spec can exhaust the operator or the lineage store."""
+    width = {s["name"]: int(s.get("parallelism", 1)) for s in stages}
+    channels = sum(width.values())
+    if channels > MAX_CHANNELS:
+        return [Problem("spec.stages", f"{channels} channels in all stages together exceed the limit of "
+                                       f"{MAX_CHANNELS} (the sum of parallelism)")]
+    objects = 0
+    for s in stages:
+        for edge in s.get("inputs", []):
+            forward = edge.get("partition") == "forward" or (  # the default: see the schema's partition
+                "partition" not in edge and "aggregate" not in s and width[edge["stage"]] == width[s["name"]])
+            objects += width[s["name"]] if forward else width[edge["stage"]] * width[s["name"]]
+    if objects > MAX_OBJECTS_PER_STEP:
+        return [Problem("spec.stages", f"{objects} objects per step between stages exceed the limit of "
+                                       f"{MAX_OBJECTS_PER_STEP} (a hash or broadcast edge makes upstream x "
+                                       f"downstream parallelism objects)")]
+    return []
 
 
 def _find_cycle(inputs: Mapping[str, Sequence[str]]) -> list[str]:
@@ -280,7 +304,7 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
     backoff = spec.get("recovery", {}).get("backoff", {})
     return PipelineSpec(
         name=doc["metadata"]["name"],
-        image=spec["image"],
+        image=spec.get("image"),
         entry_point=spec["entryPoint"],
         workers=spec["workers"],
         stages=tuple(stages),

@@ -98,7 +98,7 @@ class Trigger:
 @dataclass(frozen=True)
 class PipelineSpec:
     name: str
-    image: str
+    image: str | None
     entry_point: str
     workers: int
     stages: tuple[StageSpec, ...]

@@ -23,6 +23,13 @@ from typing import Any
 
 from ftpipeline.spec.cel import Rule, rule
 
+# What one pipeline may ask for, so that no spec can exhaust the operator or the lineage store before
+# anything runs (checked by the CRD at admission and by the runtime's validation, spec/load.py).
+MAX_PARALLELISM = 512          # channels of one stage
+MAX_WORKERS = 128
+MAX_CHANNELS = 2048            # channels of all stages together (tasks per step)
+MAX_OBJECTS_PER_STEP = 65536   # objects handed between channels per step (a hash edge makes producers x consumers)
+
 API_GROUP = "ftpipeline.io"
 API_VERSION = "v1alpha1"
 KIND = "FTPipeline"
@@ -165,7 +172,8 @@ STAGE_SCHEMA: Schema = _obj(
     "A stage of the dataflow. Exactly one of source, transform, aggregate, sink.",
     {
         "name": _str("Stage name (DNS label).", pattern=NAME_PATTERN, maxLength=40),
-        "parallelism": _int("Number of channels of this stage.", minimum=1, default=1),
+        "parallelism": {**_int("Number of channels of this stage.", minimum=1, default=1),
+                        "maximum": MAX_PARALLELISM},
         "inputs": {"type": "array", "description": "Upstream stages.", "maxItems": 16, "items": _INPUT},
         "source": _obj(
             "Replayable input. Exactly one of generator, file.",
@@ -208,15 +216,17 @@ STAGE_SCHEMA: Schema = _obj(
 SPEC_SCHEMA: Schema = _obj(
     "Desired state of a fault-tolerant pipeline.",
     {
-        "image": _str("Container image holding the runtime and the entry point (ignored by ftpipeline run).", minLength=1),
-        "imagePullPolicy": _str("When the kubelet pulls the image.", enum=["Always", "IfNotPresent", "Never"],
-                                default="IfNotPresent"),
+        "image": _str("Container image holding the runtime and the entry point (ignored by ftpipeline run). "
+                      "Default: the operator's own image.", minLength=1),
+        "imagePullPolicy": _str("When the kubelet pulls the image. Default: IfNotPresent, or the operator's own "
+                                "policy when the image is the operator's.", enum=["Always", "IfNotPresent", "Never"]),
         "entryPoint": _str(
             "Python module with the pipeline's functions: a file path (relative to the pipeline "
             "file) or a dotted module name importable by the workers.",
             minLength=1,
         ),
-        "workers": _int("Number of workers (each a Spark process plus a runtime sidecar).", minimum=1),
+        "workers": {**_int("Number of workers (each a Spark process plus a runtime sidecar).", minimum=1),
+                    "maximum": MAX_WORKERS},
         "faultTolerance": _bool("Keep lineage and buffered objects so a lost worker is recovered (default true). "
                                 "Off only for measuring its cost: a lost worker then fails the run.", True),
         "suspend": _bool("Stop the workers and keep the pipeline's state (Redis, checkpoints, output). Setting it "
@@ -346,15 +356,15 @@ SPEC_SCHEMA: Schema = _obj(
         "stages": {"type": "array", "description": "The dataflow.", "minItems": 1, "maxItems": 64,
                    "items": STAGE_SCHEMA},
     },
-    ["image", "entryPoint", "workers", "stages"],
+    ["entryPoint", "workers", "stages"],
     rules=[rule("!has(self.recovery) || !has(self.recovery.strategy) || self.recovery.strategy != 'checkpoint' || "
                 "(has(self.checkpoint) && ((has(self.checkpoint.intervalSteps) && self.checkpoint.intervalSteps > 0) "
                 "|| (has(self.checkpoint.intervalMs) && self.checkpoint.intervalMs > 0)))",
                 "recovery.strategy checkpoint needs checkpoint.intervalSteps or checkpoint.intervalMs")],
 )
 
-PHASES = ["Pending", "Starting", "Running", "Recovering", "Suspended", "Succeeded", "Failed"]
-CONDITIONS = ["Ready", "Progressing", "Degraded", "Stalled"]
+PHASES = ["Pending", "Starting", "Running", "Recovering", "Retrying", "Suspended", "Succeeded", "Failed"]
+CONDITIONS = ["Ready", "Progressing", "Degraded", "Stalled", "Failed"]
 
 _TIME = {"type": "string", "format": "date-time"}
 
@@ -373,6 +383,12 @@ STATUS_SCHEMA: Schema = _obj(
             "seconds": {"type": "number", "description": "How long taking it took."},
         }),
         "recoveries": _int("Recoveries since the pipeline was created."),
+        "attempt": _int("The run's current attempt: a failed run is tried again within spec.recovery.restartBudget."),
+        "lastFailure": _obj("The newest failed attempt.", {
+            "attempt": _int("Which attempt failed."),
+            "message": _str("Why, in one line (the path, the errno, the worker)."),
+            "time": {**_TIME, "description": "When it failed."},
+        }),
         "lastRecovery": _obj("The newest recovery.", {
             "strategy": _str("How it recovered: lineage or checkpoint.", enum=["lineage", "checkpoint"]),
             "worker": _str("The lost worker."),
@@ -385,7 +401,7 @@ STATUS_SCHEMA: Schema = _obj(
             "total": _int("Workers the spec asks for."),
         }),
         "conditions": {
-            "type": "array", "description": "Ready, Progressing, Degraded and Stalled, as in other workloads.",
+            "type": "array", "description": "Ready, Progressing, Degraded, Stalled and Failed, as in other workloads.",
             "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
             "items": _obj("One condition.", {
                 "type": _str("Condition type.", enum=CONDITIONS),

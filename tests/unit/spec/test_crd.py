@@ -24,5 +24,5 @@ def test_crd_has_status_subresource_short_name_and_printer_columns() -> None:
     assert "ftp" in doc["spec"]["names"]["shortNames"]
     assert {c["name"] for c in version["additionalPrinterColumns"]} >= {"Phase", "Step", "Age"}
     schema = version["schema"]["openAPIV3Schema"]
-    assert schema["properties"]["spec"]["required"] == ["image", "entryPoint", "workers", "stages"]
+    assert schema["properties"]["spec"]["required"] == ["entryPoint", "workers", "stages"]
     assert yaml.safe_load(render())["metadata"]["name"] == "ftpipelines.ftpipeline.io"

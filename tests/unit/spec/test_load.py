@@ -284,13 +284,13 @@ def test_unknown_enum_value(edit, path: str, allowed: str, bad: str) -> None:
 @pytest.mark.parametrize(
     ("remove", "path"),
     [
-        (lambda d: d["spec"].pop("image"), "spec.image"),
+        (lambda d: d["spec"].pop("workers"), "spec.workers"),
         (lambda d: d["spec"].pop("entryPoint"), "spec.entryPoint"),
         (lambda d: d["spec"].pop("stages"), "spec.stages"),
         (lambda d: d["metadata"].pop("name"), "metadata.name"),
         (lambda d: d.pop("spec"), "spec"),
     ],
-    ids=["image", "entryPoint", "stages", "metadata.name", "spec"],
+    ids=["workers", "entryPoint", "stages", "metadata.name", "spec"],
 )
 def test_missing_required_field(remove, path: str) -> None:
     doc = base()
@@ -313,10 +313,10 @@ def test_several_problems_reported_at_once() -> None:
     doc["spec"]["workers"] = 0
     doc["spec"]["steps"] = {"mode": "async"}
     stages(doc)[1]["window"] = "5m"
-    del doc["spec"]["image"]
+    del doc["spec"]["entryPoint"]
     found = problems(doc)
     assert sorted(p.path for p in found) == sorted(
-        ["spec.workers", "spec.steps.mode", "spec.stages[1].window", "spec.image"]
+        ["spec.workers", "spec.steps.mode", "spec.stages[1].window", "spec.entryPoint"]
     )
 
 
@@ -768,3 +768,32 @@ def test_the_kubernetes_example_is_the_local_example_plus_cluster_fields() -> No
     assert [(s.name, s.kind, s.parallelism) for s in k8s.stages] == [(s.name, s.kind, s.parallelism) for s in local.stages]
     assert str(k8s.checkpoint_root) == "/data/checkpoints"
     assert k8s.recovery_strategy == "auto"
+
+
+def test_the_image_is_optional_the_operator_brings_its_own() -> None:
+    doc = base()
+    doc["spec"].pop("image")
+    assert parse_pipeline(yaml.safe_dump(doc), EXAMPLE.parent, check_entry_point=False).image is None
+
+
+@pytest.mark.parametrize(
+    ("edit", "path", "message"),
+    [
+        (lambda d: d["spec"]["stages"][1].update(parallelism=1_000_000), "spec.stages[1].parallelism",
+         "must be <= 512, got 1000000"),
+        (lambda d: d["spec"].update(workers=1000), "spec.workers", "must be <= 128, got 1000"),
+        (lambda d: [s.update(parallelism=512) for s in d["spec"]["stages"]] and d["spec"]["stages"].append(
+            {"name": "copy", "parallelism": 512, "inputs": [{"stage": "per-user"}],
+             "sink": {"parquet": {"path": "out/copy"}}}), "spec.stages",
+         "2560 channels in all stages together exceed the limit of 2048 (the sum of parallelism)"),
+        (lambda d: [s.update(parallelism=300) for s in d["spec"]["stages"]], "spec.stages",
+         "90600 objects per step between stages exceed the limit of 65536 (a hash or broadcast edge makes "
+         "upstream x downstream parallelism objects)"),
+    ],
+    ids=["parallelism", "workers", "channels", "objects"],
+)
+def test_what_a_spec_may_ask_for_is_bounded_before_anything_runs(edit: Any, path: str, message: str) -> None:
+    doc = base()
+    edit(doc)
+    p = only_problem(doc)
+    assert (p.path, p.message) == (path, message)

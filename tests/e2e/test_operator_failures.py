@@ -1,0 +1,142 @@
+"""One pipeline never harms the operator or another: broken pipelines end in one line, a healthy one runs on.
+
+The operator is installed in one namespace and the pipelines live in another
+(it watches all), as a platform team runs it. Beside a healthy pipeline,
+each broken one must end Failed with a one-line reason in its status, its
+conditions and its Events — within its restart budget where a retry could
+have helped — and the healthy one's output must still equal the oracle:
+
+- a stage parallelism of 1,000,000: refused by the API server, nothing created;
+- a Secret that does not exist; an image that cannot be pulled; a volume the
+  API server rejects; an output directory the workers cannot write.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from ftpipeline.oracle import compare
+
+from .test_operator import (GROUP, HOST_ROOT, PLURAL, VERSION, _install, _writable_dir, finished, oracle_spec,
+                            pipeline, status, wait_for)
+
+pytestmark = pytest.mark.skipif(not os.environ.get("KUBECONFIG"), reason="no cluster")
+
+
+@pytest.fixture
+def tenant(kube: client.ApiClient) -> Iterator[str]:
+    """A namespace of the pipelines' own, not the operator's."""
+    core = client.CoreV1Api(kube)
+    name = f"tenant-{uuid.uuid4().hex[:8]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    wait_for("the default service account", lambda: core.list_namespaced_service_account(
+        name, field_selector="metadata.name=default").items, 30)
+    yield name
+    core.delete_namespace(name, grace_period_seconds=0)
+
+
+@pytest.fixture
+def installed(kube: client.ApiClient, namespace: str, crd: str) -> Iterator[str]:
+    release = _install(namespace)
+    yield namespace
+    subprocess.run(["helm", "uninstall", release, "--namespace", namespace, "--wait"], capture_output=True)
+
+
+def broken(tenant: str, name: str, edit: Any) -> dict[str, Any]:
+    """A small pipeline that may retry once, quickly, with ``edit`` applied."""
+    data = _writable_dir(HOST_ROOT / name)
+    doc = pipeline(tenant, name, 4, data)
+    doc["spec"]["workers"] = 1
+    for stage in doc["spec"]["stages"]:
+        stage["parallelism"] = 1
+    doc["spec"]["recovery"].update(restartBudget={"maxRestarts": 1}, backoff={"initialMs": 500, "maxMs": 1000})
+    edit(doc)
+    return doc
+
+
+def unwritable(doc: dict[str, Any]) -> None:
+    """The output and checkpoints on a directory the kubelet creates root-owned: the runtime user cannot write."""
+    path = HOST_ROOT / f"{doc['metadata']['name']}-root-owned"
+    path.mkdir(parents=True, exist_ok=True)
+    os.chown(path, 0, 0)
+    path.chmod(0o755)
+    doc["spec"]["volumes"] = [{"name": "data", "hostPath": {"path": str(path)}}]
+
+
+CASES: dict[str, tuple[Any, str, str]] = {   # edit, reason, what the one line must name
+    "secret": (lambda d: d["spec"].update(redis={"secretRef": {"name": "nosuch", "key": "url"}}),
+               "RestartBudgetExhausted", "nosuch not found (spec.redis.secretRef)"),
+    "image": (lambda d: d["spec"].update(image="localhost/nosuch:1", imagePullPolicy="Never"),
+              "RestartBudgetExhausted", "ImagePull"),
+    "volume": (lambda d: d["spec"]["volumes"].append({"name": "typo", "hostPath": {"pth": "/x"}}),
+               "Rejected", "the API server rejects the worker pod"),
+    "storage": (unwritable, "RestartBudgetExhausted", "Permission denied"),
+}
+
+
+def test_broken_pipelines_end_failed_in_one_line_while_a_healthy_one_runs(
+        kube: client.ApiClient, installed: str, tenant: str, spark: object) -> None:
+    api = client.CustomObjectsApi(kube)
+    core = client.CoreV1Api(kube)
+    healthy_name = f"healthy-{uuid.uuid4().hex[:6]}"
+    data = _writable_dir(HOST_ROOT / healthy_name)
+    healthy = pipeline(tenant, healthy_name, 10, data)
+    api.create_namespaced_custom_object(GROUP, VERSION, tenant, PLURAL, healthy)
+
+    absurd = broken(tenant, "absurd", lambda d: d["spec"]["stages"][1].update(parallelism=1_000_000))
+    with pytest.raises(client.exceptions.ApiException) as refused:
+        api.create_namespaced_custom_object(GROUP, VERSION, tenant, PLURAL, absurd)
+    assert refused.value.status == 422 and "spec.stages[1].parallelism" in str(refused.value.body)
+    assert not api.list_namespaced_custom_object(GROUP, VERSION, tenant, PLURAL,
+                                                 field_selector="metadata.name=absurd")["items"]
+
+    names = {case: f"{case}-{uuid.uuid4().hex[:6]}" for case in CASES}
+    for case, (edit, _, _) in CASES.items():
+        api.create_namespaced_custom_object(GROUP, VERSION, tenant, PLURAL, broken(tenant, names[case], edit))
+    for case, (_, reason, named) in CASES.items():
+        final = finished(api, tenant, names[case])
+        print(f"{case}: {final['phase']}, attempt {final.get('lastFailure', {}).get('attempt')}: {final['message']}")
+        assert final["phase"] == "Failed", (case, final)
+        assert "\n" not in final["message"] and named in final["message"], (case, final["message"])
+        conditions = {c["type"]: c for c in final["conditions"]}
+        assert conditions["Failed"]["status"] == "True" and conditions["Failed"]["reason"] == reason, case
+        assert "\n" not in conditions["Ready"]["message"]
+        if reason == "RestartBudgetExhausted":  # tried again once (maxRestarts: 1), then given up
+            assert final["lastFailure"]["attempt"] == 2, (case, final)
+            assert "restart budget spent" in final["message"]
+        events = core.list_namespaced_event(tenant, field_selector=f"involvedObject.name={names[case]}").items
+        assert any(e.reason == reason and named in e.message and "\n" not in e.message for e in events), case
+        pods = core.list_namespaced_pod(tenant, label_selector=f"ftpipeline.io/pipeline={names[case]}").items
+        assert not [p for p in pods if p.metadata.deletion_timestamp is None
+                    and p.status.phase in ("Pending", "Running")], f"{case}: pods left running"
+
+    final = finished(api, tenant, healthy_name)
+    assert final["phase"] == "Succeeded", final
+    [result] = compare(spark, oracle_spec(healthy, data), 10)
+    assert result.duplicates == 0 and result.equal, result
+    [operator_pod] = core.list_namespaced_pod(installed, label_selector="app.kubernetes.io/component=operator").items
+    assert sum(c.restart_count for c in operator_pod.status.container_statuses) == 0
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from ftpipeline.worker.executor import build_session
+
+    session = build_session("local[1]", {}, tmp_path_factory.mktemp("oracle-spark"), "ftpipeline-e2e-failures")
+    yield session
+    session.stop()
+
+
+def test_the_operator_holds_no_pipeline_storage(kube: client.ApiClient, installed: str) -> None:
+    """The operator pod mounts nothing but its own scratch space: it never needs a pipeline's volumes."""
+    core = client.CoreV1Api(kube)
+    [pod] = core.list_namespaced_pod(installed, label_selector="app.kubernetes.io/component=operator").items
+    assert {v.name for v in pod.spec.volumes} <= {"tmp", *{v.name for v in pod.spec.volumes if v.projected}}
+    assert all(v.host_path is None and v.persistent_volume_claim is None for v in pod.spec.volumes)
