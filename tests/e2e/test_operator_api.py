@@ -111,3 +111,30 @@ def test_a_spec_only_the_runtime_can_judge_is_rejected_with_an_event(kube: clien
     assert status["phase"] == "Failed"
     assert "spec.stages[1].inputs: cycle" in status["message"]
     assert [(kind, reason) for kind, reason, _ in events] == [("Warning", "Rejected")]
+
+
+def test_a_run_that_keeps_failing_is_retried_within_its_budget_then_failed(kube: client.ApiClient, namespace: str,
+                                                                          crd: str) -> None:
+    """A Secret that does not exist: each attempt fails in one line naming it; after maxRestarts retries
+    the pipeline is Failed with the Failed condition, not Pending forever."""
+    doc = yaml.safe_load((ROOT / "examples" / "clickstream" / "kubernetes.yaml").read_text())
+    doc["metadata"] = {"name": "nosecret", "namespace": namespace}
+    doc["spec"]["redis"] = {"secretRef": {"name": "nosuch", "key": "url"}}
+    doc["spec"]["recovery"]["restartBudget"] = {"maxRestarts": 2}
+    doc["spec"]["recovery"]["backoff"] = {"initialMs": 10, "maxMs": 20}
+    api = client.CustomObjectsApi(kube)
+    body = api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, doc)
+    events: list[tuple[str, str, str]] = []
+    runner = PipelineRunner((namespace, "nosecret"), client.CoreV1Api(kube), api, Defaults(image=IMAGE), None,
+                            lambda *e: events.append(e))
+    runner.update_body(body)
+    runner.run(StopAfter(4))
+    status = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "nosecret")["status"]
+    assert status["phase"] == "Failed", status
+    assert status["lastFailure"]["attempt"] == 3
+    assert status["message"].startswith(f"attempt 3 failed: Secret {namespace}/nosuch not found (spec.redis.secretRef)")
+    assert "restart budget spent" in status["message"] and "\n" not in status["message"]
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert (conditions["Failed"]["status"], conditions["Failed"]["reason"]) == ("True", "RestartBudgetExhausted")
+    assert [reason for _, reason, _ in events] == ["RunFailed", "RunFailed", "RestartBudgetExhausted"]
+    assert all(f"Secret {namespace}/nosuch not found" in message for _, _, message in events)

@@ -25,7 +25,7 @@ from kubernetes import client
 from ftpipeline.oracle import compare
 
 from .test_operator import (GROUP, HOST_ROOT, PLURAL, VERSION, _install, _writable_dir, finished, oracle_spec,
-                            pipeline, status, wait_for)
+                            pipeline, wait_for)
 
 pytestmark = pytest.mark.skipif(not os.environ.get("KUBECONFIG"), reason="no cluster")
 

@@ -9,7 +9,7 @@ import pytest
 from ftpipeline.coordinator.recovery import choose_strategy, snapshots_of
 from ftpipeline.lineage.cemetery import IntervalSet
 from ftpipeline.lineage.naming import Channel, ObjectName, Task, TaskKind, WorkerId
-from ftpipeline.lineage.planner import PlanningError, plan_recovery
+from ftpipeline.lineage.planner import plan_recovery
 from tests.unit.lineage.history import PIPELINE, W0, W1, History, graph
 
 AGG0, AGG1 = Channel("agg", 0), Channel("agg", 1)

@@ -95,3 +95,27 @@ def test_a_failed_patch_is_sent_again_with_the_next_one() -> None:
     fail[0] = False
     r.update(urgent=True, committedStep=3)
     assert sent[-1]["phase"] == "Running" and sent[-1]["committedStep"] == 3
+
+
+def test_ready_counts_what_is_there_and_degraded_clears_when_the_replacement_joins() -> None:
+    r, patches, _, _ = reporter()
+    r.total = 3
+    r.on_workers_starting([WorkerId("w0"), WorkerId("w1"), WorkerId("w2")])
+    for i in range(3):
+        r.on_worker_joined(WorkerId(f"w{i}"), i + 1, 3)
+    assert patches[-1]["workers"] == {"ready": 3, "total": 3}
+    r.on_worker_lost(WorkerId("w1"))
+    assert patches[-1]["workers"] == {"ready": 2, "total": 3}
+    r.on_recovery(RecoveryRecord(WorkerId("w1"), "lineage", 2, (), {}, detected_at=0.0, seconds=0.01))
+    assert patches[-1]["workers"] == {"ready": 2, "total": 3}
+    assert cond(patches[-1], "Degraded")["reason"] == "AwaitingReplacement"
+    r.on_worker_joined(WorkerId("w3"), 3, 3)  # the coordinator counts its members; the spec asks for 3
+    assert patches[-1]["workers"] == {"ready": 3, "total": 3}
+    assert cond(patches[-1], "Degraded")["status"] == "False"
+
+
+def test_a_new_attempt_clears_the_failed_condition() -> None:
+    r, patches, _, _ = reporter()
+    r.condition("Failed", True, "RestartBudgetExhausted", "attempt 6 failed: ...")
+    r.on_workers_starting([WorkerId("w0")])
+    assert cond(patches[-1], "Failed")["status"] == "False"
