@@ -28,6 +28,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
+def example_pipeline() -> dict[str, Any]:
+    """The FTPipeline of examples/clickstream/kubernetes.yaml (the file also holds the claim it mounts)."""
+    import yaml
+
+    docs = yaml.safe_load_all((ROOT / "examples" / "clickstream" / "kubernetes.yaml").read_text())
+    [doc] = [d for d in docs if d and d["kind"] == "FTPipeline"]
+    return dict(doc)
+
+
 @pytest.fixture(scope="session")
 def kube() -> Iterator[object]:
     if not os.environ.get("KUBECONFIG"):

@@ -68,6 +68,18 @@ def test_external_endpoints_replace_the_in_chart_servers() -> None:
     assert env["FTPIPELINE_DEFAULT_ZOOKEEPER"] == "z:2181"
 
 
+def test_the_operator_runs_its_image_for_pipelines_without_one_and_mounts_no_pipeline_storage() -> None:
+    docs = render("image.repository=localhost/ftpipeline", "image.tag=e2e", "image.pullPolicy=Never")
+    [op] = [d for d in docs if d["kind"] == "Deployment" and "operator" in d["metadata"]["name"]]  # type: ignore[index]
+    pod = op["spec"]["template"]["spec"]  # type: ignore[index]
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert env["FTPIPELINE_DEFAULT_IMAGE"] == "localhost/ftpipeline:e2e"
+    assert env["FTPIPELINE_DEFAULT_IMAGE_PULL_POLICY"] == "Never"
+    assert [v["name"] for v in pod["volumes"]] == ["tmp"]
+    refused = helm("template", "t", str(CHART), "--set", "operator.volumes[0].name=data", check=False)
+    assert refused.returncode != 0 and "volumes" in refused.stderr
+
+
 def test_dashboard_and_prometheus_operator_objects() -> None:
     import json
 

@@ -26,7 +26,7 @@ from kubernetes import client
 from ftpipeline.oracle import compare
 from ftpipeline.spec import parse_pipeline
 
-from .conftest import IMAGE, Prometheus
+from .conftest import IMAGE, Prometheus, example_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST_ROOT = Path(os.environ.get("FTPIPELINE_E2E_HOSTPATH", "/var/lib/ftpipeline-e2e-data"))
@@ -73,7 +73,7 @@ def crashing_operator(kube: client.ApiClient, namespace: str, crd: str) -> Itera
 
 
 def pipeline(namespace: str, name: str, steps: int, data: Path) -> dict[str, Any]:
-    doc = yaml.safe_load((ROOT / "examples" / "clickstream" / "kubernetes.yaml").read_text())
+    doc = example_pipeline()
     doc["metadata"] = {"name": name, "namespace": namespace}
     spec = doc["spec"]
     spec["image"] = IMAGE

@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from typing import Any, cast
 
-import yaml
 from kubernetes import client
 
 from ftpipeline.lineage.naming import WorkerId
@@ -18,13 +17,13 @@ from ftpipeline_operator import render
 from ftpipeline_operator.cluster import KubernetesCluster
 from ftpipeline_operator.runner import Defaults, PipelineRunner
 
-from .conftest import IMAGE, ROOT
+from .conftest import IMAGE, example_pipeline
 
 GROUP, VERSION, PLURAL = "ftpipeline.io", "v1alpha1", "ftpipelines"
 
 
 def created(kube: client.ApiClient, namespace: str) -> dict[str, Any]:
-    doc = yaml.safe_load((ROOT / "examples" / "clickstream" / "kubernetes.yaml").read_text())
+    doc = example_pipeline()
     doc["metadata"] = {"name": "api", "namespace": namespace}
     doc["spec"]["image"] = IMAGE
     api = client.CustomObjectsApi(kube)
@@ -96,7 +95,7 @@ class StopAfter:
 
 def test_a_spec_only_the_runtime_can_judge_is_rejected_with_an_event(kube: client.ApiClient, namespace: str,
                                                                     crd: str) -> None:
-    doc = yaml.safe_load((ROOT / "examples" / "clickstream" / "kubernetes.yaml").read_text())
+    doc = example_pipeline()
     doc["metadata"] = {"name": "cycle", "namespace": namespace}
     doc["spec"]["image"] = IMAGE
     doc["spec"]["stages"][1]["inputs"] = [{"stage": "per-user"}]  # clean <- per-user <- clean: a cycle
@@ -117,7 +116,7 @@ def test_a_run_that_keeps_failing_is_retried_within_its_budget_then_failed(kube:
                                                                           crd: str) -> None:
     """A Secret that does not exist: each attempt fails in one line naming it; after maxRestarts retries
     the pipeline is Failed with the Failed condition, not Pending forever."""
-    doc = yaml.safe_load((ROOT / "examples" / "clickstream" / "kubernetes.yaml").read_text())
+    doc = example_pipeline()
     doc["metadata"] = {"name": "nosecret", "namespace": namespace}
     doc["spec"]["redis"] = {"secretRef": {"name": "nosuch", "key": "url"}}
     doc["spec"]["recovery"]["restartBudget"] = {"maxRestarts": 2}

@@ -43,7 +43,7 @@ from ftpipeline.spec.model import (
     Trigger,
 )
 from ftpipeline.spec.cel import violations
-from ftpipeline.spec.schema import FTPIPELINE_SCHEMA, MAX_CHANNELS, MAX_OBJECTS_PER_STEP
+from ftpipeline.spec.schema import FTPIPELINE_SCHEMA, KIND, MAX_CHANNELS, MAX_OBJECTS_PER_STEP
 
 _KINDS = ("source", "transform", "aggregate", "sink")
 
@@ -338,11 +338,21 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
 
 
 def parse_pipeline(text: str, base_dir: Path, source: str = "<text>", check_entry_point: bool = True) -> PipelineSpec:
-    """Validate an FTPipeline document given as text; raise :class:`SpecError`."""
+    """Validate an FTPipeline document given as text; raise :class:`SpecError`. A file of several
+    documents (an FTPipeline with the claim it mounts, as ``kubectl apply`` takes) is read for its
+    FTPipeline."""
     try:
-        doc = yaml.safe_load(text)
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
         raise SpecError(source, [Problem("", f"not valid YAML: {exc}")]) from exc
+    doc = docs[0] if len(docs) == 1 else None
+    if len(docs) > 1:
+        pipelines = [d for d in docs if isinstance(d, dict) and d.get("kind") == KIND]
+        if len(pipelines) != 1:
+            raise SpecError(source, [Problem("", f"expected one FTPipeline among the file's {len(docs)} "
+                                                 f"documents, found {len(pipelines)}")])
+        doc = pipelines[0]
+        text = yaml.safe_dump(doc, sort_keys=False)  # what the workers are given: the pipeline alone
     if not isinstance(doc, dict):
         raise SpecError(source, [Problem("", "expected a YAML mapping with apiVersion, kind, metadata, spec")])
     problems = _schema_problems(doc)

@@ -797,3 +797,12 @@ def test_what_a_spec_may_ask_for_is_bounded_before_anything_runs(edit: Any, path
     edit(doc)
     p = only_problem(doc)
     assert (p.path, p.message) == (path, message)
+
+
+def test_a_file_of_several_documents_is_read_for_its_one_ftpipeline() -> None:
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"}}
+    text = yaml.safe_dump_all([claim, base()])
+    spec = parse_pipeline(text, EXAMPLE.parent, check_entry_point=False)
+    assert spec.name == "clickstream" and "PersistentVolumeClaim" not in spec.source_text
+    with pytest.raises(SpecError, match="expected one FTPipeline among the file's 3 documents, found 2"):
+        parse_pipeline(yaml.safe_dump_all([claim, base(), base()]), EXAMPLE.parent, check_entry_point=False)
