@@ -97,7 +97,7 @@ class Members:
                     joined.append(event["w"])
                     on_joined(event["w"], len(joined), len(initial))
             for lost in self.cluster.lost():
-                raise PipelineFailed(f"worker {lost} exited during start-up: {self.cluster.why(lost)}")
+                raise PipelineFailed(f"worker {lost} was lost during start-up: {self.cluster.why(lost)}")
             check_stop()
         self.joining = []
         self.workers = sorted(initial)

@@ -73,7 +73,7 @@ def test_a_worker_lost_during_start_up_fails_the_run_naming_why(tmp_path: Path) 
     m, store = members(tmp_path, clock, cluster, workers=2)
     store.events = [{"t": "joined", "w": "w0"}]
     cluster.gone = [WorkerId("w1")]
-    with pytest.raises(PipelineFailed, match="worker w1 exited during start-up: ImagePull in container sidecar"):
+    with pytest.raises(PipelineFailed, match="worker w1 was lost during start-up: ImagePull in container sidecar"):
         m.start_initial(60, lambda *_: None, lambda _: None, lambda: None)
 
 
