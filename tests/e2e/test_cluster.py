@@ -1,4 +1,4 @@
-"""The cluster itself: it runs the project image, reports deletions promptly, validates CRDs.
+"""The cluster itself: it runs the project image, reports deletions promptly, validates CRDs, provisions volumes.
 
 These are the properties the operator relies on, checked on whatever
 cluster KUBECONFIG names.
@@ -91,6 +91,106 @@ def test_a_deleted_pod_is_seen_deleted(kube: client.ApiClient, namespace: str) -
     assert "deleted" in seen, "no DELETED event"
     # how soon is measured and printed, not asserted: timing belongs to benchmarks and metrics
     print(f"DELETED event {seen['deleted'] - deleted_at:.3f}s after the delete call")
+
+
+def _until(what: str, check: Callable[[], bool], timeout_s: float) -> float:
+    """Seconds until ``check()`` holds; fails the test after ``timeout_s``."""
+    started = time.monotonic()
+    while not check():
+        if time.monotonic() - started > timeout_s:
+            raise AssertionError(f"{what}: not after {timeout_s}s")
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
+def _sh(name: str, script: str, volume: client.V1Volume, mount: str, env: dict[str, str],
+        read_only: bool = False) -> client.V1Pod:
+    """A pod of the project image running ``script`` as the image's uid 10001, with one volume."""
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name, labels={"app": "ftpipeline-e2e"}),
+        spec=client.V1PodSpec(
+            restart_policy="Never", volumes=[volume],
+            containers=[client.V1Container(
+                name="main", image=IMAGE, image_pull_policy="Never", command=["sh", "-c", script],
+                env=[client.V1EnvVar(name=k, value=v) for k, v in env.items()],
+                volume_mounts=[client.V1VolumeMount(name=volume.name, mount_path=mount, read_only=read_only)],
+                security_context=client.V1SecurityContext(run_as_user=10001, run_as_non_root=True,
+                                                          allow_privilege_escalation=False),
+            )],
+        ),
+    )
+
+
+# each writer publishes its file atomically, waits for its peer's and reads it
+WRITE_THEN_READ = (
+    'set -eu; echo "hello from $ME" > /data/.$ME; mv /data/.$ME /data/$ME; i=0; '
+    'while [ ! -f /data/$PEER ]; do i=$((i+1)); [ $i -le 600 ] || exit 3; sleep 0.2; done; '
+    'echo "uid=$(id -u) read: $(cat /data/$PEER)"'
+)
+# what the node holds for one volume directory, seen through a read-only hostPath of its parent
+ON_NODE = ('if [ -d "/node/$DIR" ]; then echo "present $(stat -c %a "/node/$DIR")" $(ls "/node/$DIR"); '
+           'else echo absent; fi')
+
+
+def _on_node(core: client.CoreV1Api, ns: str, name: str, path: str) -> str:
+    parent, _, folder = path.rstrip("/").rpartition("/")
+    host = client.V1Volume(name="node", host_path=client.V1HostPathVolumeSource(path=parent, type="Directory"))
+    core.create_namespaced_pod(ns, _sh(name, ON_NODE, host, "/node", {"DIR": folder}, read_only=True))
+    assert _wait_phase(core, ns, name, {"Succeeded", "Failed"}, 120) == "Succeeded", \
+        core.read_namespaced_pod_log(name, ns)
+    return str(core.read_namespaced_pod_log(name, ns)).strip()
+
+
+def test_a_readwritemany_claim_of_the_default_class_is_shared_and_deleted(kube: client.ApiClient,
+                                                                          namespace: str) -> None:
+    core, storage = client.CoreV1Api(kube), client.StorageV1Api(kube)
+    claim = client.V1PersistentVolumeClaim(
+        metadata=client.V1ObjectMeta(name="shared"),
+        spec=client.V1PersistentVolumeClaimSpec(  # no storageClassName: the default class
+            access_modes=["ReadWriteMany"],
+            resources=client.V1VolumeResourceRequirements(requests={"storage": "64Mi"})),
+    )
+    created = core.create_namespaced_persistent_volume_claim(namespace, claim)
+    cls = storage.read_storage_class(created.spec.storage_class_name)
+    assert (cls.metadata.annotations or {}).get("storageclass.kubernetes.io/is-default-class") == "true"
+    print(f"default class {cls.metadata.name}: {cls.provisioner}, {cls.volume_binding_mode}, {cls.reclaim_policy}")
+
+    data = client.V1Volume(name="data",
+                           persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(claim_name="shared"))
+    for me, peer in (("a", "b"), ("b", "a")):
+        core.create_namespaced_pod(namespace, _sh(f"writer-{me}", WRITE_THEN_READ, data, "/data",
+                                                  {"ME": me, "PEER": peer}))
+    bound_s = _until("claim Bound", lambda: core.read_namespaced_persistent_volume_claim(
+        "shared", namespace).status.phase == "Bound", 180)
+    print(f"claim Bound {bound_s:.1f}s after its first consumer was created")
+    for me, peer in (("a", "b"), ("b", "a")):
+        name = f"writer-{me}"
+        assert _wait_phase(core, namespace, name, {"Succeeded", "Failed"}, 180) == "Succeeded", \
+            core.read_namespaced_pod_log(name, namespace)
+        assert core.read_namespaced_pod_log(name, namespace).strip() == f"uid=10001 read: hello from {peer}"
+
+    pv = core.read_persistent_volume(core.read_namespaced_persistent_volume_claim("shared", namespace).spec.volume_name)
+    assert pv.spec.access_modes == ["ReadWriteMany"]
+    path = (pv.spec.host_path or pv.spec.local).path
+    # the directory is on the node, writable by everyone (the pods' uid is not the helper's), holding both files
+    assert _on_node(core, namespace, "node-before", path) == "present 777 a b"
+
+    for me in ("a", "b"):
+        core.delete_namespaced_pod(f"writer-{me}", namespace)
+    core.delete_namespaced_persistent_volume_claim("shared", namespace)
+
+    def pv_gone() -> bool:
+        try:
+            core.read_persistent_volume(pv.metadata.name)
+            return False
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return True
+
+    deleted_s = _until("volume deleted", pv_gone, 180)
+    print(f"volume {pv.metadata.name} deleted {deleted_s:.1f}s after its claim")
+    assert _on_node(core, namespace, "node-after", path) == "absent"
 
 
 def _broken(change: str) -> Callable[[dict[str, Any]], None]:

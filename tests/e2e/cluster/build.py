@@ -3,7 +3,8 @@
 Nothing here comes from a container registry or a release download:
 
 - Debian packages: containerd, runc, CNI plugins, buildah, debootstrap;
-- Go modules: etcd, CoreDNS (cluster DNS, run as a node process), and kube-apiserver, kube-controller-manager,
+- Go modules: etcd, CoreDNS (cluster DNS, run as a node process), local-path-provisioner (the
+  default StorageClass, also a node process), and kube-apiserver, kube-controller-manager,
   kube-scheduler, kube-proxy, kubelet and kubectl built from a wrapper module
   whose go.mod maps each ``k8s.io/<staging>`` module to its published
   ``v0.X.Y`` (``k8s.io/kubernetes`` itself replaces them with ``./staging``
@@ -29,10 +30,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .config import APT_PACKAGES, BASE_IMAGE, COREDNS, ETCD, HELM, KUBERNETES, PAUSE_IMAGE, PROJECT_IMAGE, Paths
+from .config import (APT_PACKAGES, BASE_IMAGE, COREDNS, ETCD, HELM, KUBERNETES, LOCAL_PATH_PROVISIONER, PAUSE_IMAGE,
+                     PROJECT_IMAGE, Paths)
 
 REPO = Path(__file__).resolve().parents[3]
 K8S_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubectl")
+# Modules that the checksum database, as the module proxy serves it, does not know (404): go would refuse
+# them, so their hashes are taken on first download (and kept in the wrapper's go.sum) instead.
+NOT_IN_SUMDB = ("github.com/rancher/local-path-provisioner", "sigs.k8s.io/sig-storage-lib-external-provisioner/v11")
 
 
 @contextmanager
@@ -97,7 +102,8 @@ def ensure_go_binaries(paths: Paths) -> None:
     etcd = paths.bin("etcd", ETCD) / "etcd"
     helm = paths.bin("helm", HELM) / "helm"
     coredns = paths.bin("coredns", COREDNS) / "coredns"
-    if not wanted and etcd.exists() and helm.exists() and coredns.exists():
+    local_path = paths.bin("local-path-provisioner", LOCAL_PATH_PROVISIONER) / "local-path-provisioner"
+    if not wanted and all(b.exists() for b in (etcd, helm, coredns, local_path)):
         return
     env = _go_env(paths)
     if wanted:
@@ -110,16 +116,20 @@ def ensure_go_binaries(paths: Paths) -> None:
                 cgo = "1" if cmd == "kubelet" else "0"  # kubelet needs cgo (cadvisor, mount utilities)
                 run("go", "build", "-tags", "selinux,notest", "-ldflags", ldflags, "-o", k8s / cmd,
                     f"k8s.io/kubernetes/cmd/{cmd}", env={**env, "CGO_ENABLED": cgo}, cwd=src)
-    for binary, module, version in ((etcd, "go.etcd.io/etcd/server/v3", ETCD),
-                                    (coredns, "github.com/coredns/coredns", COREDNS)):
+    for binary, module, version, stamp in ((etcd, "go.etcd.io/etcd/server/v3", ETCD, ""),
+                                           (coredns, "github.com/coredns/coredns", COREDNS, ""),
+                                           (local_path, "github.com/rancher/local-path-provisioner",
+                                            LOCAL_PATH_PROVISIONER, f" -X main.VERSION=v{LOCAL_PATH_PROVISIONER}")):
         if not binary.exists():
             with phase(f"go build {binary.name} v{version}"):
                 src = paths.cache / "src" / f"{binary.name}-v{version}"
                 src.mkdir(parents=True, exist_ok=True)
                 if not (src / "go.mod").exists():
                     run("go", "mod", "init", f"ftpipeline.io/e2e/{binary.name}", env=env, cwd=src, quiet=True)
-                run("go", "get", f"{module}@v{version}", env=env, cwd=src, quiet=True)
-                run("go", "build", "-ldflags", "-s -w", "-o", binary, module, env={**env, "CGO_ENABLED": "0"}, cwd=src)
+                run("go", "get", f"{module}@v{version}", env={**env, "GONOSUMDB": ",".join(NOT_IN_SUMDB)}, cwd=src,
+                    quiet=True)
+                run("go", "build", "-ldflags", "-s -w" + stamp, "-o", binary, module, env={**env, "CGO_ENABLED": "0"},
+                    cwd=src)
     if not helm.exists():
         with phase(f"go install helm v{HELM}"):
             run("go", "install", "-ldflags", "-s -w", f"helm.sh/helm/v3/cmd/helm@v{HELM}",

@@ -10,6 +10,7 @@ KUBERNETES = "1.28.15"   # kubelet 1.28 is the newest validated with Debian's co
 ETCD = "3.5.21"
 HELM = "3.16.4"
 COREDNS = "1.11.3"
+LOCAL_PATH_PROVISIONER = "0.0.37"  # the default StorageClass, as kind ships one
 PAUSE_IMAGE = "localhost/pause:3.9"
 PROJECT_IMAGE = "localhost/ftpipeline:e2e"
 BASE_IMAGE = "localhost/ftpipeline-base:bookworm"
@@ -59,6 +60,10 @@ class Paths:
     def kubeconfig(self) -> Path:
         return self.state / "admin.kubeconfig"
 
+    @property
+    def volumes(self) -> Path:  # the StorageClass's volumes: cluster state, gone with down
+        return self.state / "local-path"
+
 
 @dataclass(frozen=True)
 class Network:
@@ -71,3 +76,4 @@ class Network:
     service_cidr: str = "10.96.0.0/16"
     service_ip: str = "10.96.0.1"         # the kubernetes Service's ClusterIP
     apiserver_port: int = 6443
+    local_path_health_port: int = 10262   # local-path-provisioner's /ready (it listens on every address)

@@ -3,17 +3,19 @@
 ``up`` order: packages and artifacts (``build.py``) -> node address on a dummy
 interface, IP forwarding -> certificates and kubeconfigs -> etcd ->
 kube-apiserver (wait for /readyz) -> controller-manager, scheduler, CoreDNS
-(the cluster's DNS, serving on the node address) ->
+(the cluster's DNS, serving on the node address) -> the default StorageClass
+``standard`` and local-path-provisioner (wait for /ready; ``storage.py``) ->
 containerd (images imported) -> kubelet, kube-proxy -> wait for the node to
 be Ready. Each daemon runs in its own session with its log and pid file in
 the state directory, so it outlives this command and ``down`` can find it.
 
-``down`` stops the kubelet first (so it recreates nothing), removes every
-container and pod sandbox containerd has (which stops their shims), stops the
-daemons, unmounts everything below the state and containerd directories,
-deletes the network namespaces, the bridge and the dummy interface, and the
-iptables chains of the CNI plugins and kube-proxy. etcd's data goes too: every
-``up`` is a fresh cluster. Built binaries and images stay in the cache.
+``down`` stops the provisioner and the kubelet first (so they create
+nothing), removes every container and pod sandbox containerd has (which stops
+their shims), stops the daemons, unmounts everything below the state and
+containerd directories, deletes the network namespaces, the bridge and the
+dummy interface, and the iptables chains of the CNI plugins and kube-proxy.
+etcd's data and the volumes go too: every ``up`` is a fresh cluster. Built
+binaries and images stay in the cache.
 """
 
 from __future__ import annotations
@@ -28,12 +30,12 @@ import time
 import urllib.request
 from pathlib import Path
 
-from . import build, pki
+from . import build, pki, storage
 from .build import phase, run
-from .config import COREDNS, ETCD, PAUSE_IMAGE, Network, Paths
+from .config import COREDNS, ETCD, HELM, LOCAL_PATH_PROVISIONER, PAUSE_IMAGE, PROJECT_IMAGE, Network, Paths
 
-DAEMONS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "coredns", "containerd", "kubelet",
-           "kube-proxy")
+DAEMONS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "coredns", "local-path-provisioner",
+           "containerd", "kubelet", "kube-proxy")
 
 
 class LocalCluster:
@@ -193,6 +195,11 @@ oomScoreAdj: 0
         with urllib.request.urlopen(url, context=ctx, timeout=5) as resp:
             return bool(resp.status == 200)
 
+    def _provisioner_ready(self) -> bool:
+        url = f"http://127.0.0.1:{self.net.local_path_health_port}/ready"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return bool(resp.status == 200)
+
     def kubectl(self, *args: str) -> str:
         return run(self.paths.k8s_bin / "kubectl", "--kubeconfig", self.paths.kubeconfig, *args, quiet=True)
 
@@ -208,7 +215,7 @@ oomScoreAdj: 0
         present = set(self._ctr("images", "ls", "-q").split())
         for archive, name in ((build.ensure_pause(self.paths), PAUSE_IMAGE),
                               (build.ensure_project_image(self.paths), None)):
-            tag = name or build.PROJECT_IMAGE
+            tag = name or PROJECT_IMAGE
             digest_file = archive.with_suffix(".imported")
             if tag in present and digest_file.exists():
                 continue
@@ -264,6 +271,15 @@ oomScoreAdj: 0
                         "--authentication-kubeconfig", s / "scheduler.kubeconfig",
                         "--authorization-kubeconfig", s / "scheduler.kubeconfig",
                         "--leader-elect=false", "--bind-address", "127.0.0.1", "--profiling=false")
+        with phase("default StorageClass (local-path-provisioner)"):
+            p.volumes.mkdir(parents=True, exist_ok=True)
+            objects = s / "local-path-storage.json"
+            objects.write_text(storage.manifest(p.volumes, PROJECT_IMAGE))
+            self.kubectl("apply", "-f", str(objects))
+            binary = p.bin("local-path-provisioner", LOCAL_PATH_PROVISIONER) / "local-path-provisioner"
+            self._start("local-path-provisioner", *storage.command(binary, p.kubeconfig, PROJECT_IMAGE,
+                                                                   n.local_path_health_port))
+            self._wait("local-path-provisioner /ready", self._provisioner_ready, 60, "local-path-provisioner")
         with phase("node (containerd, kubelet, kube-proxy)"):
             self._start("containerd", "containerd", "--config", s / "containerd" / "config.toml")
             self._wait("containerd", lambda: self._ctr("version") != "", 60, "containerd")
@@ -278,7 +294,7 @@ oomScoreAdj: 0
         print(f"--- cluster up in {time.monotonic() - total:.1f}s; {self.env()}", flush=True)
 
     def env(self) -> str:
-        return f"export KUBECONFIG={self.paths.kubeconfig} PATH={self.paths.k8s_bin}:{self.paths.bin('helm', build.HELM)}:$PATH"
+        return f"export KUBECONFIG={self.paths.kubeconfig} PATH={self.paths.k8s_bin}:{self.paths.bin('helm', HELM)}:$PATH"
 
     def status(self) -> str:
         lines = [f"{name}: {'running (pid %d)' % pid if (pid := self._alive(name)) else 'stopped'}" for name in DAEMONS]
@@ -292,6 +308,7 @@ oomScoreAdj: 0
     def down(self) -> None:
         s, n = self.state, self.net
         with phase("down"):
+            self._stop("local-path-provisioner")
             self._stop("kubelet")
             self._stop("kube-proxy")
             if self._alive("containerd"):
@@ -329,6 +346,7 @@ oomScoreAdj: 0
             self._flush_iptables()
             for sub in ("etcd", "kubelet", "containerd/state", "cni/ipam", "run"):
                 shutil.rmtree(s / sub, ignore_errors=True)
+            shutil.rmtree(self.paths.volumes, ignore_errors=True)
 
     def _flush_iptables(self) -> None:
         saved = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
@@ -338,16 +356,18 @@ oomScoreAdj: 0
         subprocess.run(["iptables-restore"], input="\n".join(kept) + "\n", text=True, capture_output=True)
 
     def leftovers(self) -> list[str]:
-        """Processes and mounts of this cluster that still exist (``down`` must leave none)."""
+        """Processes, mounts and volumes of this cluster that still exist (``down`` must leave none)."""
         out = []
         for name in DAEMONS:
             if self._alive(name):
                 out.append(f"process {name}")
-        for line in subprocess.run(["pgrep", "-af", "containerd-shim|kubelet|kube-apiserver|etcd"],
-                                   capture_output=True, text=True).stdout.splitlines():
+        pattern = "containerd-shim|kubelet|kube-apiserver|etcd|local-path-provisioner"
+        for line in subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True).stdout.splitlines():
             if str(self.state) in line or str(self.sock) in line or str(self.paths.cache) in line:
                 out.append(f"process {line[:120]}")
         roots = (str(self.state), str(self.paths.containerd_root))
         out += [f"mount {line.split()[1]}" for line in Path("/proc/mounts").read_text().splitlines()
                 if line.split()[1].startswith(roots)]
+        if self.paths.volumes.exists():
+            out.append(f"directory {self.paths.volumes}")
         return out
