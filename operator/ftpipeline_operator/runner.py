@@ -287,7 +287,8 @@ class PipelineRunner:
         except client.exceptions.ApiException as exc:
             if exc.status in (400, 403, 422):
                 raise Unrunnable(f"the API server rejects the worker pod: {api_message(exc)}") from None
-            raise
+            if exc.status != 409:  # 409: a pod of that name exists (an earlier run's): validation passed
+                raise
 
     def _pod_defaults(self, redis_url: str, zookeeper: str) -> dict[str, str]:
         return {"redis": redis_url, "zookeeper": zookeeper, "image": self.defaults.image,
