@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, cast
 
+import pydantic
 from kubernetes import client
 
 from ftpipeline.coordinator.coordinator import Coordinator, Interrupted, PipelineFailed
@@ -98,6 +99,18 @@ def api_message(exc: client.exceptions.ApiException) -> str:
         return one_line(str(json.loads(exc.body or "{}").get("message") or exc.reason))
     except ValueError:
         return one_line(str(exc.reason))
+
+
+def pod_problems(exc: pydantic.ValidationError, own_volumes: int) -> str:
+    """The client's validation errors of a worker pod as the pipeline's fields (``spec.volumes[i]...``)."""
+    out = []
+    for error in exc.errors()[:3]:
+        loc = [p for p in error["loc"][1:]]  # the first element is the argument (the body)
+        if loc[:2] == ["spec", "volumes"] and isinstance(loc[2], int) and loc[2] >= own_volumes:
+            loc[2] -= own_volumes  # the pipeline's own spec.volumes follow the operator's
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+        out.append(f"{path}: {error['msg']}")
+    return "; ".join(out)
 
 
 def resolve_spec(body: Mapping[str, Any], core: client.CoreV1Api, defaults: Defaults) -> PipelineSpec:
@@ -284,6 +297,9 @@ class PipelineRunner:
             raise Unrunnable(str(exc)) from None
         try:
             self.core.create_namespaced_pod(self.namespace, cast(client.V1Pod, pod), dry_run="All")
+        except pydantic.ValidationError as exc:  # the client's own models refuse it before sending
+            own = len(pod["spec"]["volumes"]) - len(self.body["spec"].get("volumes") or [])
+            raise Unrunnable(f"invalid worker pod: {pod_problems(exc, own)}") from None
         except client.exceptions.ApiException as exc:
             if exc.status in (400, 403, 422):
                 raise Unrunnable(f"the API server rejects the worker pod: {api_message(exc)}") from None

@@ -76,7 +76,7 @@ CASES: dict[str, tuple[Any, str, str]] = {   # edit, reason, what the one line m
     "image": (lambda d: d["spec"].update(image="localhost/nosuch:1", imagePullPolicy="Never"),
               "RestartBudgetExhausted", "ImagePull"),
     "volume": (lambda d: d["spec"]["volumes"].append({"name": "typo", "hostPath": {"pth": "/x"}}),
-               "Rejected", "the API server rejects the worker pod"),
+               "Rejected", "invalid worker pod: spec.volumes[1].hostPath.path: Field required"),
     "storage": (unwritable, "RestartBudgetExhausted", "Permission denied"),
 }
 
