@@ -149,11 +149,11 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
     mounts = [{"name": "work", "mountPath": WORK_DIR}, {"name": "tmp", "mountPath": "/tmp"},
               {"name": "pipeline", "mountPath": PIPELINE_DIR, "readOnly": True},
               *spec.get("volumeMounts", [])]
-    image = spec.get("image") or defaults.get("image")
+    own = spec.get("image")  # without one: the operator's image, pulled as the operator's is
+    image = own or defaults.get("image")
     if not image:
         raise ValueError("spec.image is not set and the operator has no default image (FTPIPELINE_DEFAULT_IMAGE)")
-    pull = spec.get("imagePullPolicy") or (defaults.get("pullPolicy") if not spec.get("image") else None) \
-        or "IfNotPresent"
+    pull = spec.get("imagePullPolicy") or (None if own else defaults.get("pullPolicy")) or "IfNotPresent"
     sidecar = {
         "name": "sidecar",
         "image": image,

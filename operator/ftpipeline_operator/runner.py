@@ -105,7 +105,7 @@ def pod_problems(exc: pydantic.ValidationError, own_volumes: int) -> str:
     """The client's validation errors of a worker pod as the pipeline's fields (``spec.volumes[i]...``)."""
     out = []
     for error in exc.errors()[:3]:
-        loc = [p for p in error["loc"][1:]]  # the first element is the argument (the body)
+        loc = list(error["loc"][1:])  # the first element is the argument (the body)
         if loc[:2] == ["spec", "volumes"] and isinstance(loc[2], int) and loc[2] >= own_volumes:
             loc[2] -= own_volumes  # the pipeline's own spec.volumes follow the operator's
         path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")

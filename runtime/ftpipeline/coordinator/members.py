@@ -70,7 +70,7 @@ class Members:
             try:
                 return self.client(w).call(action, body)
             except Exception as exc:
-                log.warning(f"{action} failed", extra={"worker": w, "error": str(exc)})
+                log.warning("call failed", extra={"action": action, "worker": w, "error": str(exc)})
         raise PipelineFailed(f"no worker could {what}")
 
     # --- joining -------------------------------------------------------------

@@ -277,8 +277,7 @@ oomScoreAdj: 0
             objects.write_text(storage.manifest(p.volumes, PROJECT_IMAGE))
             self.kubectl("apply", "-f", str(objects))
             binary = p.bin("local-path-provisioner", LOCAL_PATH_PROVISIONER) / "local-path-provisioner"
-            self._start("local-path-provisioner", *storage.command(binary, p.kubeconfig, PROJECT_IMAGE,
-                                                                   n.local_path_health_port))
+            self._start("local-path-provisioner", *storage.command(binary, p.kubeconfig, n.local_path_health_port))
             self._wait("local-path-provisioner /ready", self._provisioner_ready, 60, "local-path-provisioner")
         with phase("node (containerd, kubelet, kube-proxy)"):
             self._start("containerd", "containerd", "--config", s / "containerd" / "config.toml")

@@ -58,9 +58,9 @@ def manifest(data_dir: Path, helper_image: str) -> str:
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2)
 
 
-def command(binary: Path, kubeconfig: Path, helper_image: str, health_port: int) -> list[str | Path]:
-    """The provisioner's command line, out of cluster: config and helper template come from the ConfigMap."""
+def command(binary: Path, kubeconfig: Path, health_port: int) -> list[str | Path]:
+    """The provisioner's command line, out of cluster: config and helper template (with its image) come from
+    the ConfigMap."""
     return [binary, "start", "--kubeconfig", kubeconfig, "--namespace", NAMESPACE, "--configmap-name", CONFIGMAP,
             "--provisioner-name", PROVISIONER, "--service-account-name", SERVICE_ACCOUNT,
-            "--helper-image", helper_image,  # unused by this version: helpers run the template's image
-            "--health-port", str(health_port)]  # /health and /ready; it takes no address, only a port
+            "--health-port", str(health_port)]  # /health and /ready; it takes no address, only a port  # /health and /ready; it takes no address, only a port
