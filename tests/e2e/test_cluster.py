@@ -218,7 +218,8 @@ MALFORMED = [
     ("spec.recovery.strategy=magic", "spec.recovery.strategy", "Unsupported value"),
     ("spec.workers=0", "spec.workers", "greater than or equal to 1"),
     ("spec.checkpoint.intervalSteps=-5", "spec.checkpoint.intervalSteps", "greater than or equal to 0"),
-    ("spec.image=", "spec.image", "Required value"),
+    ("spec.entryPoint=", "spec.entryPoint", "Required value"),
+    ("spec.stages.1.parallelism=1000000", "spec.stages[1].parallelism", "less than or equal to 512"),
     ("spec.recovery.backoff={initialMs: 5000, maxMs: 10}", "spec.recovery.backoff", "maxMs must be at least initialMs"),
     ("spec.stages.1.sink={parquet: {path: x}}", "spec.stages[1]", "needs exactly one of source, transform"),
     ("spec.wrokers=2", "spec.wrokers", "unknown field"),
@@ -232,7 +233,9 @@ def test_a_valid_ftpipeline_is_accepted(kube: client.ApiClient, namespace: str, 
                                                   field_validation="Strict")
     # the API server applied the schema's defaults
     assert created["spec"]["suspend"] is False
-    assert created["spec"]["imagePullPolicy"] == "IfNotPresent"
+    assert created["spec"]["progressDeadlineSeconds"] == 600
+    # no pull policy by default: without spec.image the workers take the operator's image and its policy
+    assert "imagePullPolicy" not in created["spec"]
 
 
 @pytest.mark.parametrize(("change", "field", "words"), MALFORMED, ids=[m[0].split("=")[0] for m in MALFORMED])
