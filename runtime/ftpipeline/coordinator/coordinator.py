@@ -261,6 +261,7 @@ class Coordinator:
     def _handle(self, event: dict[str, Any]) -> None:
         kind = event["t"]
         if kind == "done":
+            self.metrics.dead_letters.inc(event.get("dead_new", 0))  # counted once per step, however replayed
             task = self.outstanding.pop(event["id"], None)
             if task is not None:
                 self._tasks_by_worker[event["w"]] = self._tasks_by_worker.get(event["w"], 0) + 1

@@ -14,6 +14,7 @@ pipeline's keys in one Redis Cluster slot)::
     alive           set   workers that may record completions (fencing)
     epoch           int   recovery epoch
     lock:pt         str   PT delete lock, held exclusively by the coordinator
+    dead            hash  stage.channel@step -> dead-letter records of that task (counted once)
 
 Every multi-key change is one Lua script (``lua/``), so a worker killed at any
 instant leaves the tables either before or after a change, never between.
@@ -64,6 +65,7 @@ class Completion:
     event: Mapping[str, Any]
     stats: Mapping[str, int]
     clock: str = ""                     # vector clock stamped on the outputs (checkpoint.clock)
+    dead_letters: int = 0               # malformed records the task sent to the dead-letter output
 
 
 class LockBusy(RuntimeError):
@@ -117,7 +119,7 @@ class LineageTables:
         keys = [
             self.k(f"ntt:{worker}"), self.k(f"not:{worker}"), self.k("pt"), self.k("lt"),
             self.k("rows"), self.k("ct"), self.k("state"), self.k("inbox"), self.k("alive"), self.k("stats"),
-            self.k("meta"),
+            self.k("meta"), self.k("dead"),
         ]
         args: list[str | int] = [
             worker,
@@ -130,6 +132,8 @@ class LineageTables:
             json.dumps(dict(done.event)),
             json.dumps(dict(done.stats)) if done.stats else "{}",
             done.clock,
+            f"{done.task.ref.key()}@{done.task.step}",
+            done.dead_letters,
         ]
         return int(self._complete(keys=keys, args=args))
 

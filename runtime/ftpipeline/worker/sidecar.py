@@ -277,7 +277,7 @@ class Sidecar:
         stateful = task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD)
         keeps_inputs = lineage and stateful
         rows_in = int(body["rows_in"])
-        stats = {"tasks": 1, "rows_in": rows_in, "dead_letters": int(body.get("dead_letters", 0))}
+        stats = {"tasks": 1, "rows_in": rows_in}
         if task.recovery:
             stats["replayed_rows"] = rows_in
             stats["recovery_tasks"] = 1
@@ -294,6 +294,7 @@ class Sidecar:
                        "rows_in": rows_in, "rows_out": sum(r for _, r in body["outputs"]), "recovery": task.recovery},
                 stats=stats,
                 clock=clock.encode(),
+                dead_letters=int(body.get("dead_letters", 0)),
             )
             result = self.tables.complete(self.worker, done, lineage=lineage)
             for name in self._running.pop(task.id, []):

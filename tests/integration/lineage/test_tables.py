@@ -119,3 +119,24 @@ def test_object_entering_the_cemetery_while_planned_is_resurrected(redis_client:
     assert tables.tasks_of(W0) == [relaunch]
     assert tables.alive() == {W0}
     assert tables.epoch() == 1
+
+
+def test_a_replayed_step_counts_its_dead_letters_once(redis_client: redis.Redis, pipeline_name: str) -> None:
+    """A source task re-run by recovery (or after a rollback) finds the same malformed records again:
+    the count, the stats and the event's ``dead_new`` see them once."""
+    from dataclasses import replace
+
+    tables = LineageTables(redis_client, pipeline_name)
+    tables.admit(W0)
+    first = Task(TaskKind.SOURCE, "a", 0, 2, offsets=(0, 10))
+    again = first.for_recovery(1)
+    other = Task(TaskKind.SOURCE, "a", 1, 2, offsets=(0, 10))
+    events = []
+    for task, dead in ((first, 3), (again, 3), (other, 2), (first, 3)):
+        tables.assign([(W0, task)])
+        assert tables.complete(W0, replace(_done(task, [obj(2)], []), dead_letters=dead)) == 1
+        events.append(json.loads(redis_client.rpop(tables.k("inbox"))))
+    stats = {k.decode(): int(v) for k, v in redis_client.hgetall(tables.k("stats")).items()}
+    assert stats["dead_letters"] == 5
+    assert stats["tasks"] == 4
+    assert [e.get("dead_new", 0) for e in events] == [3, 0, 2, 0]

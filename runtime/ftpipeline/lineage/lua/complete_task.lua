@@ -1,8 +1,11 @@
 -- A worker finished a task: record its outputs and consumption in one atomic step.
--- KEYS: 1 ntt:<node> 2 not:<node> 3 pt 4 lt 5 rows 6 ct 7 state 8 inbox 9 alive 10 stats 11 meta
+-- KEYS: 1 ntt:<node> 2 not:<node> 3 pt 4 lt 5 rows 6 ct 7 state 8 inbox 9 alive 10 stats 11 meta 12 dead
 -- ARGV: 1 node 2 task json 3 outputs json [[name, rows], ...] 4 consumed json [name, ...]
 --       5 state channel ("" if none) 6 state step 7 lineage ("1"/"0") 8 event json
 --       9 stats json {field: increment} 10 vector clock of the outputs ("" if none)
+--       11 the task's dead-letter key (stage.channel@step) 12 its dead-letter records
+-- Dead letters are counted once per (stage, channel, step), however often the step is replayed: the
+-- count is set, not added, and the stats and the event carry only what is new ("dead_new").
 -- Returns 1 recorded, 0 task no longer assigned here (superseded), -1 node fenced off.
 if redis.call('SISMEMBER', KEYS[9], ARGV[1]) == 0 then
   redis.call('HINCRBY', KEYS[10], 'fenced_commits', 1)  -- a zombie tried to commit: refused, and counted
@@ -24,5 +27,17 @@ for _, name in ipairs(cjson.decode(ARGV[4])) do
 end
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[7], ARGV[5], ARGV[6]) end
 for field, n in pairs(cjson.decode(ARGV[9])) do redis.call('HINCRBY', KEYS[10], field, n) end
-redis.call('RPUSH', KEYS[8], ARGV[8])
+local dead = tonumber(ARGV[12])
+local event = ARGV[8]
+if dead > 0 then
+  local new = dead - tonumber(redis.call('HGET', KEYS[12], ARGV[11]) or '0')
+  if new > 0 then
+    redis.call('HSET', KEYS[12], ARGV[11], dead)
+    redis.call('HINCRBY', KEYS[10], 'dead_letters', new)
+    local doc = cjson.decode(event)
+    doc['dead_new'] = new
+    event = cjson.encode(doc)
+  end
+end
+redis.call('RPUSH', KEYS[8], event)
 return 1
