@@ -277,13 +277,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _verify(console: Console, spec: PipelineSpec, steps: int, work_dir: Path) -> tuple[bool, list[Any]]:
-    from ftpipeline.oracle import compare
+    from ftpipeline.oracle import verify
 
     with console.status("computing the oracle: the same pipeline as one plain PySpark batch job"):
         work_dir.mkdir(parents=True, exist_ok=True)
         spark = build_session("local[2]", {}, work_dir, "ftpipeline-oracle")
         try:
-            comparisons = compare(spark, spec, steps)
+            comparisons = verify(spark, spec, steps, default_dead_letter_root(spec))
         finally:
             spark.stop()
     for c in comparisons:

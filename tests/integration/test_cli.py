@@ -119,6 +119,23 @@ def test_malformed_records_go_to_the_dead_letter_output_and_steps_commit(tmp_pat
     assert result.equal and result.actual_rows == 100 - malformed, result
 
 
+def test_a_recovery_replays_no_dead_letter_twice(tmp_path: Path) -> None:
+    """A worker killed mid-run: its source tasks re-run and meet the same malformed records again.
+    Files, count and ``--verify`` (which reads the input itself) all see each one once."""
+    pipeline, malformed = _files_pipeline(tmp_path)
+    run = run_cli(pipeline, tmp_path / "run", "--kill-at-step", "3", "--verify")
+    assert run.code == 0, run.output
+    assert run.summary["recoveries"], run.output
+    assert run.summary["stats"]["recovery_tasks"] > 0
+    assert run.summary["stats"]["dead_letters"] == malformed
+    letters = [line for f in (tmp_path / "dead").rglob("*.jsonl") for line in f.read_text().splitlines()]
+    assert len(letters) == malformed
+    verdicts = {c["sink"]: c for c in run.summary["verify"]}
+    assert verdicts["dead letters"]["equal"] and verdicts["dead letters"]["actual_rows"] == malformed
+    assert verdicts["out"]["equal"]
+    assert f"dead letters: equals the oracle: {malformed} records" in " ".join(run.output.split())
+
+
 def test_an_exception_in_user_code_fails_the_run_naming_the_stage(tmp_path: Path) -> None:
     pipeline, _ = _files_pipeline(tmp_path, function="explode")
     run = run_cli(pipeline, tmp_path / "run")

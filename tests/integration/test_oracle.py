@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+import sys
 from pathlib import Path
+from typing import Any
 
-from ftpipeline.oracle import expected_outputs
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
+
+from ftpipeline.oracle import compare, expected_outputs
 from ftpipeline.spec import parse_pipeline
 
 MODULE = '''
@@ -54,3 +61,62 @@ def test_oracle_matches_a_hand_computed_changelog(tmp_path: Path, spark: object)
     expected = sorted([(1, "a", 2, 2, 0), (1, "b", 2, 2, 0), (2, "a", 4, 12, 0), (2, "b", 4, 12, 0),
                        (3, "a", 6, 30, 0), (3, "b", 6, 30, 0)])
     assert got == expected
+
+
+FILES_MODULE = '''
+from pyspark.sql import functions as F
+
+def thirds(df):
+    return df.withColumn("third", F.col("amount") / 3.0)
+'''
+
+FILES_PIPELINE = """
+apiVersion: ftpipeline.io/v1alpha1
+kind: FTPipeline
+metadata: {name: thirds}
+spec:
+  image: x
+  entryPoint: thirds.py
+  workers: 1
+  stages:
+    - name: src
+      parallelism: 1
+      source: {file: {path: in, format: jsonl, rowsPerStep: 4, schema: {k: string, amount: double}}}
+    - {name: t, parallelism: 1, inputs: [{stage: src}], transform: {function: thirds}}
+    - name: agg
+      parallelism: 1
+      inputs: [{stage: t}]
+      aggregate: {keyBy: [k], aggregations: [{name: total, op: sum, column: third}]}
+    - {name: out, parallelism: 1, inputs: [{stage: agg}], sink: {parquet: {path: out}}}
+"""
+
+
+def _released(spark: Any, spec: Any, directory: Path, scale: float) -> None:
+    """Write the oracle's own rows as a run would release them, every double scaled by ``scale``."""
+    import pyarrow.parquet as pq
+
+    [df] = expected_outputs(spark, spec, 3).values()
+    table = df.toArrow()
+    for step in (1, 2, 3):
+        part = table.filter(pa.compute.equal(table["step"], step)).drop_columns(["step"])
+        part = part.set_column(part.schema.get_field_index("total"), "total",
+                               pa.compute.multiply(part["total"], scale))
+        (directory / f"step={step}").mkdir(parents=True)
+        pq.write_table(part, directory / f"step={step}" / "part-00000.parquet")
+
+
+def test_verify_compares_doubles_within_a_relative_tolerance(tmp_path: Path, spark: Any) -> None:
+    """A double sum whose last bits differ (another summation order) equals the oracle; one that is
+    off by more than the tolerance does not."""
+    (tmp_path / "thirds.py").write_text(FILES_MODULE)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text("".join(
+        json.dumps({"k": "ab"[i % 2], "amount": 0.1 * i + 1e7 * (i % 3)}) + "\n" for i in range(12)))
+    spec = parse_pipeline(FILES_PIPELINE, tmp_path)
+    _released(spark, spec, tmp_path / "out", 1 + 4 * sys.float_info.epsilon)
+    [result] = compare(spark, spec, 3)
+    assert result.equal, result
+    shutil.rmtree(tmp_path / "out")
+    _released(spark, spec, tmp_path / "out", 1 + 1e-6)
+    [result] = compare(spark, spec, 3)
+    assert not result.equal and result.missing == result.expected_rows, result

@@ -1,0 +1,59 @@
+"""The oracle: a run's output and dead letters checked against a plain PySpark batch job.
+
+- ``expected.py``: the same pipeline as one batch job (the expected rows of
+  every sink, and the expected dead letters);
+- ``files.py``: file sources read again, independently of the runtime's reader;
+- ``compare.py``: multiset comparison, floats within a documented tolerance.
+
+:func:`verify` is what ``ftpipeline run --verify`` and ``ftpipeline verify``
+print; :func:`compare` checks the sinks alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ftpipeline.oracle.compare import (
+    FLOAT_ABS_TOL,
+    FLOAT_REL_TOL,
+    Comparison,
+    compare_letters,
+    compare_tables,
+    read_dead_letters,
+)
+from ftpipeline.oracle.expected import Expected, expected, expected_outputs
+from ftpipeline.spec.model import PipelineSpec, StageKind
+
+
+def _released(spark: Any, spec: PipelineSpec, expect: Expected, steps: int) -> list[Comparison]:
+    from pyspark.sql import functions as F
+
+    out = []
+    for name, frame in expect.sinks.items():
+        sink = spec.stage(name).sink
+        assert sink is not None
+        types = dict(frame.dtypes)
+        actual = spark.read.parquet(str(sink.path)).filter(F.col("step") <= steps)
+        actual = actual.select(*[F.col(c).cast(types[c]) for c in frame.columns])
+        out.append(compare_tables(name, frame.toArrow(), actual.toArrow()))
+    return out
+
+
+def compare(spark: Any, spec: PipelineSpec, steps: int) -> list[Comparison]:
+    """Compare every sink's released output for steps 1..``steps`` with the oracle."""
+    return _released(spark, spec, expected(spark, spec, steps), steps)
+
+
+def verify(spark: Any, spec: PipelineSpec, steps: int, dead_letter_root: Path) -> list[Comparison]:
+    """Every sink, then the dead letters under ``dead_letter_root`` when the pipeline can have any."""
+    expect = expected(spark, spec, steps)
+    out = _released(spark, spec, expect, steps)
+    sources = {s.name for s in spec.stages if s.file is not None}
+    if sources or any(s.kind is StageKind.AGGREGATE for s in spec.stages):
+        out.append(compare_letters(expect.letters, read_dead_letters(dead_letter_root, steps), sources))
+    return out
+
+
+__all__ = ["FLOAT_ABS_TOL", "FLOAT_REL_TOL", "Comparison", "compare", "compare_letters", "compare_tables",
+           "expected", "expected_outputs", "read_dead_letters", "verify"]
