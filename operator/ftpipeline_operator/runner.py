@@ -13,6 +13,7 @@ handles what changes a run from outside:
     RUNNING --spec.restartNonce changed--> STARTING (resumed on fresh pods)
     any     --the run failed, restart budget left--> RETRYING --backoff--> STARTING (resumed)
     any     --the run failed, budget spent / a spec that cannot run--> FAILED --spec changed--> STARTING
+    STARTING --a fresh run's sink holds output, existingOutput: fail--> FAILED (ExistingOutput; nothing touched)
     any     --daemon stopped (deletion, operator exit)--> (pods kept on exit, resumed by the next operator)
 
 What counts as a failed attempt and how long to wait is ``attempts.py``.
@@ -42,6 +43,7 @@ import pydantic
 from kubernetes import client
 
 from ftpipeline.coordinator.coordinator import Coordinator, Interrupted, PipelineFailed
+from ftpipeline.coordinator.errors import ExistingOutputFound
 from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.session import open_session
 from ftpipeline.lineage.naming import WorkerId
@@ -199,6 +201,11 @@ class PipelineRunner:
             except (SpecError, Unrunnable) as exc:  # a spec the CRD cannot judge: retrying cannot help
                 cause = "; ".join(map(str, exc.problems)) if isinstance(exc, SpecError) else str(exc)
                 self._give_up(reporter, "Rejected", self.attempts.fatal(one_line(f"invalid spec: {cause}")))
+                self._wait_for_change(stopped)
+                continue
+            except ExistingOutputFound as exc:  # nothing was touched: the next attempt is a fresh run again
+                self.ran_before = False
+                self._give_up(reporter, "ExistingOutput", self.attempts.fatal(one_line(str(exc))))
                 self._wait_for_change(stopped)
                 continue
             except Exception as exc:  # a task failed; storage, Redis, ZooKeeper or the API server unreachable

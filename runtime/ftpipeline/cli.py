@@ -26,12 +26,14 @@ from rich.table import Table
 from kazoo.client import KazooClient
 
 from ftpipeline.barrier import ParquetBundleSink
+from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.cluster.local import LocalCluster
 from ftpipeline.coordinator.coordinator import Coordinator, Observer, PipelineFailed, RunResult
 from ftpipeline.coordinator.faults import FaultPlan
 from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.session import open_session
 from ftpipeline.coordinator.trigger import Reason
+from ftpipeline.dataflow.deadletter import default_dead_letter_root
 from ftpipeline.embedded.redis import redis_command
 from ftpipeline.embedded.zookeeper import zookeeper_command
 from ftpipeline.lineage.naming import WorkerId
@@ -39,7 +41,7 @@ from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.spec.load import SpecError, load_pipeline
 from ftpipeline.spec.model import PipelineSpec
-from ftpipeline.worker.executor import build_session, default_dead_letter_root
+from ftpipeline.worker.executor import build_session
 
 
 class ProgressObserver(Observer):
@@ -122,24 +124,19 @@ def _override(spec: PipelineSpec, args: argparse.Namespace) -> PipelineSpec:
     return dataclasses.replace(spec, **changes) if changes else spec
 
 
-def _prepare_outputs(spec: PipelineSpec, overwrite: bool, console: Console) -> bool:
-    for stage in spec.stages:
-        if stage.sink is None:
-            continue
-        sink = ParquetBundleSink(stage.sink.path)
-        if sink.gt_last() or sink.staging.exists():
-            if not overwrite:
-                console.print(f"[red]error:[/red] {stage.sink.path} already holds output (steps up to "
-                              f"{sink.gt_last()}); pass --overwrite to replace it, or change spec.stages"
-                              f"[{spec.stages.index(stage)}].sink.parquet.path")
-                return False
-            sink.reset()
-    dead = default_dead_letter_root(spec)
-    if dead.exists() and overwrite:
-        import shutil
+def _overwriting(spec: PipelineSpec) -> PipelineSpec:
+    """``--overwrite``: every sink's ``existingOutput`` is ``overwrite``."""
+    stages = tuple(dataclasses.replace(s, sink=dataclasses.replace(s.sink, existing="overwrite")) if s.sink else s
+                   for s in spec.stages)
+    return dataclasses.replace(spec, stages=stages)
 
-        shutil.rmtree(dead)
-    return True
+
+def _prepare_outputs(spec: PipelineSpec, console: Console) -> bool:
+    """Each sink's ``existingOutput`` applied before any worker starts (``barrier/existing.py``)."""
+    problems = prepare_outputs(spec, default_dead_letter_root(spec))
+    for problem in problems:
+        console.print(f"[red]error:[/red] {problem}; or pass --overwrite to replace it")
+    return not problems
 
 
 def _summary(console: Console, spec: PipelineSpec, result: RunResult) -> None:
@@ -216,7 +213,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     spec = _override(loaded, args)
     resuming = args.resume or args.from_checkpoint is not None
-    if not resuming and not _prepare_outputs(spec, args.overwrite, console):
+    if args.overwrite:
+        spec = _overwriting(spec)
+    if not resuming and not _prepare_outputs(spec, console):
         return 2
     run_dir = (args.run_dir or Path.cwd() / ".ftpipeline" / spec.name).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -342,7 +341,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="continue a previous run of this pipeline from its newest checkpoint on disk")
     run.add_argument("--from-checkpoint", type=int, metavar="EPOCH",
                      help="like --resume, from this committed checkpoint instead of the newest")
-    run.add_argument("--overwrite", action="store_true", help="replace existing output and dead-letter files")
+    run.add_argument("--overwrite", action="store_true",
+                     help="replace existing output and dead-letter files (every sink's existingOutput: overwrite)")
     run.add_argument("--verify", action="store_true",
                      help="afterwards, compare the output row for row with the oracle (one plain PySpark batch job)")
     run.add_argument("--kill-at-step", type=int, metavar="S",

@@ -8,7 +8,9 @@ have helped — and the healthy one's output must still equal the oracle:
 
 - a stage parallelism of 1,000,000: refused by the API server, nothing created;
 - a Secret that does not exist; an image that cannot be pulled; a volume the
-  API server rejects; an output directory the workers cannot write.
+  API server rejects; an output directory the workers cannot write;
+- a fresh pipeline whose sink already holds an earlier run's steps: Failed
+  (ExistingOutput) naming the path and the field, the old steps untouched.
 """
 
 from __future__ import annotations
@@ -70,6 +72,14 @@ def unwritable(doc: dict[str, Any]) -> None:
     doc["spec"]["volumes"] = [{"name": "data", "hostPath": {"path": str(path)}}]
 
 
+def earlier_output(doc: dict[str, Any]) -> None:
+    """The sink's directory already holds two released steps of an earlier run (existingOutput: fail)."""
+    out = HOST_ROOT / doc["metadata"]["name"] / "out"
+    for step in (1, 2):
+        (out / f"step={step}").mkdir(parents=True, exist_ok=True)
+        (out / f"step={step}" / "part-00000.parquet").write_bytes(b"earlier run")
+
+
 CASES: dict[str, tuple[Any, str, str]] = {   # edit, reason, what the one line must name
     "secret": (lambda d: d["spec"].update(redis={"secretRef": {"name": "nosuch", "key": "url"}}),
                "RestartBudgetExhausted", "nosuch not found (spec.redis.secretRef)"),
@@ -78,6 +88,8 @@ CASES: dict[str, tuple[Any, str, str]] = {   # edit, reason, what the one line m
     "volume": (lambda d: d["spec"]["volumes"].append({"name": "typo", "hostPath": {"pth": "/x"}}),
                "Rejected", "invalid worker pod: spec.volumes[1].hostPath.path: Field required"),
     "storage": (unwritable, "RestartBudgetExhausted", "Permission denied"),
+    "existing": (earlier_output, "ExistingOutput",
+                 "/out already holds output (steps up to 2) and spec.stages[3].sink.existingOutput is fail"),
 }
 
 
@@ -108,6 +120,11 @@ def test_broken_pipelines_end_failed_in_one_line_while_a_healthy_one_runs(
         conditions = {c["type"]: c for c in final["conditions"]}
         assert conditions["Failed"]["status"] == "True" and conditions["Failed"]["reason"] == reason, case
         assert "\n" not in conditions["Ready"]["message"]
+        if case == "existing":  # refused, not retried, and nothing of the earlier run was touched
+            assert final["lastFailure"]["attempt"] == 1, final
+            out = HOST_ROOT / names[case] / "out"
+            assert sorted(p.name for p in out.iterdir()) == ["step=1", "step=2"]
+            assert (out / "step=1" / "part-00000.parquet").read_bytes() == b"earlier run"
         if reason == "RestartBudgetExhausted":  # tried again once (maxRestarts: 1), then given up
             assert final["lastFailure"]["attempt"] == 2, (case, final)
             assert "restart budget spent" in final["message"]

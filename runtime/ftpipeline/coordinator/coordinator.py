@@ -53,7 +53,8 @@ from ftpipeline.cluster.base import ClusterBackend
 from ftpipeline.commandlog.zklog import CommandLog
 from ftpipeline.control.store import RunStore, StepRecord
 from ftpipeline.coordinator.checkpoints import CheckpointManager
-from ftpipeline.coordinator.errors import Interrupted, PipelineFailed
+from ftpipeline.barrier.existing import ExistingOutput
+from ftpipeline.coordinator.errors import ExistingOutputFound, Interrupted, PipelineFailed
 from ftpipeline.coordinator.faults import FaultPlan
 from ftpipeline.coordinator.journal import Journal
 from ftpipeline.coordinator.losses import recover, resume_at_newest_checkpoint
@@ -199,8 +200,12 @@ class Coordinator:
                 self.client(w).call("create", self._config())
         if self.resume:
             resume_at_newest_checkpoint(self)
-        elif self.ckpt.pointer is not None:  # a fresh run: no checkpoint of an earlier one may be reopened
-            self.members.call_any("reset_checkpoints", {}, "empty the checkpoint storage")
+        else:  # a fresh run: no earlier run's output is kept silently, nor its checkpoints reopened
+            problems = self.members.call_any("prepare_outputs", {}, "check the sinks for existing output")
+            if problems:
+                raise ExistingOutputFound([ExistingOutput(**p) for p in problems])
+            if self.ckpt.pointer is not None:
+                self.members.call_any("reset_checkpoints", {}, "empty the checkpoint storage")
         self.metrics.workers_ready.set(len(self.workers))
 
     def _admit_newcomer(self, worker: WorkerId) -> None:

@@ -1,10 +1,23 @@
-"""How a run ends other than by finishing: the two exceptions the CLI and the operator tell apart."""
+"""How a run ends other than by finishing: the exceptions the CLI and the operator tell apart."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ftpipeline.barrier.existing import ExistingOutput
 
 
 class PipelineFailed(RuntimeError):
     """The run cannot continue; the message says why, naming the task or worker."""
+
+
+class ExistingOutputFound(PipelineFailed):
+    """A fresh run over sinks that hold output and say ``existingOutput: fail``: trying again cannot help
+    until the spec (or the storage) changes."""
+
+    def __init__(self, problems: Sequence[ExistingOutput]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("; ".join(map(str, self.problems)))
 
 
 class Interrupted(RuntimeError):

@@ -13,6 +13,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ftpipeline.dataflow.sources.base import DeadLetter
+from ftpipeline.spec.model import PipelineSpec
+
+
+def default_dead_letter_root(spec: PipelineSpec) -> Path:
+    """``spec.deadLetter.path``, or ``<name>-dead-letter`` beside the pipeline file."""
+    return spec.dead_letter or (spec.base_dir / f"{spec.name}-dead-letter")
 
 
 def dead_letter_file(root: Path, stage: str, step: int, channel: int) -> Path:

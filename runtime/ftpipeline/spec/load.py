@@ -296,7 +296,8 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
                 tuple(Aggregation(x["name"], x["op"], x.get("column")) for x in a["aggregations"]),
             )
         else:
-            sink = ParquetSink(_resolve(base_dir, raw["sink"]["parquet"]["path"]))
+            sink = ParquetSink(_resolve(base_dir, raw["sink"]["parquet"]["path"]),
+                               raw["sink"].get("existingOutput", "fail"))
         stages.append(StageSpec(raw["name"], kind, parallelism, tuple(edges), generator, file, function, aggregate, sink))
     steps = spec.get("steps", {})
     trig = steps.get("trigger", {})

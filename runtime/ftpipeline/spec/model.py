@@ -73,6 +73,7 @@ class AggregateOp:
 @dataclass(frozen=True)
 class ParquetSink:
     path: Path
+    existing: str = "fail"  # what a fresh run does with output already there: fail | overwrite | resume
 
 
 @dataclass(frozen=True)

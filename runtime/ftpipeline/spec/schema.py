@@ -204,7 +204,13 @@ STAGE_SCHEMA: Schema = _obj(
                     "A directory of Parquet files, one subdirectory per committed step (step=N).",
                     {"path": _str("Output directory; relative paths are resolved against the pipeline file.", minLength=1)},
                     ["path"],
-                )
+                ),
+                "existingOutput": _str(
+                    "What a fresh run does when the sink's directory already holds released steps: fail (the "
+                    "default: the run fails naming the path, nothing is touched), overwrite (the old steps and "
+                    "the pipeline's dead letters are removed first), resume (the old steps are kept; the barrier "
+                    "drops the steps it already holds). A resumed run never checks.",
+                    enum=["fail", "overwrite", "resume"]),
             },
             ["parquet"],
         ),

@@ -41,7 +41,7 @@ import pyarrow as pa
 from ftpipeline.barrier import ParquetBundleSink
 from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.dataflow import aggregate as agg
-from ftpipeline.dataflow.deadletter import write_dead_letters
+from ftpipeline.dataflow.deadletter import default_dead_letter_root, write_dead_letters
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.partition import split
 from ftpipeline.dataflow.sources import DeadLetter, SourceReader, make_reader
@@ -58,10 +58,6 @@ log = logging.getLogger("ftpipeline.executor")
 
 class UserCodeError(RuntimeError):
     """The pipeline's own code failed or returned the wrong thing."""
-
-
-def default_dead_letter_root(spec: PipelineSpec) -> Path:
-    return spec.dead_letter or (spec.base_dir / f"{spec.name}-dead-letter")
 
 
 class Fenced(RuntimeError):

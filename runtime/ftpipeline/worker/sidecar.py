@@ -54,9 +54,11 @@ from typing import Any
 import redis
 
 from ftpipeline.barrier import ParquetBundleSink
+from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.checkpoint.clock import VectorClock
 from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.control.store import RunStore
+from ftpipeline.dataflow.deadletter import default_dead_letter_root
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.sources import SourceReader, make_reader
 from ftpipeline.lineage.naming import Channel, Task, TaskKind, WorkerId
@@ -213,6 +215,11 @@ class Sidecar:
             assert sink.sink is not None
             released[sink.name] = ParquetBundleSink(sink.sink.path).release(step, sink.parallelism)
         return {"released": released}
+
+    def _do_prepare_outputs(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """A fresh run: apply each sink's ``existingOutput`` (``barrier/existing.py``); the problems, if any."""
+        assert self.spec is not None
+        return [vars(p) for p in prepare_outputs(self.spec, default_dead_letter_root(self.spec))]
 
     def _do_barrier(self, body: dict[str, Any]) -> dict[str, Any]:
         """GT_last of the output: the newest step every sink has released."""

@@ -1,0 +1,61 @@
+"""What a fresh run does with output an earlier run left in its sinks: one rule for every path.
+
+A fresh run (not a resume) over a sink directory that already holds
+``step=N`` directories would otherwise keep the old steps and drop its own
+first N (the barrier drops what is at or below ``GT_last``): output from two
+runs, silently. Each sink says what it wants in
+``spec.stages[i].sink.existingOutput``:
+
+    fail      (default) nothing is touched; the run fails naming the field and the path
+    overwrite the old steps go (and the pipeline's dead letters with them)
+    resume    the old steps stay; the barrier drops the steps it already holds
+
+``ftpipeline run --overwrite`` sets every sink to ``overwrite``. The CLI
+applies this rule before it starts any worker; on both paths the
+coordinator has a worker apply it again once the workers joined (the
+operator never mounts pipeline storage), which finds nothing left to do
+where the CLI already did it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from ftpipeline.barrier.bundles import ParquetBundleSink
+from ftpipeline.spec.model import PipelineSpec
+
+
+@dataclass(frozen=True)
+class ExistingOutput:
+    """A sink whose ``fail`` policy met output already there."""
+
+    field: str
+    path: str
+    gt_last: int
+
+    def __str__(self) -> str:
+        return (f"{self.path} already holds output (steps up to {self.gt_last}) and {self.field} is fail: "
+                f"set it to overwrite or resume, or choose another path")
+
+
+def prepare_outputs(spec: PipelineSpec, dead_letters: Path) -> list[ExistingOutput]:
+    """Apply every sink's policy; the problems, if any. Nothing is removed when any sink fails."""
+    problems, overwrite = [], []
+    for i, stage in enumerate(spec.stages):
+        if stage.sink is None:
+            continue
+        sink = ParquetBundleSink(stage.sink.path)
+        if stage.sink.existing == "overwrite":
+            overwrite.append(sink)
+        elif stage.sink.existing == "fail" and (sink.gt_last() or sink.staging.exists()):
+            problems.append(ExistingOutput(f"spec.stages[{i}].sink.existingOutput", str(stage.sink.path),
+                                           sink.gt_last()))
+    if problems:
+        return problems
+    for sink in overwrite:
+        sink.reset()
+    if overwrite and dead_letters.exists():
+        shutil.rmtree(dead_letters)
+    return []
