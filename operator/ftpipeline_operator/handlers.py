@@ -135,12 +135,12 @@ def cleanup(body: kopf.Body, **_: Any) -> None:
         spec = resolve_spec(doc, _core(), DEFAULTS)
         if spec.redis_url:
             r = redis.Redis.from_url(spec.redis_url, socket_connect_timeout=5)
-            LineageTables(r, spec.name).clear()  # every key of the pipeline: lineage and the step log share it
+            LineageTables(r, spec.store_key).clear()  # every key of the pipeline: lineage and the step log share it
             r.close()
         if spec.zookeeper:
             zk = KazooClient(hosts=spec.zookeeper)
             zk.start(timeout=15)
-            CheckpointPointer(zk, spec.name).clear()
+            CheckpointPointer(zk, spec.store_key).clear()
             zk.stop()
             zk.close()
     except Exception as exc:

@@ -59,6 +59,18 @@ def worker_selector(name: str) -> str:
     return f"{PIPELINE_LABEL}={name},app.kubernetes.io/component=worker"
 
 
+def identity(body: Mapping[str, Any]) -> str:
+    """What the pipeline's Redis keys, znodes and checkpoint sub-path are keyed by: namespace, name and
+    uid, so a pipeline of the same name in another namespace, or a re-created one, shares nothing."""
+    meta = body["metadata"]
+    return f"{meta['namespace']}.{meta['name']}.{meta['uid']}"
+
+
+def metrics_label(body: Mapping[str, Any]) -> str:
+    """The ``pipeline`` label of its metrics (one operator serves every namespace)."""
+    return f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+
+
 def owner_reference(body: Mapping[str, Any]) -> Obj:
     meta = body["metadata"]
     return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND, "name": meta["name"], "uid": meta["uid"],
@@ -159,7 +171,8 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
         "image": image,
         "imagePullPolicy": pull,
         "command": ["python", "-m", "ftpipeline.worker.server"],
-        "args": ["--worker-id", worker, "--pipeline", name, "--redis-url", "$(FTPIPELINE_REDIS_URL)",
+        "args": ["--worker-id", worker, "--pipeline", identity(body), "--metrics-label", metrics_label(body),
+                 "--redis-url", "$(FTPIPELINE_REDIS_URL)",
                  "--dir", WORK_DIR, "--bind", "0.0.0.0", "--advertise", "$(POD_IP)",
                  "--port", str(FLIGHT_PORT), "--metrics-port", str(METRICS_PORT),
                  "--zookeeper", "$(FTPIPELINE_ZOOKEEPER)", "--heartbeat-timeout-ms",

@@ -127,7 +127,8 @@ def resolve_spec(body: Mapping[str, Any], core: client.CoreV1Api, defaults: Defa
     redis_url = read_secret(core, ns, redis_ref, "spec.redis") if redis_ref else (spec.redis_url or defaults.redis_url)
     zookeeper = (read_secret(core, ns, zk_ref, "spec.zookeeper") if zk_ref
                  else (spec.zookeeper or defaults.zookeeper or None))
-    return replace(spec, redis_url=redis_url, zookeeper=zookeeper)
+    return replace(spec, redis_url=redis_url, zookeeper=zookeeper, identity=render.identity(body),
+                   label=render.metrics_label(body))
 
 
 class PipelineRunner:
@@ -247,9 +248,9 @@ class PipelineRunner:
         run = uuid.uuid4().hex[:8]
         self._check_pod(run)
         self._delete_stale_pods(run)
-        metrics = RunMetrics(spec.name, self.registry)
-        resuming = self.ran_before
-        session = open_session(spec, resuming, private_dir=None)
+        metrics = RunMetrics(spec.metrics_label, self.registry)
+        session = open_session(spec, self.ran_before, private_dir=None, resume_if_started=True)
+        resuming = session.resuming
         self.ran_before = True  # from here on the pipeline's state is this run's: a retry resumes it
         cluster = self.cluster = KubernetesCluster(self.core, self.body, run,
                                                    self._pod_defaults(session.redis_url, session.zookeeper or ""))

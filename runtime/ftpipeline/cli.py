@@ -131,6 +131,15 @@ def _overwriting(spec: PipelineSpec) -> PipelineSpec:
     return dataclasses.replace(spec, stages=stages)
 
 
+def run_identity(name: str, pipeline_file: Path) -> str:
+    """A local pipeline's identity: its name and a digest of its file's absolute path. ``--resume`` and
+    ``--from-checkpoint`` (the same file, from any run directory) find its state again; a pipeline of
+    the same name in another file, sharing a Redis or a ZooKeeper, has its own."""
+    import hashlib
+
+    return f"{name}.{hashlib.sha256(str(pipeline_file.resolve()).encode()).hexdigest()[:10]}"
+
+
 def _prepare_outputs(spec: PipelineSpec, console: Console) -> bool:
     """Each sink's ``existingOutput`` applied before any worker starts (``barrier/existing.py``)."""
     problems = prepare_outputs(spec, default_dead_letter_root(spec))
@@ -219,6 +228,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     run_dir = (args.run_dir or Path.cwd() / ".ftpipeline" / spec.name).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
+    spec = dataclasses.replace(spec, identity=run_identity(spec.name, args.pipeline))
     setup_json_logging(args.log_level, run_dir / "coordinator.log")
     session = open_session(spec, resuming, private_dir=run_dir)
     metrics = RunMetrics(spec.name)
@@ -231,7 +241,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         faults = FaultPlan(at_step=args.kill_at_step, after_tasks=args.kill_after_tasks, after_seconds=args.kill_after,
                            worker=WorkerId(args.kill_worker) if args.kill_worker else None, seed=args.seed,
                            during_checkpoint=args.kill_during_checkpoint, action=args.fault)
-    cluster = LocalCluster(run_dir, spec.name, session.redis_url, spec.spark_master, dict(spec.spark_conf),
+    cluster = LocalCluster(run_dir, spec.store_key, session.redis_url, spec.spark_master, dict(spec.spark_conf),
                            zookeeper=session.zookeeper if session.commands is not None else None,
                            heartbeat_timeout_ms=spec.heartbeat_timeout_ms)
     private = spec.redis_url is None

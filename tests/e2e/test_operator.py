@@ -180,12 +180,12 @@ def test_a_deleted_worker_pod_is_recovered_and_the_output_equals_the_oracle(
     print(f"recovered: {final['lastRecovery']}")
     # a real Prometheus scraped the operator and the sidecars through pod discovery
     recoveries = wait_for("Prometheus to see the recovery", lambda: prometheus.query(
-        f'sum(ftpipeline_recoveries_total{{pipeline="{name}"}})'), 60)
+        f'sum(ftpipeline_recoveries_total{{pipeline="{namespace}/{name}"}})'), 60)
     assert recoveries >= 1
-    start = prometheus.query(f'max(ftpipeline_recovery_start_seconds_sum{{pipeline="{name}"}})')
+    start = prometheus.query(f'max(ftpipeline_recovery_start_seconds_sum{{pipeline="{namespace}/{name}"}})')
     print(f"Prometheus: recoveries {recoveries:.0f}, pod event to recovery applied {start:.3f} s")
     assert start is not None  # how soon is reported (the metric, this line), not asserted: timing is not a test
-    tasks = prometheus.query(f'sum(max_over_time(ftpipeline_worker_tasks_total{{pipeline="{name}"}}[15m]))')
+    tasks = prometheus.query(f'sum(max_over_time(ftpipeline_worker_tasks_total{{pipeline="{namespace}/{name}"}}[15m]))')
     assert tasks is not None and tasks > 0, prometheus.targets()
     [result] = compare(spark, oracle_spec(doc, data), steps)
     assert result.duplicates == 0, result

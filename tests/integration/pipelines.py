@@ -71,6 +71,13 @@ class CliRun:
     run_dir: Path
 
 
+def identity_of(pipeline: Path) -> str:
+    """The key ``ftpipeline run`` gives this pipeline file's Redis keys, znodes and checkpoint sub-path."""
+    from ftpipeline.cli import run_identity
+
+    return run_identity(yaml.safe_load(pipeline.read_text())["metadata"]["name"], pipeline)
+
+
 def run_cli(pipeline: Path, run_dir: Path, *args: str, timeout_s: float = 900, env: dict[str, str] | None = None) -> CliRun:
     summary = run_dir / "summary.json"
     cmd = [sys.executable, "-m", "ftpipeline.cli", "run", str(pipeline), "--no-progress",

@@ -146,7 +146,7 @@ class CheckpointManager:
         if self.busy:
             assert self.current is not None
             self.current.abort(reason)
-            self.metrics.checkpoints.labels(self.spec.name, "aborted").inc()
+            self.metrics.checkpoints.labels(self.spec.metrics_label, "aborted").inc()
             log.warning("checkpoint aborted", extra={"epoch": self.current.epoch, "reason": reason})
         self.needs_settle = True
 
@@ -172,7 +172,7 @@ class CheckpointManager:
         except (CommitFailed, KazooException) as exc:
             cur.abort(f"commit failed: {exc}")
             self.needs_settle = False  # nothing was lost: the next epoch may start normally
-            self.metrics.checkpoints.labels(self.spec.name, "commit_failed").inc()
+            self.metrics.checkpoints.labels(self.spec.metrics_label, "commit_failed").inc()
             log.warning("checkpoint commit failed", extra={"epoch": cur.epoch, "error": str(exc)})
             return None
         cur.committed()
@@ -181,7 +181,7 @@ class CheckpointManager:
         now = self.clock()
         seconds = now - cur.started_at
         self.last, self.last_committed_at = manifest, now
-        self.metrics.checkpoints.labels(self.spec.name, "committed").inc()
+        self.metrics.checkpoints.labels(self.spec.metrics_label, "committed").inc()
         self.metrics.checkpoint_seconds.observe(seconds)
         self.metrics.checkpoint_bytes.set(size)
         self.history.append({"epoch": cur.epoch, "boundary": cur.boundary, "seconds": round(seconds, 4),

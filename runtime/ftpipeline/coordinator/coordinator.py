@@ -131,7 +131,7 @@ class Coordinator:
         self.cluster = cluster
         self.observer = observer or Observer()
         self.faults = faults
-        self.metrics = metrics or RunMetrics(spec.name)
+        self.metrics = metrics or RunMetrics(spec.metrics_label)
         self.clock = clock
         self.startup_timeout_s = startup_timeout_s
         self.stall_timeout_s = stall_timeout_s
@@ -140,7 +140,7 @@ class Coordinator:
         self.sample_every = sample_every
         self.should_stop = should_stop  # polled every turn: a reason to stop, or None
         # the command log (ZooKeeper): decisions are written here first
-        self.journal = Journal(commands, tables, store, self.metrics, spec.name, compact_every)
+        self.journal = Journal(commands, tables, store, self.metrics, spec.metrics_label, compact_every)
         self.heartbeat_losses = 0
         self.buffer_samples: list[dict[str, Any]] = []
         self.members = Members(spec, cluster, store, clock)
@@ -183,7 +183,8 @@ class Coordinator:
         return self.members.clients_for(workers)
 
     def _config(self) -> dict[str, Any]:
-        return {"spec": self.spec.source_text, "base_dir": str(self.spec.base_dir), "committed": self.committed}
+        return {"spec": self.spec.source_text, "base_dir": str(self.spec.base_dir), "committed": self.committed,
+                "identity": self.spec.store_key, "label": self.spec.metrics_label}
 
     def _start(self) -> None:
         self.members.start_initial(self.startup_timeout_s, self.observer.on_worker_joined,
@@ -379,7 +380,7 @@ class Coordinator:
         self._step_started[step], self._step_rows[step] = now, rows
         trigger.stepped(now)
         self.metrics.current.set(step)
-        self.metrics.triggers.labels(self.spec.name, reason.value).inc()
+        self.metrics.triggers.labels(self.spec.metrics_label, reason.value).inc()
         self.observer.on_step_started(step, reason, rows)
         for w in list(self.workers):
             try:

@@ -79,7 +79,7 @@ def recover(c: Coordinator, dead: WorkerId, reason: str = "") -> None:
                               epoch, manifest, c.released, clients, detected, c.clock)
             c.rewind(record, manifest, c.released)
     except Exception:
-        c.metrics.recoveries.labels(c.spec.name, strategy, "failed").inc()
+        c.metrics.recoveries.labels(c.spec.metrics_label, strategy, "failed").inc()
         raise
     finally:
         c.tables.unlock_exclusive(c.owner)
@@ -94,8 +94,8 @@ def recover(c: Coordinator, dead: WorkerId, reason: str = "") -> None:
     c.awaiting_commit.append(record)
     c.recoveries.append(record)
     c.store.record_recovery(record.summary())
-    c.metrics.recoveries.labels(c.spec.name, record.strategy, "applied").inc()
-    c.metrics.recovery_seconds.labels(c.spec.name, record.strategy).observe(record.seconds)
+    c.metrics.recoveries.labels(c.spec.metrics_label, record.strategy, "applied").inc()
+    c.metrics.recovery_seconds.labels(c.spec.metrics_label, record.strategy).observe(record.seconds)
     c.metrics.workers_ready.set(len(c.workers))
     c.observer.on_recovery(record)
     c.members.schedule_replacement(detected, c.committed)

@@ -22,7 +22,7 @@ import redis
 from kazoo.client import KazooClient
 
 from ftpipeline.checkpoint.pointer import CheckpointPointer
-from ftpipeline.commandlog.zklog import CommandLog
+from ftpipeline.commandlog.zklog import CommandLog, base_path
 from ftpipeline.control.store import RunStore
 from ftpipeline.embedded.redis import EmbeddedRedis
 from ftpipeline.embedded.zookeeper import EmbeddedZooKeeper
@@ -42,6 +42,7 @@ class Session:
     pointer: CheckpointPointer | None = None
     commands: CommandLog | None = None
     private: list[EmbeddedRedis | EmbeddedZooKeeper] = field(default_factory=list)
+    resuming: bool = False
 
     def close(self) -> None:
         self.client.close()
@@ -52,11 +53,16 @@ class Session:
             server.stop()
 
 
-def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = None) -> Session:
+def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = None,
+                 resume_if_started: bool = False) -> Session:
     """Connect to ``spec.redis_url`` and ``spec.zookeeper``; without an address, start a private server
     under ``private_dir`` (``ftpipeline run`` only; the operator always has addresses). A fresh start
     removes the pipeline's znodes; its checkpoint storage, which only its workers mount, is emptied by a
-    worker once they joined (``coordinator.py``)."""
+    worker once they joined (``coordinator.py``).
+
+    ``resume_if_started`` (the operator): a pipeline whose command log already holds a committed step —
+    keyed by its uid, so it can only be its own — is resumed even when the caller thought it fresh (an
+    operator that died before its status recorded the commit)."""
     private: list[EmbeddedRedis | EmbeddedZooKeeper] = []
     url = spec.redis_url
     try:
@@ -67,8 +73,8 @@ def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = 
             private.append(embedded)
             url = embedded.url
         client = redis.Redis.from_url(url)
-        session = Session(spec, url, client, LineageTables(client, spec.name), RunStore(client, spec.name),
-                          private=private)
+        session = Session(spec, url, client, LineageTables(client, spec.store_key), RunStore(client, spec.store_key),
+                          private=private, resuming=resuming)
         session.tables.clear()  # lineage never survives a (re)start: the checkpoints and the step log do
         if spec.needs_zookeeper:
             connect = spec.zookeeper
@@ -81,11 +87,14 @@ def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = 
             session.zookeeper = connect
             session.zk = KazooClient(hosts=connect, timeout=10.0)
             session.zk.start(timeout=30)
-            session.pointer = CheckpointPointer(session.zk, spec.name)
+            session.pointer = CheckpointPointer(session.zk, spec.store_key)
+            if not resuming and resume_if_started and session.zk.exists(f"{base_path(spec.store_key)}/log"):
+                resuming = CommandLog(session.zk, spec.store_key).load().committed > 0
+            session.resuming = resuming
             if not resuming:  # the pipeline's znodes (checkpoints, command log) go with it
                 session.pointer.clear()
             if spec.fault_tolerance:
-                session.commands = CommandLog(session.zk, spec.name)
+                session.commands = CommandLog(session.zk, spec.store_key)
         return session
     except BaseException:
         for server in reversed(private):

@@ -21,7 +21,7 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -379,3 +379,10 @@ def load_pipeline(path: str | Path, check_entry_point: bool = True) -> PipelineS
     except OSError as exc:
         raise SpecError(str(p), [Problem("", f"cannot read: {exc.strerror}")]) from exc
     return parse_pipeline(text, p.resolve().parent, str(p), check_entry_point)
+
+
+def worker_spec(config: Mapping[str, Any]) -> PipelineSpec:
+    """The spec a worker is given by the coordinator (``create``/``hello``): the document, and the
+    identity its state is keyed by, which the document alone does not carry."""
+    spec = parse_pipeline(config["spec"], Path(config["base_dir"]), check_entry_point=False)
+    return replace(spec, identity=config.get("identity", ""), label=config.get("label", ""))

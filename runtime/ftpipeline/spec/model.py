@@ -128,6 +128,20 @@ class PipelineSpec:
     checkpoint_path: Path | None = None
     zookeeper: str | None = None
     source_text: str = ""
+    identity: str = ""  # what the pipeline's shared state is keyed by (store_key); set by whoever runs it
+    label: str = ""     # the pipeline as metrics and logs name it (metrics_label)
+
+    @property
+    def store_key(self) -> str:
+        """The key of every Redis key, znode and checkpoint sub-path of this pipeline: on Kubernetes
+        ``<namespace>.<name>.<uid>``, for ``ftpipeline run`` ``<name>.<digest of its run directory>``,
+        so two pipelines of one name never share (or clear) each other's state."""
+        return self.identity or self.name
+
+    @property
+    def metrics_label(self) -> str:
+        """The ``pipeline`` label of its metrics: ``<namespace>/<name>`` on Kubernetes, else the name."""
+        return self.label or self.name
 
     @property
     def checkpoints_enabled(self) -> bool:

@@ -48,7 +48,7 @@ from ftpipeline.dataflow.sources import DeadLetter, SourceReader, make_reader
 from ftpipeline.lineage.naming import Channel, Task, TaskKind
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.logging import setup_json_logging
-from ftpipeline.spec.load import load_entry_module, parse_pipeline
+from ftpipeline.spec.load import load_entry_module, worker_spec
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.worker.buffer import ObjectBuffer, read_ipc
 from ftpipeline.worker.transport import SidecarClient
@@ -76,7 +76,7 @@ class TaskRunner:
         self.readers: dict[str, SourceReader] = {s.name: make_reader(s, module) for s in self.graph.sources()}
         self.sinks = {s.name: ParquetBundleSink(s.sink.path) for s in self.graph.sinks() if s.sink}
         self.dead_letters = default_dead_letter_root(spec)
-        self.storage = CheckpointStorage(spec.checkpoint_root, spec.name)
+        self.storage = CheckpointStorage(spec.checkpoint_root, spec.store_key)
         self.states: dict[Channel, pa.Table | None] = {}
         self.state_steps: dict[Channel, int] = {}
 
@@ -212,7 +212,7 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> Non
         config = sidecar.call("hello", {"pid": os.getpid()})
         if config is None:
             time.sleep(0.1)
-    spec = parse_pipeline(config["spec"], Path(config["base_dir"]), check_entry_point=False)
+    spec = worker_spec(config)
     module = load_entry_module(spec.entry_point, spec.base_dir)
     runner = TaskRunner(spark, spec, module, ObjectBuffer(work_dir),
                         may_write=lambda: bool(sidecar.call("may_write", {})["ok"]))

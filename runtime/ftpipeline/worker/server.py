@@ -57,7 +57,8 @@ class _FlightServer(flight.FlightServerBase):  # type: ignore[misc]
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="ftpipeline runtime sidecar")
     parser.add_argument("--worker-id", required=True)
-    parser.add_argument("--pipeline", required=True)
+    parser.add_argument("--pipeline", required=True, help="the pipeline's identity: the key of its Redis keys and znodes")
+    parser.add_argument("--metrics-label", default=None, help="the pipeline label of /metrics (default: --pipeline)")
     parser.add_argument("--redis-url", required=True)
     parser.add_argument("--dir", required=True, type=Path, help="buffer directory shared with the Spark process")
     parser.add_argument("--bind", default="127.0.0.1", help="address to listen on")
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     setup_json_logging()
     sidecar = Sidecar(WorkerId(args.worker_id), args.pipeline, args.redis_url, args.dir)
     if args.metrics_port is not None:
-        sidecar.metrics = WorkerMetrics(args.pipeline, args.worker_id, sidecar.buffer.held_bytes, sidecar.buffer.held)
+        sidecar.metrics = WorkerMetrics(args.metrics_label or args.pipeline, args.worker_id, sidecar.buffer.held_bytes, sidecar.buffer.held)
         sidecar.metrics.serve(args.metrics_port, args.bind)
     server = _FlightServer(f"grpc://{args.bind}:{args.port}", sidecar)
     sidecar.address = f"{args.advertise or args.bind}:{server.port}"

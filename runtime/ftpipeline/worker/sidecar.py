@@ -64,7 +64,7 @@ from ftpipeline.dataflow.sources import SourceReader, make_reader
 from ftpipeline.lineage.naming import Channel, Task, TaskKind, WorkerId
 from ftpipeline.lineage.tables import Completion, LineageTables
 from ftpipeline.obs.metrics import WorkerMetrics
-from ftpipeline.spec.load import parse_pipeline
+from ftpipeline.spec.load import worker_spec
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.worker.buffer import ObjectBuffer, read_ipc
 from ftpipeline.worker.checkpoint_files import CheckpointFiles
@@ -143,13 +143,13 @@ class Sidecar:
                     "epoch": self._keeper.clock.epoch}
 
     def _do_create(self, body: dict[str, Any]) -> dict[str, Any]:
-        spec = parse_pipeline(body["spec"], Path(body["base_dir"]), check_entry_point=False)
+        spec = worker_spec(body)
         graph = Graph(spec)
         owned = self._owned()
         with self._cv:
             self.buffer.reset()
             self.spec, self.graph, self._config = spec, graph, dict(body)
-            self.inputs.storage = CheckpointStorage(spec.checkpoint_root, spec.name)
+            self.inputs.storage = CheckpointStorage(spec.checkpoint_root, spec.store_key)
             self._readers = {s.name: make_reader(s, None) for s in graph.sources()}
             self._queue.clear()
             self._running.clear()

@@ -20,7 +20,7 @@ from ftpipeline.checkpoint.pointer import CheckpointPointer
 from ftpipeline.oracle import compare
 from ftpipeline.spec import load_pipeline
 
-from ..pipelines import clickstream, run_cli
+from ..pipelines import clickstream, identity_of, run_cli
 
 # three workers: w0 and w1 hold an aggregate channel each, w2 only stateless channels
 PARALLELISM = {"events": 3, "clean": 3, "per-user": 2, "output": 2}
@@ -73,7 +73,7 @@ def test_every_committed_checkpoint_is_a_consistent_cut(tmp_path: Path, redis_ur
     assert len(checkpoints) >= 3
     assert any(c["inflight"] > 0 for c in checkpoints), "no message ever crossed a cut: nothing was tested"
     spec = load_pipeline(pipeline)
-    storage = tmp_path / "checkpoints" / "cuts"
+    storage = tmp_path / "checkpoints" / identity_of(pipeline)
     out = tmp_path / "out"
     for ckpt in checkpoints:
         manifest = json.loads((storage / f"epoch-{ckpt['epoch']}" / "manifest.json").read_text())
@@ -98,12 +98,12 @@ def test_a_zookeeper_session_expiry_during_a_checkpoint_leaves_no_half_commit(
     assert "ZooKeeper session expired" in run.output
     zk = KazooClient(hosts=zookeeper)
     zk.start(timeout=10)
-    pointer = CheckpointPointer(zk, "expiry")
+    pointer = CheckpointPointer(zk, identity_of(pipeline))
     latest = pointer.latest()
     assert latest is not None
-    storage = tmp_path / "checkpoints" / "expiry"
+    storage = tmp_path / "checkpoints" / identity_of(pipeline)
     # what ZooKeeper calls committed is whole, and is exactly what storage holds
-    for epoch in (int(c) for c in zk.get_children("/ftpipeline/expiry/checkpoints")):
+    for epoch in (int(c) for c in zk.get_children(f"/ftpipeline/{identity_of(pipeline)}/checkpoints")):
         in_zk = pointer.manifest(epoch)
         on_disk = json.loads((storage / f"epoch-{epoch}" / "manifest.json").read_text())
         assert in_zk == on_disk

@@ -23,17 +23,17 @@ from ftpipeline.coordinator.faults import CRASH_EXIT
 from ftpipeline.oracle import compare
 from ftpipeline.spec import load_pipeline
 
-from ..pipelines import clickstream, run_cli
+from ..pipelines import clickstream, identity_of, run_cli
 
 # three workers: w0 and w1 hold an aggregate channel each, w2 only stateless channels
 PARALLELISM = {"events": 3, "clean": 3, "per-user": 2, "output": 2}
 
 
-def log_state(zookeeper: str, pipeline: str) -> tuple[ClusterState, int]:
+def log_state(zookeeper: str, pipeline: Path) -> tuple[ClusterState, int]:
     zk = KazooClient(hosts=zookeeper)
     zk.start(timeout=10)
     try:
-        log = CommandLog(zk, pipeline)
+        log = CommandLog(zk, identity_of(pipeline))
         return log.load(), log.znodes()
     finally:
         zk.stop()
@@ -54,7 +54,7 @@ def test_a_stopped_worker_is_found_by_its_heartbeat_and_recovered(
     assert run.summary["stats"]["heartbeat_losses"] == 1
     [recovery] = run.summary["recoveries"]
     assert recovery["worker"] == worker
-    state, _ = log_state(zookeeper, f"stop{worker}")
+    state, _ = log_state(zookeeper, pipeline)
     [(_, lost, reason)] = state.left[-1:]
     assert (lost, reason) == (worker, "heartbeat expired")
     [result] = compare(spark, load_pipeline(pipeline), 12)
@@ -126,14 +126,14 @@ def test_a_killed_coordinator_resumes_from_the_log(
         [result] = compare(spark, load_pipeline(pipeline), steps)
         assert result.duplicates == 0 and result.equal, result
         return
-    before, _ = log_state(zookeeper, name)
+    before, _ = log_state(zookeeper, pipeline)
     assert 0 < before.committed < steps
     if when == "mid-recovery":
         assert before.recoveries == 1 and before.left and before.left[-1][1] == "w0"
     resumed = run_cli(pipeline, run_dir, *servers, "--resume")
     assert resumed.code == 0, resumed.output
     assert resumed.summary["committed"] == steps
-    after, _ = log_state(zookeeper, name)
+    after, _ = log_state(zookeeper, pipeline)
     assert after.committed == steps
     assert after.run_epoch == before.run_epoch + 1 and after.epoch > before.epoch  # the old epoch is fenced
     assert (after.duplicate_commits, after.conflicting_starts) == (0, 0)  # each step re-run as first started
@@ -148,7 +148,7 @@ def test_the_log_stays_bounded_over_500_steps(tmp_path: Path, redis_url: str, zo
     run = run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url, "--zookeeper", zookeeper)
     assert run.code == 0, run.output
     assert run.summary["committed"] == steps
-    state, znodes = log_state(zookeeper, "long")
+    state, znodes = log_state(zookeeper, pipeline)
     # compaction every 50 commands by the coordinator, plus the workers' few membership commands
     assert run.summary["stats"]["log_znodes_max"] <= 60, run.summary["stats"]
     assert znodes <= 60
@@ -156,7 +156,7 @@ def test_the_log_stays_bounded_over_500_steps(tmp_path: Path, redis_url: str, zo
     zk = KazooClient(hosts=zookeeper)
     zk.start(timeout=10)
     started = time.perf_counter()
-    late = CommandLog(zk, "long").load()
+    late = CommandLog(zk, identity_of(pipeline)).load()
     print(f"\nlate peer: snapshot + {znodes} commands, state at step {late.committed}, "
           f"{(time.perf_counter() - started) * 1000:.1f} ms")
     zk.stop()
