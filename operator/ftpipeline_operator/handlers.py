@@ -28,11 +28,11 @@ from typing import Any, cast
 
 import kopf
 import redis
-from kazoo.client import KazooClient
 from kubernetes import client, config
 from prometheus_client import CollectorRegistry, start_http_server
 
 from ftpipeline.checkpoint.pointer import CheckpointPointer
+from ftpipeline.commandlog.zkclient import connect as zk_connect
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.spec.schema import API_GROUP, API_VERSION, PLURAL
 from ftpipeline_operator import render
@@ -138,8 +138,7 @@ def cleanup(body: kopf.Body, **_: Any) -> None:
             LineageTables(r, spec.store_key).clear()  # every key of the pipeline: lineage and the step log share it
             r.close()
         if spec.zookeeper:
-            zk = KazooClient(hosts=spec.zookeeper)
-            zk.start(timeout=15)
+            zk = zk_connect(spec.zookeeper, start_timeout_s=15)
             CheckpointPointer(zk, spec.store_key).clear()
             zk.stop()
             zk.close()

@@ -16,6 +16,7 @@ Conditions follow the usual workload meaning:
     Progressing  a step committed within spec.progressDeadlineSeconds
     Degraded     fewer workers than asked for (recovering, or waiting for a replacement)
     Stalled      no step committed within spec.progressDeadlineSeconds
+    Paused       ZooKeeper or Redis is out of reach: the run waits for it (phase Paused), then goes on
     Failed       the run failed and will not be tried again (kubectl wait --for=condition=Failed)
 
 Messages are one line naming the cause; tracebacks go to the operator's log.
@@ -174,6 +175,14 @@ class StatusReporter(Observer):
                                              f"{info['seconds']:.2f} s ({info['bytes']:,} bytes)")
         self.update(urgent=True, lastCheckpoint={"epoch": info["epoch"], "step": info["boundary"], "time": now_iso(),
                                                  "seconds": info["seconds"]})
+
+    def on_control_plane(self, component: str, available: bool, message: str) -> None:
+        """ZooKeeper or Redis out of reach pauses the run (``coordinator/outages.py``); back, it goes on."""
+        name = {"zookeeper": "ZooKeeper", "redis": "Redis"}.get(component, component)
+        self.condition("Paused", not available, f"{name}{'Available' if available else 'Unavailable'}", message)
+        self.event("Normal" if available else "Warning", f"{name}{'Recovered' if available else 'Unavailable'}",
+                   message)
+        self.update(urgent=True, phase="Running" if available else "Paused", message="" if available else message)
 
     # --- the runner's checks -------------------------------------------------
     def check_progress(self, deadline_s: float) -> None:

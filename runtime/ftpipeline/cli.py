@@ -103,6 +103,9 @@ class ProgressObserver(Observer):
             "a replacement worker starts after the next commit"
         )
 
+    def on_control_plane(self, component: str, available: bool, message: str) -> None:
+        self.console.log(f"[{'green' if available else 'red'}]{message}[/]")
+
     def on_checkpoint(self, info: dict[str, Any]) -> None:
         self.console.log(f"checkpoint {info['epoch']} committed at step {info['boundary']} in {info['seconds']:.2f} s "
                          f"({info['bytes']:,} bytes, {info['inflight']} in-flight messages)")
@@ -181,6 +184,7 @@ def _result_json(result: RunResult) -> dict[str, Any]:
         "tasks_by_worker": result.tasks_by_worker,
         "joins": result.joins,
         "checkpoints": result.checkpoints,
+        "outages": result.outages,
         "buffers": result.buffers,
         "commit_at": result.commit_at,
         "recoveries": [{**r.summary(), "to_commit_seconds": r.to_commit_seconds} for r in result.recoveries],

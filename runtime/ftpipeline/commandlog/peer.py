@@ -21,7 +21,19 @@ due::
     JOINING  --join aborted (target left / no candidate)--> GC (after a short pause)
     MEMBER   --watched heartbeat gone--> MEMBER (appends leave; watches the next one)
     MEMBER   --no longer a member (declared dead; a new run started)--> FENCED (``on_fenced``)
-    any      --session expired--> FENCED
+    any      --session expired (LOST), or removed by the ring for an expired heartbeat,
+               and ``still_member()``--> STARTING again as a new incarnation (a fresh heartbeat,
+               peer-gc, a two-phase join): a ZooKeeper restart or cut, not a death
+    any      --session expired, or removed, and not ``still_member()``--> FENCED
+
+``still_member`` is the worker's own authority on whether the run still
+counts it (the sidecar asks the lineage tables' ``alive`` set, which the
+coordinator's recovery plan empties of a worker it declared dead). A
+session that expired while the worker was alive is the ensemble's fault;
+the coordinator, which confirms every reported death by calling the worker
+(``coordinator.py``), has not declared it dead, so it comes back. One that
+expired because the worker hung is different: the coordinator could not
+reach it either, recovered without it, and it finds itself fenced.
 
 A member that must accept a notified joiner checks the joiner still has a
 heartbeat; if not, it appends ``abort-join`` (the joiner died while joining).
@@ -39,12 +51,15 @@ import uuid
 from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from ftpipeline.commandlog.state import ClusterState
 from ftpipeline.commandlog.zklog import CommandLog, Follower
 
 log = logging.getLogger("ftpipeline.peer")
+
+
+RING_REASONS = ("heartbeat expired", "peer-gc")  # a peer's report of a vanished heartbeat, not a coordinator's verdict
 
 
 def peer_id(worker: str) -> str:
@@ -54,12 +69,15 @@ def peer_id(worker: str) -> str:
 
 class Peer:
     def __init__(self, zk: KazooClient, pipeline: str, worker: str, on_fenced: Callable[[str], None],
-                 retry_s: float = 0.5) -> None:
+                 retry_s: float = 0.5, still_member: Callable[[], bool] = lambda: False) -> None:
         self.zk = zk
         self.log = CommandLog(zk, pipeline)
         self.worker = worker
         self.id = peer_id(worker)
         self.on_fenced = on_fenced
+        self.still_member = still_member
+        self.rejoins = 0
+        self._expired = threading.Event()
         self.retry_s = retry_s
         self.phase = "starting"
         self.follower: Follower | None = None
@@ -84,11 +102,7 @@ class Peer:
 
     # --- life cycle ------------------------------------------------------------
     def start(self) -> Peer:
-        data = json.dumps({"worker": self.worker, "pid": os.getpid(), "host": socket.gethostname()}).encode()
-        try:
-            self.zk.create(self.heartbeat_path(self.id), data, ephemeral=True)
-        except NodeExistsError:
-            pass
+        self._register()
         self.zk.add_listener(self._on_session)
         self.follower = Follower(self.log, on_change=self.wake.set)
         self._run_epoch = self.follower.state.run_epoch
@@ -99,6 +113,38 @@ class Peer:
         log.info("peer started", extra={"peer": self.id, "worker": self.worker})
         return self
 
+    def _register(self) -> None:
+        data = json.dumps({"worker": self.worker, "pid": os.getpid(), "host": socket.gethostname()}).encode()
+        try:
+            self.zk.create(self.heartbeat_path(self.id), data, ephemeral=True)
+        except NodeExistsError:
+            pass
+
+    def _come_back_or_fence(self, why: str) -> None:
+        """The ring lost this peer (its session expired): rejoin as a new incarnation if the run still
+        counts this worker, else stay out (``still_member``)."""
+        if not self.still_member():
+            self._fence(f"{why}, and the run no longer counts this worker")
+            return
+        old = self.id
+        self._expired.clear()  # whichever way it was seen (LOST, or the ring's leave), it is handled once
+        try:
+            self.zk.delete(self.heartbeat_path(old))  # gone with the old session, unless that is this one
+        except NoNodeError:
+            pass
+        self.id = peer_id(self.worker)
+        self._register()
+        self._gc_seq = self.log.append("peer-gc", peer=self.id, worker=self.worker)
+        self._prepare_seq = None
+        self._was_member = False
+        self._notified_for = None
+        self._watching = None
+        self._reported, self._accepted = set(), set()
+        self.phase = "gc"
+        self.rejoins += 1
+        log.warning("re-registered after losing the heartbeat", extra={"peer": self.id, "was": old,
+                                                                        "worker": self.worker, "why": why})
+
     def stop(self) -> None:
         self.stopped.set()
         self.wake.set()
@@ -106,8 +152,10 @@ class Peer:
             self.follower.stop()
 
     def _on_session(self, state: str) -> None:
+        """Called on kazoo's thread: no ZooKeeper call here, the loop handles it once connected."""
         if state == KazooState.LOST and not self.stopped.is_set():
-            self._fence("ZooKeeper session expired: this worker was silent for longer than its heartbeat timeout")
+            self._expired.set()
+            self.wake.set()
 
     def _fence(self, reason: str) -> None:
         if self.phase == "fenced":
@@ -127,6 +175,12 @@ class Peer:
                 return
             try:
                 assert self.follower is not None
+                if self._expired.is_set():
+                    if not self.zk.connected:
+                        continue  # kazoo reconnects with a new session (commandlog/zkclient.py)
+                    self._expired.clear()
+                    self._come_back_or_fence("the ZooKeeper session expired")
+                    continue
                 self.follower.refresh()
                 self.react(self.follower.state)
             except Exception as exc:  # a connection blip: the next wake tries again
@@ -164,7 +218,10 @@ class Peer:
             return
         if self._was_member:
             reason = next((r for p, _, r in reversed(s.left) if p == me), "removed from the ring")
-            self._fence(f"declared dead by the cluster ({reason})")
+            if reason in RING_REASONS:  # the ring saw the heartbeat go: perhaps only the session died
+                self._come_back_or_fence(f"removed from the ring ({reason})")
+            else:
+                self._fence(f"declared dead by the cluster ({reason})")
             return
         if self._prepare_seq is not None and s.seq >= self._prepare_seq:
             target = s.prepared.get(me)

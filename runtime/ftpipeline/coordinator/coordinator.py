@@ -55,6 +55,7 @@ from ftpipeline.control.store import RunStore, StepRecord
 from ftpipeline.coordinator.checkpoints import CheckpointManager
 from ftpipeline.barrier.existing import ExistingOutput
 from ftpipeline.coordinator.errors import ExistingOutputFound, Interrupted, PipelineFailed
+from ftpipeline.coordinator.outages import ControlPlane
 from ftpipeline.coordinator.faults import FaultPlan
 from ftpipeline.coordinator.journal import Journal
 from ftpipeline.coordinator.losses import recover, resume_at_newest_checkpoint
@@ -86,6 +87,7 @@ class Observer:
     def on_worker_lost(self, worker: WorkerId) -> None: ...
     def on_recovery(self, record: RecoveryRecord) -> None: ...
     def on_checkpoint(self, info: dict[str, Any]) -> None: ...
+    def on_control_plane(self, component: str, available: bool, message: str) -> None: ...
 
 
 @dataclass
@@ -101,6 +103,7 @@ class RunResult:
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
     buffers: list[dict[str, Any]] = field(default_factory=list)  # held bytes per worker, every few steps
     commit_at: list[float] = field(default_factory=list)          # seconds since start when each step committed
+    outages: list[dict[str, Any]] = field(default_factory=list)   # ZooKeeper/Redis out of reach: how long, outcome
 
 
 class Coordinator:
@@ -139,8 +142,12 @@ class Coordinator:
         self.resume_epoch = resume_epoch
         self.sample_every = sample_every
         self.should_stop = should_stop  # polled every turn: a reason to stop, or None
-        # the command log (ZooKeeper): decisions are written here first
-        self.journal = Journal(commands, tables, store, self.metrics, spec.metrics_label, compact_every)
+        # ZooKeeper and Redis out of reach pause the run (outages.py); decisions go to the command log first
+        self.control = ControlPlane(self.metrics.control_plane_faults, spec.metrics_label, self.observer,
+                                    self._interrupt_if_asked)
+        self.journal = Journal(commands, tables, store, self.metrics, spec.metrics_label, compact_every, self.control)
+        if commands is not None:
+            self.control.watch_zookeeper(commands.zk)
         self.heartbeat_losses = 0
         self.buffer_samples: list[dict[str, Any]] = []
         self.members = Members(spec, cluster, store, clock)
@@ -244,6 +251,13 @@ class Coordinator:
                                                                        "zombie": f.action == "zombie"})
                 self.cluster.pause_worker(victim, zombie=f.action == "zombie")
 
+    def _answers(self, worker: WorkerId) -> bool:
+        try:
+            self.client(worker).call("state", timeout_s=2)
+            return True
+        except Exception:
+            return False
+
     def _busy(self, worker: WorkerId) -> bool:
         try:
             return int(self.client(worker).call("stats", timeout_s=2).get("running", 0)) > 0
@@ -253,9 +267,16 @@ class Coordinator:
     # --- the command log ------------------------------------------------------
     def _follow(self) -> None:
         """Deaths reported in the command log (a ring member saw a heartbeat expire) are losses too:
-        a worker that hangs or is cut off is recovered like one whose pod was deleted."""
+        a worker that hangs or is cut off is recovered like one whose pod was deleted. An expired
+        heartbeat is a suspicion, not a verdict: a worker that still answers its control API lost its
+        session to a ZooKeeper fault (a restart, a cut), not its life, and re-registers by itself
+        (``commandlog/peer.py``); declaring it dead would turn one outage into N recoveries."""
         for worker, by, reason in self.journal.deaths():
-            if worker in self.workers:
+            if worker in self.workers and self._answers(worker):
+                log.warning("heartbeat expired but the worker answers: a ZooKeeper fault, not a death",
+                            extra={"worker": worker, "by": by, "reason": reason})
+                self.metrics.control_plane_faults.labels(self.spec.metrics_label, "zookeeper", "worker_rejoined").inc()
+            elif worker in self.workers:
                 log.warning("worker declared dead in the command log",
                             extra={"worker": worker, "by": by, "reason": reason})
                 self.heartbeat_losses += 1
@@ -470,6 +491,7 @@ class Coordinator:
             source_rows=self._source_rows,
             seconds=self.clock() - self._started_at,
             recoveries=self.recoveries,
+            outages=list(self.control.outages),
             stats={**self.store.stats(), "recomputed_rows": self._recomputed_rows,
                    "heartbeat_losses": self.heartbeat_losses, "log_znodes_max": self.journal.log_znodes_max},
             step_seconds=self._step_seconds,
@@ -486,5 +508,12 @@ class Coordinator:
             self.journal.append("suspended", reason=reason)
             raise Interrupted(reason)
 
+    def _interrupt_if_asked(self) -> None:
+        """A stop request while the control plane is out of reach: nothing can be logged, just stop."""
+        reason = self.should_stop() if self.should_stop is not None else None
+        if reason:
+            raise Interrupted(reason)
+
     def shutdown(self) -> None:
+        self.control.unwatch()
         self.members.shutdown()

@@ -10,29 +10,36 @@ reports become lost workers:
     a ring member's 'leave' --deaths()--> a worker the coordinator must treat as lost
     every ``compact_every`` commands --> the fold written as a snapshot, the covered commands deleted
 
-Without ZooKeeper (fault tolerance off) every method is a no-op.
+While ZooKeeper is out of reach every call waits in ``outages.py`` (the run
+is paused, never failed). Without ZooKeeper (fault tolerance off) every
+method is a no-op.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from ftpipeline.commandlog.zkclient import UNREACHABLE
 from ftpipeline.commandlog.zklog import CommandLog, Follower
 from ftpipeline.control.store import RunStore, StepRecord
 from ftpipeline.coordinator.faults import CrashPoint
+from ftpipeline.coordinator.outages import ControlPlane
 from ftpipeline.coordinator.trigger import Reason
 from ftpipeline.lineage.naming import Channel, WorkerId
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.obs.metrics import RunMetrics
 
 log = logging.getLogger("ftpipeline.coordinator")
+T = TypeVar("T")
 
 
 class Journal:
     def __init__(self, commands: CommandLog | None, tables: LineageTables, store: RunStore, metrics: RunMetrics,
-                 pipeline: str, compact_every: int = 50) -> None:
+                 pipeline: str, compact_every: int = 50, control: ControlPlane | None = None) -> None:
         self.commands = commands
+        self.control = control
         self.tables = tables
         self.store = store
         self.metrics = metrics
@@ -43,9 +50,16 @@ class Journal:
         self._appended = 0
         self._crash = CrashPoint.from_env()
 
+    def _zk(self, fn: Callable[[], T], what: str) -> T:
+        """``fn`` against ZooKeeper; while it is out of reach the run waits here (``outages.py``)."""
+        if self.control is None:
+            return fn()
+        return self.control.call("zookeeper", fn, UNREACHABLE, what)
+
     def append(self, kind: str, **body: Any) -> None:
         if self.commands is not None:
-            self.commands.append(kind, **body)
+            commands = self.commands
+            self._zk(lambda: commands.append(kind, **body), f"appending {kind}")
             self._appended += 1
             self.metrics.log_commands.labels(self.pipeline, kind).inc()
             if self._crash is not None:
@@ -86,9 +100,10 @@ class Journal:
     def deaths(self) -> list[tuple[WorkerId, str, str]]:
         """Workers a ring member reported dead since the last call: (worker, by whom, why)."""
         out: list[tuple[WorkerId, str, str]] = []
-        if self.follower is None or not self.follower.changed.is_set():
+        follower = self.follower
+        if follower is None or not follower.changed.is_set():
             return out
-        for cmd, before in self.follower.refresh():
+        for cmd, before in self._zk(follower.refresh, "reading the command log"):
             if cmd.kind != "leave" or cmd.get("by") == "coordinator":
                 continue
             worker = WorkerId(str(before.members.get(str(cmd.get("peer"))) or ""))
@@ -99,8 +114,9 @@ class Journal:
         if self.commands is None or self.follower is None or self._appended < self.compact_every:
             return
         self._appended = 0
-        self.follower.refresh()
-        znodes = self.commands.znodes()
+        follower, commands = self.follower, self.commands
+        self._zk(follower.refresh, "reading the command log")
+        znodes = self._zk(commands.znodes, "counting the command log")
         self.log_znodes_max = max(self.log_znodes_max, znodes)
         self.metrics.log_znodes.set(znodes)
-        self.commands.compact(self.follower.state)
+        self._zk(lambda: commands.compact(follower.state), "compacting the command log")

@@ -22,6 +22,7 @@ import redis
 from kazoo.client import KazooClient
 
 from ftpipeline.checkpoint.pointer import CheckpointPointer
+from ftpipeline.commandlog.zkclient import connect as zk_connect
 from ftpipeline.commandlog.zklog import CommandLog, base_path
 from ftpipeline.control.store import RunStore
 from ftpipeline.embedded.redis import EmbeddedRedis
@@ -85,8 +86,7 @@ def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = 
                 private.append(zookeeper)
                 connect = zookeeper.connect
             session.zookeeper = connect
-            session.zk = KazooClient(hosts=connect, timeout=10.0)
-            session.zk.start(timeout=30)
+            session.zk = zk_connect(connect, timeout_s=10.0)
             session.pointer = CheckpointPointer(session.zk, spec.store_key)
             if not resuming and resume_if_started and session.zk.exists(f"{base_path(spec.store_key)}/log"):
                 resuming = CommandLog(session.zk, spec.store_key).load().committed > 0

@@ -40,9 +40,13 @@ def find_redis_server() -> str:
     )
 
 
-def redis_command(directory: Path, port: int = 0, bind: str = "127.0.0.1", unixsocket: Path | None = None) -> list[str]:
-    """A redis-server for lineage: nothing persisted (the checkpoints are the durable state)."""
-    args = [find_redis_server(), "--port", str(port), "--bind", bind, "--save", "", "--appendonly", "no",
+def redis_command(directory: Path, port: int = 0, bind: str = "127.0.0.1", unixsocket: Path | None = None,
+                  appendonly: bool = False) -> list[str]:
+    """A redis-server for lineage. ``appendonly``: an append-only file in ``directory``, fsynced every
+    second, so a restart keeps the lineage; without it nothing is persisted, and a restart comes back
+    empty (the run rolls back to its newest checkpoint, ``coordinator/outages.py``)."""
+    persistence = ["--appendonly", "yes", "--appendfsync", "everysec"] if appendonly else ["--appendonly", "no"]
+    args = [find_redis_server(), "--port", str(port), "--bind", bind, "--save", "", *persistence,
             "--dir", str(directory), "--loglevel", "warning"]
     if bind != "127.0.0.1":
         args += ["--protected-mode", "no"]  # reached by workers on other hosts; the network policy guards it
@@ -54,8 +58,9 @@ def redis_command(directory: Path, port: int = 0, bind: str = "127.0.0.1", unixs
 class EmbeddedRedis:
     """Start ``redis-server`` on a Unix socket in ``directory``; ``url`` connects to it."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, appendonly: bool = False) -> None:
         self.directory = directory
+        self.appendonly = appendonly
         self.socket = directory / "redis.sock"
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -68,7 +73,7 @@ class EmbeddedRedis:
         if self.socket.exists():
             self.socket.unlink()
         reap(self.directory / "redis.pid", b"redis-server")  # left by a killed run in this directory
-        args = redis_command(self.directory, unixsocket=self.socket)
+        args = redis_command(self.directory, unixsocket=self.socket, appendonly=self.appendonly)
         log = open(self.directory / "redis.log", "ab")
         self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
@@ -95,6 +100,13 @@ class EmbeddedRedis:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
+        self._proc = None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash (with ``appendonly`` the last second of writes may be lost, as configured)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
         self._proc = None
 
     def __enter__(self) -> EmbeddedRedis:

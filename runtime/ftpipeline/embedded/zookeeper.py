@@ -58,7 +58,7 @@ class EmbeddedZooKeeper:
 
     def start(self, timeout_s: float = 60.0) -> EmbeddedZooKeeper:
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.port = _free_port()
+        self.port = self.port or _free_port()  # a restart keeps the address its clients know
         reap(self.directory / "zookeeper.pid", b"ZooKeeperServerMain")  # left by a killed run here
         args = zookeeper_command(self.directory / "data", self.port)
         with open(self.directory / "zookeeper.log", "ab") as log:
@@ -84,6 +84,13 @@ class EmbeddedZooKeeper:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
+        self._proc = None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: no clean shutdown (its data directory is kept; ``start`` restarts it)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
         self._proc = None
 
     def __enter__(self) -> EmbeddedZooKeeper:

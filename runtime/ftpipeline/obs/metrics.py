@@ -66,6 +66,11 @@ class _Families:
                                    registry=registry)
         self.stalled = Gauge("ftpipeline_pipeline_stalled", "1 while no step committed within "
                              "spec.progressDeadlineSeconds (operator).", labels, registry=registry)
+        self.control_plane_faults = Counter(
+            "ftpipeline_control_plane_faults_total", "Faults of the components a run depends on (zookeeper, redis), "
+            "by outcome: paused (the run waits for it), resumed (it answered again), rebuilt (Redis came back empty "
+            "and the run rolled back to a checkpoint), worker_rejoined (a heartbeat expired while the worker lived).",
+            ["pipeline", "component", "outcome"], registry=registry)
         self.heartbeat_losses = Counter(
             "ftpipeline_heartbeat_expirations_total", "Workers declared dead in the command log because their "
             "ZooKeeper heartbeat expired (hung, stopped or cut off while their process or pod still existed).",
@@ -113,6 +118,7 @@ class RunMetrics:
         self.workers_ready = f.workers_ready.labels(pipeline)
         self.stalled = f.stalled.labels(pipeline)
         self.heartbeat_losses = f.heartbeat_losses.labels(pipeline)
+        self.control_plane_faults = f.control_plane_faults
         self.log_commands = f.log_commands
         self.log_znodes = f.log_znodes.labels(pipeline)
 

@@ -369,7 +369,7 @@ SPEC_SCHEMA: Schema = _obj(
                 "recovery.strategy checkpoint needs checkpoint.intervalSteps or checkpoint.intervalMs")],
 )
 
-PHASES = ["Pending", "Starting", "Running", "Recovering", "Retrying", "Suspended", "Succeeded", "Failed"]
+PHASES = ["Pending", "Starting", "Running", "Recovering", "Paused", "Retrying", "Suspended", "Succeeded", "Failed"]
 CONDITIONS = ["Ready", "Progressing", "Degraded", "Stalled", "Failed"]
 
 _TIME = {"type": "string", "format": "date-time"}

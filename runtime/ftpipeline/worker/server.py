@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.flight as flight
-from kazoo.client import KazooClient
 
 from ftpipeline.commandlog.peer import Peer
+from ftpipeline.commandlog.zkclient import connect as zk_connect
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.obs.metrics import WorkerMetrics
@@ -80,9 +80,8 @@ def main(argv: list[str] | None = None) -> None:
     os.replace(args.dir / "sidecar.addr.tmp", args.dir / "sidecar.addr")
     threading.Thread(target=sidecar.background, name="background", daemon=True).start()
     if args.zookeeper:
-        zk = KazooClient(hosts=args.zookeeper, timeout=args.heartbeat_timeout_ms / 1000)
-        zk.start(timeout=30)
-        Peer(zk, args.pipeline, sidecar.worker, on_fenced=sidecar.fence).start()
+        zk = zk_connect(args.zookeeper, timeout_s=args.heartbeat_timeout_ms / 1000)
+        Peer(zk, args.pipeline, sidecar.worker, on_fenced=sidecar.fence, still_member=sidecar.still_member).start()
     log.info("listening", extra={"worker": sidecar.worker, "address": sidecar.address})
     threading.Thread(target=lambda: (sidecar.stopping.wait(), server.shutdown()), daemon=True).start()
     server.serve()

@@ -256,6 +256,11 @@ class Sidecar:
             time.sleep(0.005)
         return {"shutdown": True}
 
+    def still_member(self) -> bool:
+        """Does the run still count this worker? Before ``create`` it belongs to no run yet; after, only
+        while the coordinator has not declared it dead (the lineage tables' ``alive`` set)."""
+        return self.fenced is None and (self.spec is None or self.tables.is_member(self.worker))
+
     def fence(self, reason: str) -> None:
         """The cluster declared this worker dead (or a new run began): take no new task; the running
         ones may still try to commit, and the lineage tables refuse them."""
