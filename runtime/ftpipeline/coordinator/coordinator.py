@@ -54,6 +54,7 @@ from ftpipeline.commandlog.zklog import CommandLog
 from ftpipeline.control.store import RunStore, StepRecord
 from ftpipeline.coordinator.checkpoints import CheckpointManager
 from ftpipeline.barrier.existing import ExistingOutput
+from ftpipeline.coordinator.detection import follow_deaths, inject_faults
 from ftpipeline.coordinator.errors import ExistingOutputFound, Interrupted, PipelineFailed
 from ftpipeline.coordinator.outages import ControlPlane
 from ftpipeline.coordinator.faults import FaultPlan
@@ -234,56 +235,16 @@ class Coordinator:
         for event in self.store.receive(timeout_s):
             self._handle(event)
         for dead in self.cluster.lost():
-            self._lost(dead, "gone")
-        self._follow()
+            self.lost(dead, "gone")
+        follow_deaths(self)
         self.journal.maybe_compact()
-        f = self.faults
-        if f is not None and f.due(self.triggered, self._done_in_step.get(f.at_step or 0, 0),
-                                   self.clock() - self._started_at, self.ckpt.busy):
-            victim = f.victim(self.workers)
-            if f.action == "kill":
-                f.fired = True
-                log.warning("fault injection: killing worker", extra={"worker": victim, "step": self.triggered})
-                self.cluster.kill_worker(victim)
-            elif self._busy(victim):  # stop it while it runs a task, so a zombie has something to commit
-                f.fired = True
-                log.warning("fault injection: stopping worker", extra={"worker": victim, "step": self.triggered,
-                                                                       "zombie": f.action == "zombie"})
-                self.cluster.pause_worker(victim, zombie=f.action == "zombie")
+        inject_faults(self)
 
-    def _answers(self, worker: WorkerId) -> bool:
-        try:
-            self.client(worker).call("state", timeout_s=2)
-            return True
-        except Exception:
-            return False
+    def done_in_step(self, step: int) -> int:
+        return self._done_in_step.get(step, 0)
 
-    def _busy(self, worker: WorkerId) -> bool:
-        try:
-            return int(self.client(worker).call("stats", timeout_s=2).get("running", 0)) > 0
-        except Exception:
-            return False
-
-    # --- the command log ------------------------------------------------------
-    def _follow(self) -> None:
-        """Deaths reported in the command log (a ring member saw a heartbeat expire) are losses too:
-        a worker that hangs or is cut off is recovered like one whose pod was deleted. An expired
-        heartbeat is a suspicion, not a verdict: a worker that still answers its control API lost its
-        session to a ZooKeeper fault (a restart, a cut), not its life, and re-registers by itself
-        (``commandlog/peer.py``); declaring it dead would turn one outage into N recoveries."""
-        for worker, by, reason in self.journal.deaths():
-            if worker in self.workers and self._answers(worker):
-                log.warning("heartbeat expired but the worker answers: a ZooKeeper fault, not a death",
-                            extra={"worker": worker, "by": by, "reason": reason})
-                self.metrics.control_plane_faults.labels(self.spec.metrics_label, "zookeeper", "worker_rejoined").inc()
-            elif worker in self.workers:
-                log.warning("worker declared dead in the command log",
-                            extra={"worker": worker, "by": by, "reason": reason})
-                self.heartbeat_losses += 1
-                self.metrics.heartbeat_losses.inc()
-                self.cluster.declare_lost(worker, f"reported by {by}: {reason}")
-                self.cluster.kill_worker(worker)  # make sure: a hung pod or process must not linger
-                self._lost(worker, "heartbeat expired")
+    def elapsed(self) -> float:
+        return self.clock() - self._started_at
 
     def _handle(self, event: dict[str, Any]) -> None:
         kind = event["t"]
@@ -311,7 +272,7 @@ class Coordinator:
         elif kind == "joined" and event["w"] in self.members.joining:
             self._admit_newcomer(WorkerId(event["w"]))
 
-    def _lost(self, dead: WorkerId, reason: str = "") -> None:
+    def lost(self, dead: WorkerId, reason: str = "") -> None:
         recover(self, dead, reason)
 
     def rewind(self, record: RecoveryRecord, manifest: dict[str, Any] | None, gt_last: int) -> None:

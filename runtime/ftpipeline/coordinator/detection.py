@@ -1,0 +1,78 @@
+"""How the coordinator finds out a worker is gone, and how a test makes it so: the detection protocol.
+
+Three ways a loss reaches the coordinator, each turned into ``recover``
+(``losses.py``):
+
+    a process exits / a pod is deleted   --ClusterBackend.lost()-->  LOST ("gone")
+    a ring member reports a vanished heartbeat in the command log
+        --the worker does not answer its control API--> LOST ("heartbeat expired"; killed to be sure)
+        --the worker answers--> kept: its session died with a ZooKeeper fault, not the worker, and it
+                                re-registers by itself (``commandlog/peer.py``); counted as
+                                control_plane_faults{zookeeper, worker_rejoined}
+
+An expired heartbeat is a suspicion, not a verdict: a ZooKeeper restart or a
+cut expires every session at once, and declaring each worker dead would
+turn one outage into N recoveries (or a failed run when none survives).
+
+Fault injection (``ftpipeline run --kill-at-step``, ``--fault stop|zombie``)
+lives here too: it is the same event seen from the other side.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ftpipeline.lineage.naming import WorkerId
+
+if TYPE_CHECKING:
+    from ftpipeline.coordinator.coordinator import Coordinator
+
+log = logging.getLogger("ftpipeline.coordinator")
+
+
+def answers(c: Coordinator, worker: WorkerId, action: str = "state") -> dict[str, object] | None:
+    """The worker's answer to ``action`` within 2 s, or None: alive and reachable, or not."""
+    try:
+        reply = c.client(worker).call(action, timeout_s=2)
+        return reply if isinstance(reply, dict) else {}
+    except Exception:
+        return None
+
+
+def follow_deaths(c: Coordinator) -> None:
+    """Deaths reported in the command log, confirmed (or not) by calling the worker."""
+    for worker, by, reason in c.journal.deaths():
+        if worker not in c.workers:
+            continue
+        if answers(c, worker) is not None:
+            log.warning("heartbeat expired but the worker answers: a ZooKeeper fault, not a death",
+                        extra={"worker": worker, "by": by, "reason": reason})
+            c.metrics.control_plane_faults.labels(c.spec.metrics_label, "zookeeper", "worker_rejoined").inc()
+            continue
+        log.warning("worker declared dead in the command log", extra={"worker": worker, "by": by, "reason": reason})
+        c.heartbeat_losses += 1
+        c.metrics.heartbeat_losses.inc()
+        c.cluster.declare_lost(worker, f"reported by {by}: {reason}")
+        c.cluster.kill_worker(worker)  # make sure: a hung pod or process must not linger
+        c.lost(worker, "heartbeat expired")
+
+
+def inject_faults(c: Coordinator) -> None:
+    """The run's fault plan, if it is due: kill a worker, or stop it while it runs a task (so that a
+    zombie has something to commit when it wakes)."""
+    f = c.faults
+    if f is None or not f.due(c.triggered, c.done_in_step(f.at_step or 0), c.elapsed(), c.ckpt.busy):
+        return
+    victim = f.victim(c.workers)
+    if f.action == "kill":
+        f.fired = True
+        log.warning("fault injection: killing worker", extra={"worker": victim, "step": c.triggered})
+        c.cluster.kill_worker(victim)
+        return
+    stats = answers(c, victim, "stats")
+    if stats is not None and int(str(stats.get("running", 0))) > 0:
+        f.fired = True
+        log.warning("fault injection: stopping worker", extra={"worker": victim, "step": c.triggered,
+                                                               "zombie": f.action == "zombie"})
+        c.cluster.pause_worker(victim, zombie=f.action == "zombie")
