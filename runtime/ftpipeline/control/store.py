@@ -13,6 +13,10 @@
   sidecar when it starts.
 - **Stats** (``stats``): counters the workers increment (rows processed,
   rows re-processed by recovery tasks, dead letters), read for reports.
+- **Generation** (``generation``): a token written when a run opens. A Redis
+  without persistence that restarts comes back without it; the coordinator
+  checks it and rebuilds (``coordinator/losses.py``) instead of trusting an
+  empty store.
 """
 
 from __future__ import annotations
@@ -54,6 +58,14 @@ class RunStore:
 
     def k(self, name: str) -> str:
         return self.prefix + name
+
+    # --- generation --------------------------------------------------------
+    def mark_generation(self, token: str) -> None:
+        self.r.set(self.k("generation"), token)
+
+    def generation(self) -> str | None:
+        raw = self.r.get(self.k("generation"))
+        return _s(raw) if raw is not None else None
 
     # --- registry ----------------------------------------------------------
     def register(self, worker: WorkerId, info: Mapping[str, Any]) -> None:

@@ -54,12 +54,13 @@ from ftpipeline.commandlog.zklog import CommandLog
 from ftpipeline.control.store import RunStore, StepRecord
 from ftpipeline.coordinator.checkpoints import CheckpointManager
 from ftpipeline.barrier.existing import ExistingOutput
+from ftpipeline.control.redisclient import watch as redis_watch
 from ftpipeline.coordinator.detection import follow_deaths, inject_faults
 from ftpipeline.coordinator.errors import ExistingOutputFound, Interrupted, PipelineFailed
 from ftpipeline.coordinator.outages import ControlPlane
 from ftpipeline.coordinator.faults import FaultPlan
 from ftpipeline.coordinator.journal import Journal
-from ftpipeline.coordinator.losses import recover, resume_at_newest_checkpoint
+from ftpipeline.coordinator.losses import rebuild_lost_store, recover, resume_at_newest_checkpoint
 from ftpipeline.coordinator.members import Members
 from ftpipeline.coordinator.protocol import Create, startup_decision
 from ftpipeline.coordinator.recovery import RecoveryRecord
@@ -69,6 +70,7 @@ from ftpipeline.dataflow.sources import channel_share, rows_per_step
 from ftpipeline.lineage.naming import Channel, Task, TaskKind, WorkerId
 from ftpipeline.lineage.placement import initial_placement
 from ftpipeline.lineage.tables import LineageTables
+from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.worker.transport import SidecarClient
@@ -149,6 +151,10 @@ class Coordinator:
         self.journal = Journal(commands, tables, store, self.metrics, spec.metrics_label, compact_every, self.control)
         if commands is not None:
             self.control.watch_zookeeper(commands.zk)
+        redis_watch(store.r, lambda e: self.control.unavailable("redis", one_line(e)),
+                    lambda: self.control.recovered("redis"))
+        self.generation = store.generation()  # written by open_session: gone if Redis restarts empty
+        self._generation_checked = 0.0
         self.heartbeat_losses = 0
         self.buffer_samples: list[dict[str, Any]] = []
         self.members = Members(spec, cluster, store, clock)
@@ -239,6 +245,10 @@ class Coordinator:
         follow_deaths(self)
         self.journal.maybe_compact()
         inject_faults(self)
+        if self.generation is not None and self.clock() - self._generation_checked > 0.5:
+            self._generation_checked = self.clock()
+            if self.store.generation() != self.generation:
+                rebuild_lost_store(self)
 
     def done_in_step(self, step: int) -> int:
         return self._done_in_step.get(step, 0)
@@ -261,6 +271,8 @@ class Coordinator:
                 elif event["kind"] == "source":
                     self._source_rows += event["rows_in"]
                     self.metrics.source_rows.inc(event["rows_in"])
+        elif kind == "failed" and event["id"] not in self.outstanding:  # superseded by a recovery's epoch
+            log.warning("a superseded task failed: ignored", extra={"task": event["id"], "error": event["error"]})
         elif kind == "failed":
             raise PipelineFailed(f"task {event['id']} failed on worker {event['w']}: {event['error']}")
         elif kind == "received":

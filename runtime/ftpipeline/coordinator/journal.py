@@ -79,14 +79,22 @@ class Journal:
         before = self.follower.state
         epoch = max(before.epoch, self.tables.epoch()) + (1 if resume else 0)
         self.append("run-started", run_epoch=before.run_epoch + 1, epoch=epoch, fresh=not resume)
-        for step, offsets in sorted(before.started.items()) if resume else ():
+        if resume:
+            self.restore_step_log()
+        self.follower.refresh()
+        log.info("command log opened", extra={"run_epoch": before.run_epoch + 1, "epoch": epoch,
+                                              "committed": before.committed, "seq": self.follower.state.seq})
+
+    def restore_step_log(self) -> None:
+        """Put the offsets the log recorded for every step after its resume point back into Redis's step
+        log (a private Redis keeps nothing; one that restarted empty lost it)."""
+        if self.follower is None:
+            return
+        for step, offsets in sorted(self.follower.state.started.items()):
             recorded = self.store.step(step)
             logged = {Channel.parse(c): (lo, hi) for c, (lo, hi) in offsets.items()}
             if recorded is None or recorded.offsets != logged:
                 self.store.record_step(StepRecord(step, logged, Reason.REPLAY.value))
-        self.follower.refresh()
-        log.info("command log opened", extra={"run_epoch": before.run_epoch + 1, "epoch": epoch,
-                                              "committed": before.committed, "seq": self.follower.state.seq})
 
     def close_ring_around(self, dead: WorkerId, reason: str) -> None:
         """The coordinator saw ``dead`` go (process exit, pod deleted): close the ring around it now

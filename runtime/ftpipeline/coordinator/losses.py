@@ -15,6 +15,16 @@ command log first:
 A resumed run (a restarted coordinator or operator) takes the second path
 with no lost worker: every worker reopens the newest checkpoint they all
 have, and the steps after it replay with the offsets the log recorded.
+
+So does a run whose Redis restarted empty (its generation marker is gone):
+the lineage tables, the step log, the inbox and the members are lost, but
+not what they describe. The coordinator writes the marker and the members
+back, puts the step log back from the command log, and rolls every worker
+back to the newest committed checkpoint (none: the beginning, with the
+sinks' GT_last dropping the steps already released) — without exiting:
+
+    RUNNING --generation marker gone--> REBUILDING ('resumed' command, rollback)
+            --workers reopened, later steps replay--> RUNNING (control_plane_faults{redis, rebuilt})
 """
 
 from __future__ import annotations
@@ -129,3 +139,33 @@ def resume_at_newest_checkpoint(c: Coordinator) -> None:
     c.rewind(record, manifest, gt_last)
     c.ckpt.last = manifest
     log.info("resumed", extra={"epoch": manifest["epoch"], "boundary": manifest["boundary"], "gt_last": gt_last})
+
+
+def rebuild_lost_store(c: Coordinator) -> None:
+    """Redis came back without this run's state: rebuild it and roll back to the newest checkpoint."""
+    detected = c.clock()
+    manifest = c.ckpt.last
+    boundary = int(manifest["boundary"]) if manifest else 0
+    log.error("Redis lost the run's state (it restarted empty): rolling back to the newest checkpoint",
+              extra={"boundary": boundary, "committed": c.committed})
+    c.control.unavailable("redis", "Redis restarted without the run's state (no persistence)")
+    c.ckpt.abort("Redis lost the run's state")
+    assert c.generation is not None
+    c.store.mark_generation(c.generation)
+    for worker in c.workers:
+        c.store.register(worker, {"address": c.client(worker).address})
+        c.tables.admit(worker)
+    c.tables.set_placement(c.placement)
+    c.journal.restore_step_log()
+    epoch = c.journal.next_epoch()
+    c.journal.append("resumed", epoch=epoch, boundary=boundary)  # write-ahead, like any resume
+    gt_last = int(c.client(c.workers[0]).call("barrier")["gt_last"])
+    clients = c.clients_for(c.workers)
+    record = rollback(c.graph, c.tables, c.store, c.tables.snapshot(c.workers), None, c.placement, {}, c.workers,
+                      epoch, manifest, gt_last, clients, detected, c.clock)
+    c.rewind(record, manifest, gt_last)
+    c.store.commit(c.committed)
+    c.last_progress = c.clock()
+    c.control.recovered("redis", outcome="rebuilt",
+                        note=f"rolled back to the checkpoint at step {boundary}" if manifest
+                        else "no checkpoint: replaying from step 1 (released steps are dropped)")

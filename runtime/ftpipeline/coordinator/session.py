@@ -15,6 +15,7 @@ after it, with the offsets the command log recorded.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from kazoo.client import KazooClient
 from ftpipeline.checkpoint.pointer import CheckpointPointer
 from ftpipeline.commandlog.zkclient import connect as zk_connect
 from ftpipeline.commandlog.zklog import CommandLog, base_path
+from ftpipeline.control.redisclient import connect as redis_connect
 from ftpipeline.control.store import RunStore
 from ftpipeline.embedded.redis import EmbeddedRedis
 from ftpipeline.embedded.zookeeper import EmbeddedZooKeeper
@@ -73,10 +75,11 @@ def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = 
             embedded = EmbeddedRedis(private_dir / "redis").start()
             private.append(embedded)
             url = embedded.url
-        client = redis.Redis.from_url(url)
+        client = redis_connect(url)
         session = Session(spec, url, client, LineageTables(client, spec.store_key), RunStore(client, spec.store_key),
                           private=private, resuming=resuming)
         session.tables.clear()  # lineage never survives a (re)start: the checkpoints and the step log do
+        session.store.mark_generation(uuid.uuid4().hex[:12])
         if spec.needs_zookeeper:
             connect = spec.zookeeper
             if connect is None:

@@ -57,6 +57,8 @@ from ftpipeline.barrier import ParquetBundleSink
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.checkpoint.clock import VectorClock
 from ftpipeline.checkpoint.storage import CheckpointStorage
+from ftpipeline.control.redisclient import connect as redis_connect
+from ftpipeline.control.redisclient import watch as redis_watch
 from ftpipeline.control.store import RunStore
 from ftpipeline.dataflow.deadletter import default_dead_letter_root
 from ftpipeline.dataflow.graph import Graph
@@ -89,7 +91,9 @@ def _priority(graph: Graph, task: Task) -> tuple[int, int, int, int]:
 class Sidecar:
     def __init__(self, worker: WorkerId, pipeline: str, redis_url: str, root: Path) -> None:
         self.worker = worker
-        self.r = redis.Redis.from_url(redis_url)
+        self.r = redis_connect(redis_url)
+        redis_watch(self.r, lambda e: log.warning("Redis unreachable: waiting for it", extra={"error": str(e)}),
+                    lambda: log.warning("Redis answers again"))
         self.tables = LineageTables(self.r, pipeline)
         self.store = RunStore(self.r, pipeline)
         self.buffer = ObjectBuffer(root)
@@ -316,6 +320,9 @@ class Sidecar:
         if result == -1:
             log.error("fenced", extra={"worker": self.worker, "task": task.id})
             self.stopping.set()
+        elif result == -2:  # not fenced: Redis restarted empty, and the coordinator rolls the run back
+            log.warning("the lineage store lost its state: completion dropped, the rollback re-runs it",
+                        extra={"worker": self.worker, "task": task.id})
         return {"recorded": result}
 
     def _do_task_failed(self, body: dict[str, Any]) -> dict[str, Any]:

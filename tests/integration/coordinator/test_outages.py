@@ -1,8 +1,11 @@
-"""ZooKeeper out of reach mid-run — cut off for 30 s, or killed and restarted — costs time, not the run.
+"""ZooKeeper or Redis out of reach mid-run costs time, not the run, and never a human.
 
-Real ZooKeeper, real workers: the run pauses (a log line, the outage in the
-summary), the workers whose sessions expired meanwhile are not recovered but
-re-register (they still answer), and the output equals the oracle.
+Real servers, real workers, real faults: ZooKeeper cut off for 30 s through a
+proxy or killed and restarted; Redis restarted with its append-only file, or
+killed without persistence so that it comes back empty. Each run pauses (a
+log line, the outage in the summary), recovers by itself (no worker is
+declared lost for a control-plane fault; an empty Redis is rebuilt by a
+rollback) and its output equals the oracle.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -31,11 +35,12 @@ PARALLELISM = {"events": 2, "clean": 2, "per-user": 2, "output": 2}
 
 
 @pytest.fixture
-def servers(tmp_path: Path) -> Iterator[tuple[EmbeddedZooKeeper, TcpProxy, EmbeddedRedis]]:
-    """A ZooKeeper of this test's own (it is killed), behind a proxy (it is cut), and a Redis."""
+def servers(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[EmbeddedZooKeeper, TcpProxy, EmbeddedRedis]]:
+    """A ZooKeeper of this test's own (it is killed), behind a proxy (it is cut), and a Redis (killed too;
+    with an append-only file where the test restarts it with its data)."""
     zk = EmbeddedZooKeeper(tmp_path / "zookeeper").start()
     proxy = TcpProxy(zk.port).start()
-    r = EmbeddedRedis(tmp_path / "redis").start()
+    r = EmbeddedRedis(tmp_path / "redis", appendonly=getattr(request, "param", False)).start()
     yield zk, proxy, r
     proxy.stop()
     zk.stop()
@@ -43,10 +48,11 @@ def servers(tmp_path: Path) -> Iterator[tuple[EmbeddedZooKeeper, TcpProxy, Embed
 
 
 def _run_through(tmp_path: Path, servers: tuple[EmbeddedZooKeeper, TcpProxy, EmbeddedRedis], fault: str,
-                 seconds: float, spark: object) -> dict[str, object]:
+                 seconds: float, spark: object, checkpoint_every: int = 4) -> dict[str, Any]:
     zk, proxy, r = servers
-    pipeline = clickstream(tmp_path, f"zk{fault}", steps=STEPS, workers=2, rows_per_step=3000,
-                           parallelism=PARALLELISM, checkpoint_every=4)
+    component = fault.split("-")[0]
+    pipeline = clickstream(tmp_path, fault, steps=STEPS, workers=2, rows_per_step=3000,
+                           parallelism=PARALLELISM, checkpoint_every=checkpoint_every)
     summary = tmp_path / "summary.json"
     proc = subprocess.Popen([sys.executable, "-m", "ftpipeline.cli", "run", str(pipeline), "--no-progress",
                              "--run-dir", str(tmp_path / "run"), "--redis-url", r.url, "--zookeeper", proxy.address,
@@ -58,25 +64,31 @@ def _run_through(tmp_path: Path, servers: tuple[EmbeddedZooKeeper, TcpProxy, Emb
         time.sleep(0.1)
     at = store.committed()
     assert proc.poll() is None and at >= 3, proc.communicate()[0]
-    if fault == "cut":
+    if fault == "zookeeper-cut":
         proxy.cut()
         time.sleep(seconds)
         assert store.committed() <= at + 1, "steps went on without the command log"
         proxy.restore()
-    else:
+    elif fault == "zookeeper-restart":
         zk.kill()
         time.sleep(seconds)
         zk.start()
+    else:
+        r.stop() if fault == "redis-restart" else r.kill()  # SIGTERM flushes the append-only file
+        time.sleep(seconds)
+        r.start()
     output = proc.communicate(timeout=600)[0]
     assert proc.returncode == 0, output
     log = (tmp_path / "run" / "coordinator.log").read_text()
-    assert '"message": "control plane unavailable", "component": "zookeeper"' in log
-    assert '"message": "control plane available again", "component": "zookeeper"' in log
+    assert f'"message": "control plane unavailable", "component": "{component}"' in log
+    assert f'"message": "control plane available again", "component": "{component}"' in log
     result = json.loads(summary.read_text())
     assert result["committed"] == STEPS
     assert result["recoveries"] == [], result["recoveries"]  # an outage is not N worker deaths
-    [outage] = [o for o in result["outages"] if o["component"] == "zookeeper"]
-    assert outage["seconds"] >= seconds * 0.8 and outage["outcome"] == "resumed", result["outages"]
+    outages = [o for o in result["outages"] if o["component"] == component]
+    assert outages, result["outages"]
+    if fault != "redis-lost":
+        assert outages[0]["seconds"] >= seconds * 0.8 and outages[0]["outcome"] == "resumed", outages
     [comparison] = compare(spark, load_pipeline(pipeline), STEPS)
     assert comparison.duplicates == 0 and comparison.equal, comparison
     return result
@@ -85,11 +97,27 @@ def _run_through(tmp_path: Path, servers: tuple[EmbeddedZooKeeper, TcpProxy, Emb
 def test_a_30_second_zookeeper_outage_pauses_the_run_and_it_finishes(
         tmp_path: Path, servers: tuple[EmbeddedZooKeeper, TcpProxy, EmbeddedRedis], spark: object) -> None:
     """Cut for 30 s, five times the workers' heartbeat timeout: every session expires."""
-    _run_through(tmp_path, servers, "cut", 30, spark)
+    _run_through(tmp_path, servers, "zookeeper-cut", 30, spark)
 
 
 def test_a_zookeeper_restart_is_waited_for(
         tmp_path: Path, servers: tuple[EmbeddedZooKeeper, TcpProxy, EmbeddedRedis], spark: object) -> None:
     """Killed (no clean shutdown) and started again on its data directory after 4 s, as in the report
     that every worker was declared lost."""
-    _run_through(tmp_path, servers, "restart", 4, spark)
+    _run_through(tmp_path, servers, "zookeeper-restart", 4, spark)
+
+
+@pytest.mark.parametrize("servers", [True], indirect=True)
+def test_a_redis_restart_with_its_data_is_waited_for(
+        tmp_path: Path, servers: tuple[EmbeddedZooKeeper, TcpProxy, EmbeddedRedis], spark: object) -> None:
+    """Stopped (its append-only file flushed) and started again 3 s later: the run reconnects."""
+    _run_through(tmp_path, servers, "redis-restart", 3, spark)
+
+
+@pytest.mark.parametrize("every", [4, 0], ids=["checkpoint", "no-checkpoint"])
+def test_a_redis_that_comes_back_empty_is_rebuilt(
+        tmp_path: Path, servers: tuple[EmbeddedZooKeeper, TcpProxy, EmbeddedRedis], spark: object, every: int) -> None:
+    """Killed without persistence: it comes back with nothing. The run rolls back to its newest
+    checkpoint (or to step 1, the sinks dropping what they already released) and goes on."""
+    result = _run_through(tmp_path, servers, "redis-lost", 2, spark, checkpoint_every=every)
+    assert [o["outcome"] for o in result["outages"] if o["component"] == "redis"][-1] == "rebuilt"

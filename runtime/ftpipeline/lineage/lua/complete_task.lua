@@ -6,7 +6,9 @@
 --       11 the task's dead-letter key (stage.channel@step) 12 its dead-letter records
 -- Dead letters are counted once per (stage, channel, step), however often the step is replayed: the
 -- count is set, not added, and the stats and the event carry only what is new ("dead_new").
--- Returns 1 recorded, 0 task no longer assigned here (superseded), -1 node fenced off.
+-- Returns 1 recorded, 0 task no longer assigned here (superseded), -1 node fenced off,
+-- -2 no member at all: the store lost its state (a Redis restarted empty), which is not this node's fault.
+if redis.call('SCARD', KEYS[9]) == 0 then return -2 end
 if redis.call('SISMEMBER', KEYS[9], ARGV[1]) == 0 then
   redis.call('HINCRBY', KEYS[10], 'fenced_commits', 1)  -- a zombie tried to commit: refused, and counted
   return -1

@@ -1,0 +1,74 @@
+"""One way to connect to Redis, with a retry policy that waits out a restart and says so.
+
+A Redis restart (or a moment out of reach) must not kill a coordinator or a
+sidecar with a ConnectionError: every command is tried again by
+:class:`OutageRetry` — a redis-py ``Retry`` policy object with a capped
+exponential backoff, forever — and the first failure and the first success
+after it are reported (``on_down``/``on_up``: the coordinator's
+``ControlPlane`` turns them into a log line, a metric, a condition).
+
+Retrying is safe for what the runtime sends: the lineage scripts are
+idempotent where a reply can be lost (a completion recorded twice finds its
+task gone from NTT and records nothing), counters may count a retried
+increment twice, and messages in the inbox are handled idempotently.
+
+What a retry cannot bring back is data a Redis without persistence lost in
+its restart: that is seen from the generation marker (``control/store.py``)
+and answered by a rollback (``coordinator/losses.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+
+log = logging.getLogger("ftpipeline.redis")
+
+UNREACHABLE: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, socket.timeout)
+
+
+class OutageRetry(Retry):
+    """Every command tried again every 50 ms -> 1 s, forever; ``on_down``/``on_up`` told of an outage."""
+
+    def __init__(self, on_down: Callable[[Exception], None] | None = None,
+                 on_up: Callable[[], None] | None = None) -> None:
+        super().__init__(ExponentialBackoff(cap=1.0, base=0.05), -1, UNREACHABLE)
+        self.on_down = on_down
+        self.on_up = on_up
+
+    def call_with_retry(self, do: Callable[[], Any], fail: Callable[..., Any],
+                        is_retryable: Callable[[Exception], bool] | None = None,
+                        with_failure_count: bool = False) -> Any:
+        failed = False
+
+        def failing(error: Exception, *more: Any) -> Any:
+            nonlocal failed
+            if not failed and self.on_down is not None:
+                self.on_down(error)
+            failed = True
+            return fail(error, *more)
+
+        result = super().call_with_retry(do, failing, is_retryable, with_failure_count)
+        if failed and self.on_up is not None:
+            self.on_up()
+        return result
+
+
+def connect(url: str, **options: Any) -> redis.Redis:
+    """A client whose commands wait out an outage (see :class:`OutageRetry`)."""
+    return redis.Redis.from_url(url, retry=OutageRetry(), **options)
+
+
+def watch(client: redis.Redis, on_down: Callable[[Exception], None], on_up: Callable[[], None]) -> None:
+    """Tell ``on_down``/``on_up`` of ``client``'s outages (a client from :func:`connect`). redis-py
+    copies a policy into every connection, so the reporting one replaces it everywhere."""
+    if isinstance(client.get_retry(), OutageRetry):
+        client.set_retry(OutageRetry(on_down, on_up))
