@@ -327,7 +327,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Become the server (exec): in a container it is then the process signals and the kubelet see."""
     args.dir.mkdir(parents=True, exist_ok=True)
     if args.command == "serve-redis":
-        command = redis_command(args.dir, port=args.port, bind=args.bind)
+        command = redis_command(args.dir, port=args.port, bind=args.bind, appendonly=args.appendonly)
     else:
         command = zookeeper_command(args.dir, args.port)
     sys.stdout.flush()
@@ -394,12 +394,14 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--steps", type=int, help="compare steps 1..N (default: every released step)")
     verify.set_defaults(func=cmd_verify)
 
-    for name, port, what in (("serve-redis", 6379, "a Redis server for lineage (nothing persisted)"),
+    for name, port, what in (("serve-redis", 6379, "a Redis server for lineage"),
                              ("serve-zookeeper", 2181, "a standalone ZooKeeper server (from PySpark's jars)")):
         serve = sub.add_parser(name, help=f"run {what}: the chart's in-cluster default, from the same image")
         serve.add_argument("--port", type=int, default=port, help=f"port to listen on (default {port})")
         if name == "serve-redis":  # ZooKeeper's standalone server always listens on every interface
             serve.add_argument("--bind", default="0.0.0.0", help="address to listen on (default: every interface)")
+            serve.add_argument("--appendonly", action="store_true",
+                               help="keep an append-only file in --dir (fsync every second): a restart keeps the data")
         serve.add_argument("--dir", type=Path, default=Path("/tmp") / name, help="working/data directory")
         serve.set_defaults(func=cmd_serve)
     return parser

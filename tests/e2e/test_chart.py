@@ -43,7 +43,7 @@ def test_template_renders_the_generated_crd_kept_on_uninstall() -> None:
     docs = render()
     [crd] = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
     assert crd == yaml.safe_load((ROOT / "crds" / "ftpipeline.yaml").read_text())
-    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"  # type: ignore[index]
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     assert not [d for d in render("crds.enabled=false") if d["kind"] == "CustomResourceDefinition"]
 
 
@@ -51,7 +51,7 @@ def test_pods_are_non_root_with_read_only_root_filesystems() -> None:
     for doc in render():
         if doc["kind"] != "Deployment":
             continue
-        pod = doc["spec"]["template"]["spec"]  # type: ignore[index]
+        pod = doc["spec"]["template"]["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True
         for c in pod["containers"]:
             assert c["securityContext"]["readOnlyRootFilesystem"] is True, doc["metadata"]
@@ -60,18 +60,18 @@ def test_pods_are_non_root_with_read_only_root_filesystems() -> None:
 def test_external_endpoints_replace_the_in_chart_servers() -> None:
     docs = render("redis.enabled=false", "zookeeper.enabled=false", "redis.externalUrl=redis://r:6379/0",
                   "zookeeper.externalConnect=z:2181")
-    names = {d["metadata"]["name"] for d in docs if d["kind"] == "Deployment"}  # type: ignore[index]
+    names = {d["metadata"]["name"] for d in docs if d["kind"] == "Deployment"}
     assert names == {"t-ftpipeline-operator"}
     [op] = [d for d in docs if d["kind"] == "Deployment"]
-    env = {e["name"]: e["value"] for e in op["spec"]["template"]["spec"]["containers"][0]["env"]}  # type: ignore[index]
+    env = {e["name"]: e["value"] for e in op["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["FTPIPELINE_DEFAULT_REDIS_URL"] == "redis://r:6379/0"
     assert env["FTPIPELINE_DEFAULT_ZOOKEEPER"] == "z:2181"
 
 
 def test_the_operator_runs_its_image_for_pipelines_without_one_and_mounts_no_pipeline_storage() -> None:
     docs = render("image.repository=localhost/ftpipeline", "image.tag=e2e", "image.pullPolicy=Never")
-    [op] = [d for d in docs if d["kind"] == "Deployment" and "operator" in d["metadata"]["name"]]  # type: ignore[index]
-    pod = op["spec"]["template"]["spec"]  # type: ignore[index]
+    [op] = [d for d in docs if d["kind"] == "Deployment" and "operator" in d["metadata"]["name"]]
+    pod = op["spec"]["template"]["spec"]
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
     assert env["FTPIPELINE_DEFAULT_IMAGE"] == "localhost/ftpipeline:e2e"
     assert env["FTPIPELINE_DEFAULT_IMAGE_PULL_POLICY"] == "Never"
@@ -85,8 +85,36 @@ def test_dashboard_and_prometheus_operator_objects() -> None:
 
     docs = render()
     [dash] = [d for d in docs if d["kind"] == "ConfigMap"]
-    assert dash["metadata"]["labels"]["grafana_dashboard"] == "1"  # type: ignore[index]
-    assert json.loads(dash["data"]["ftpipeline.json"])["uid"] == "ftpipeline"  # type: ignore[index]
+    assert dash["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dash["data"]["ftpipeline.json"])["uid"] == "ftpipeline"
     assert not {"ServiceMonitor", "PodMonitor", "PrometheusRule"} & {str(d["kind"]) for d in docs}
     kinds = {str(d["kind"]) for d in render("serviceMonitor.enabled=true", "prometheusRule.enabled=true")}
     assert {"ServiceMonitor", "PodMonitor", "PrometheusRule"} <= kinds
+
+
+def _server(docs: list[dict[str, object]], component: str) -> tuple[dict, list[dict]]:
+    [deploy] = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == f"t-ftpipeline-{component}"]
+    claims = [d for d in docs if d["kind"] == "PersistentVolumeClaim" and component in d["metadata"]["name"]]
+    return deploy, claims
+
+
+def test_redis_keeps_an_append_only_file_and_zookeeper_its_data_on_claims_by_default() -> None:
+    """A restarted or rescheduled Redis keeps the lineage (runs pause, never roll back), and a deleted
+    ZooKeeper pod keeps the command logs and committed checkpoints."""
+    docs = render()
+    for component in ("redis", "zookeeper"):
+        deploy, [claim] = _server(docs, component)
+        [volume] = [v for v in deploy["spec"]["template"]["spec"]["volumes"] if v["name"] == "data"]
+        assert volume["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+        assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
+        assert "storageClassName" not in claim["spec"]  # the cluster's default class
+    redis, _ = _server(docs, "redis")
+    assert "--appendonly" in redis["spec"]["template"]["spec"]["containers"][0]["command"]
+    ephemeral = render("redis.appendonly=false", "redis.persistence.enabled=false",
+                       "zookeeper.persistence.storageClass=fast")
+    redis, claims = _server(ephemeral, "redis")
+    assert claims == [] and "--appendonly" not in redis["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert {"name": "data", "emptyDir": {}} in redis["spec"]["template"]["spec"]["volumes"]
+    _, [zk_claim] = _server(ephemeral, "zookeeper")
+    assert zk_claim["spec"]["storageClassName"] == "fast"
+    assert helm("template", "t", str(CHART), "--set", "redis.persistence.size=lots", check=False).returncode != 0
