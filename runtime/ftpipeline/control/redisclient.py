@@ -39,10 +39,11 @@ class OutageRetry(Retry):
     """Every command tried again every 50 ms -> 1 s, forever; ``on_down``/``on_up`` told of an outage."""
 
     def __init__(self, on_down: Callable[[Exception], None] | None = None,
-                 on_up: Callable[[], None] | None = None) -> None:
+                 on_up: Callable[[], None] | None = None, between: Callable[[], None] | None = None) -> None:
         super().__init__(ExponentialBackoff(cap=1.0, base=0.05), -1, UNREACHABLE)
         self.on_down = on_down
         self.on_up = on_up
+        self.between = between  # called before every new try: may raise to give up (a stop request)
 
     def call_with_retry(self, do: Callable[[], Any], fail: Callable[..., Any],
                         is_retryable: Callable[[Exception], bool] | None = None,
@@ -54,7 +55,10 @@ class OutageRetry(Retry):
             if not failed and self.on_down is not None:
                 self.on_down(error)
             failed = True
-            return fail(error, *more)
+            result = fail(error, *more)
+            if self.between is not None:
+                self.between()
+            return result
 
         result = super().call_with_retry(do, failing, is_retryable, with_failure_count)
         if failed and self.on_up is not None:
@@ -67,8 +71,20 @@ def connect(url: str, **options: Any) -> redis.Redis:
     return redis.Redis.from_url(url, retry=OutageRetry(), **options)
 
 
-def watch(client: redis.Redis, on_down: Callable[[Exception], None], on_up: Callable[[], None]) -> None:
-    """Tell ``on_down``/``on_up`` of ``client``'s outages (a client from :func:`connect`). redis-py
-    copies a policy into every connection, so the reporting one replaces it everywhere."""
+def watch(client: redis.Redis, on_down: Callable[[Exception], None], on_up: Callable[[], None],
+          between: Callable[[], None] | None = None) -> None:
+    """Tell ``on_down``/``on_up`` of ``client``'s outages (a client from :func:`connect`); ``between``
+    runs before each new try and may raise to stop waiting. redis-py copies a policy into every
+    connection, so the reporting one replaces it everywhere."""
     if isinstance(client.get_retry(), OutageRetry):
-        client.set_retry(OutageRetry(on_down, on_up))
+        client.set_retry(OutageRetry(on_down, on_up, between))
+
+
+def reachable(url: str, timeout_s: float = 10.0) -> None:
+    """Raise ConnectionError unless Redis answers now: a run does not start waiting on a Redis that
+    was never there (a wrong address is a failed attempt, not a pause)."""
+    probe = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    try:
+        probe.ping()
+    finally:
+        probe.close()

@@ -152,7 +152,7 @@ class Coordinator:
         if commands is not None:
             self.control.watch_zookeeper(commands.zk)
         redis_watch(store.r, lambda e: self.control.unavailable("redis", one_line(e)),
-                    lambda: self.control.recovered("redis"))
+                    lambda: self.control.recovered("redis"), self._interrupt_if_asked)
         self.generation = store.generation()  # written by open_session: gone if Redis restarts empty
         self._generation_checked = 0.0
         self.heartbeat_losses = 0

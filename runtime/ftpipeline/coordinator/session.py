@@ -26,6 +26,7 @@ from ftpipeline.checkpoint.pointer import CheckpointPointer
 from ftpipeline.commandlog.zkclient import connect as zk_connect
 from ftpipeline.commandlog.zklog import CommandLog, base_path
 from ftpipeline.control.redisclient import connect as redis_connect
+from ftpipeline.control.redisclient import reachable as redis_reachable
 from ftpipeline.control.store import RunStore
 from ftpipeline.embedded.redis import EmbeddedRedis
 from ftpipeline.embedded.zookeeper import EmbeddedZooKeeper
@@ -75,6 +76,7 @@ def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = 
             embedded = EmbeddedRedis(private_dir / "redis").start()
             private.append(embedded)
             url = embedded.url
+        redis_reachable(url)
         client = redis_connect(url)
         session = Session(spec, url, client, LineageTables(client, spec.store_key), RunStore(client, spec.store_key),
                           private=private, resuming=resuming)
