@@ -1,8 +1,7 @@
 """ZooKeeper or Redis out of reach mid-run costs time, not the run, and never a human.
 
 Real servers, real workers, real faults: ZooKeeper cut off for 30 s through a
-proxy; Redis restarted with its append-only file, or killed without
-persistence so that it comes back empty. Each run pauses (a
+proxy; Redis killed without persistence so that it comes back empty. Each run pauses (a
 log line, the outage in the summary), recovers by itself (no worker is
 declared lost for a control-plane fault; an empty Redis is rebuilt by a
 rollback) and its output equals the oracle.
@@ -35,12 +34,11 @@ PARALLELISM = {"events": 2, "clean": 2, "per-user": 2, "output": 2}
 
 
 @pytest.fixture
-def servers(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[EmbeddedZooKeeper, TcpProxy, EmbeddedRedis]]:
-    """A ZooKeeper of this test's own behind a proxy (it is cut), and a Redis (killed; with an append-only
-    file where the test restarts it with its data)."""
+def servers(tmp_path: Path) -> Iterator[tuple[EmbeddedZooKeeper, TcpProxy, EmbeddedRedis]]:
+    """A ZooKeeper of this test's own behind a proxy (it is cut), and a Redis without persistence (killed)."""
     zk = EmbeddedZooKeeper(tmp_path / "zookeeper").start()
     proxy = TcpProxy(zk.port).start()
-    r = EmbeddedRedis(tmp_path / "redis", appendonly=getattr(request, "param", False)).start()
+    r = EmbeddedRedis(tmp_path / "redis").start()
     yield zk, proxy, r
     proxy.stop()
     zk.stop()
@@ -70,7 +68,7 @@ def _run_through(tmp_path: Path, servers: tuple[EmbeddedZooKeeper, TcpProxy, Emb
         assert store.committed() <= at + 1, "steps went on without the command log"
         proxy.restore()
     else:
-        r.stop() if fault == "redis-restart" else r.kill()  # SIGTERM flushes the append-only file
+        r.kill()
         time.sleep(seconds)
         r.start()
     output = proc.communicate(timeout=600)[0]
@@ -96,15 +94,9 @@ def test_a_30_second_zookeeper_outage_pauses_the_run_and_it_finishes(
     _run_through(tmp_path, servers, "zookeeper-cut", 30, spark)
 
 
-# A ZooKeeper killed and restarted, and a Redis emptied under a run with checkpoints, are in the chaos
-# tier's fixed sample (tests/chaos/test_chaos.py), which also checks the output against the oracle.
-
-
-@pytest.mark.parametrize("servers", [True], indirect=True)
-def test_a_redis_restart_with_its_data_is_waited_for(
-        tmp_path: Path, servers: tuple[EmbeddedZooKeeper, TcpProxy, EmbeddedRedis], spark: object) -> None:
-    """Stopped (its append-only file flushed) and started again 3 s later: the run reconnects."""
-    _run_through(tmp_path, servers, "redis-restart", 3, spark)
+# A ZooKeeper killed and restarted, a Redis restarted with its data, and a Redis emptied under a run
+# with checkpoints are in the chaos tier's fixed sample (tests/chaos/test_chaos.py), which checks the
+# output against the oracle too.
 
 
 def test_a_redis_that_comes_back_empty_is_rebuilt_even_without_a_checkpoint(
