@@ -134,7 +134,7 @@ def cleanup(body: kopf.Body, **_: Any) -> None:
     try:
         spec = resolve_spec(doc, _core(), DEFAULTS)
         if spec.redis_url:
-            r = redis.Redis.from_url(spec.redis_url, socket_connect_timeout=5)
+            r = redis.Redis.from_url(spec.redis_url, socket_connect_timeout=5)  # no retrying: deletion must end
             LineageTables(r, spec.store_key).clear()  # every key of the pipeline: lineage and the step log share it
             r.close()
         if spec.zookeeper:
