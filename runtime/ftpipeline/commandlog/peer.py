@@ -76,7 +76,6 @@ class Peer:
         self.id = peer_id(worker)
         self.on_fenced = on_fenced
         self.still_member = still_member
-        self.rejoins = 0
         self._expired = threading.Event()
         self.retry_s = retry_s
         self.phase = "starting"
@@ -141,7 +140,6 @@ class Peer:
         self._watching = None
         self._reported, self._accepted = set(), set()
         self.phase = "gc"
-        self.rejoins += 1
         log.warning("re-registered after losing the heartbeat", extra={"peer": self.id, "was": old,
                                                                         "worker": self.worker, "why": why})
 

@@ -30,7 +30,7 @@ sinks' GT_last dropping the steps already released) — without exiting:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ftpipeline.coordinator.errors import PipelineFailed
 from ftpipeline.coordinator.recovery import choose_strategy, recover_lineage, rollback
@@ -130,13 +130,7 @@ def resume_at_newest_checkpoint(c: Coordinator) -> None:
         raise PipelineFailed(f"checkpoint {max(common)} has no manifest in storage")
     # the resume point is what the workers have, which the log may not know yet (killed between
     # the checkpoint's commit and its command): the log says where this run really restarts
-    c.journal.append("resumed", epoch=c.journal.next_epoch(), boundary=int(manifest["boundary"]))
-    gt_last = int(c.client(c.workers[0]).call("barrier")["gt_last"])
-    view = c.tables.snapshot(c.workers)
-    record = rollback(c.graph, c.tables, c.store, view, None, c.placement, {}, c.workers,
-                      c.journal.next_epoch(), manifest, gt_last, c.clients_for(c.workers),
-                      c.clock(), c.clock)
-    c.rewind(record, manifest, gt_last)
+    gt_last = _reopen_everywhere(c, manifest, c.clock())
     c.ckpt.last = manifest
     log.info("resumed", extra={"epoch": manifest["epoch"], "boundary": manifest["boundary"], "gt_last": gt_last})
 
@@ -157,15 +151,21 @@ def rebuild_lost_store(c: Coordinator) -> None:
         c.tables.admit(worker)
     c.tables.set_placement(c.placement)
     c.journal.restore_step_log()
-    epoch = c.journal.next_epoch()
-    c.journal.append("resumed", epoch=epoch, boundary=boundary)  # write-ahead, like any resume
-    gt_last = int(c.client(c.workers[0]).call("barrier")["gt_last"])
-    clients = c.clients_for(c.workers)
-    record = rollback(c.graph, c.tables, c.store, c.tables.snapshot(c.workers), None, c.placement, {}, c.workers,
-                      epoch, manifest, gt_last, clients, detected, c.clock)
-    c.rewind(record, manifest, gt_last)
+    _reopen_everywhere(c, manifest, detected)
     c.store.commit(c.committed)
     c.last_progress = c.clock()
     c.control.recovered("redis", outcome="rebuilt",
                         note=f"rolled back to the checkpoint at step {boundary}" if manifest
                         else "no checkpoint: replaying from step 1 (released steps are dropped)")
+
+
+def _reopen_everywhere(c: Coordinator, manifest: dict[str, Any] | None, started: float) -> int:
+    """Every worker reopens ``manifest`` (None: the beginning) after a 'resumed' command says so, and the
+    steps after it replay; returns the sinks' GT_last, which drops what they already released."""
+    epoch = c.journal.next_epoch()
+    c.journal.append("resumed", epoch=epoch, boundary=int(manifest["boundary"]) if manifest else 0)  # write-ahead
+    gt_last = int(c.client(c.workers[0]).call("barrier")["gt_last"])
+    record = rollback(c.graph, c.tables, c.store, c.tables.snapshot(c.workers), None, c.placement, {}, c.workers,
+                      epoch, manifest, gt_last, c.clients_for(c.workers), started, c.clock)
+    c.rewind(record, manifest, gt_last)
+    return gt_last
