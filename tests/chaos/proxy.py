@@ -45,7 +45,8 @@ class TcpProxy:
         listener.bind((self.host, self.port))
         listener.listen(64)
         self.port = listener.getsockname()[1]
-        self._listener = listener
+        with self._lock:
+            self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), daemon=True, name="proxy-accept").start()
         return self
 
@@ -54,7 +55,7 @@ class TcpProxy:
             try:
                 client, _ = listener.accept()
             except OSError:
-                return  # closed by cut()
+                return  # shut down by cut()
             try:
                 upstream = socket.create_connection((self.host, self.target_port), timeout=5)
             except OSError:
@@ -62,6 +63,10 @@ class TcpProxy:
                 continue
             upstream.settimeout(None)
             with self._lock:
+                if self._listener is not listener:  # cut() ran while this one was being connected
+                    client.close()
+                    upstream.close()
+                    return
                 self._conns += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=_pipe, args=(a, b), daemon=True, name="proxy-pipe").start()
@@ -69,11 +74,17 @@ class TcpProxy:
     def cut(self) -> None:
         """Refuse new connections and break the open ones."""
         self.cuts += 1
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
         with self._lock:
+            listener, self._listener = self._listener, None
             conns, self._conns = self._conns, []
+        if listener is not None:
+            # close() alone does not wake a thread blocked in accept(): that call would still take
+            # one more connection through the "cut" proxy; shutdown() makes it return at once
+            try:
+                listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            listener.close()
         for s in conns:
             try:
                 s.shutdown(socket.SHUT_RDWR)

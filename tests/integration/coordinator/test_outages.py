@@ -56,22 +56,13 @@ def _run_through(tmp_path: Path, servers: tuple[EmbeddedZooKeeper, TcpProxy, Emb
                              "--run-dir", str(tmp_path / "run"), "--redis-url", r.url, "--zookeeper", proxy.address,
                              "--summary-json", str(summary)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, cwd=tmp_path)
-    store = RunStore(redis.Redis.from_url(r.url), identity_of(pipeline))
-    deadline = time.monotonic() + 300
-    while store.committed() < 3 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    at = store.committed()
-    assert proc.poll() is None and at >= 3, proc.communicate()[0]
-    if fault == "zookeeper-cut":
-        proxy.cut()
-        time.sleep(seconds)
-        assert store.committed() <= at + 1, "steps went on without the command log"
-        proxy.restore()
-    else:
-        r.kill()
-        time.sleep(seconds)
-        r.start()
-    output = proc.communicate(timeout=600)[0]
+    try:
+        output = _break_and_wait(proc, RunStore(redis.Redis.from_url(r.url), identity_of(pipeline)), proxy, r, fault,
+                                 seconds)
+    finally:
+        if proc.poll() is None:  # a failed assertion: the run must not outlive its test
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 0, output
     log = (tmp_path / "run" / "coordinator.log").read_text()
     assert f'"message": "control plane unavailable", "component": "{component}"' in log
@@ -86,6 +77,25 @@ def _run_through(tmp_path: Path, servers: tuple[EmbeddedZooKeeper, TcpProxy, Emb
     [comparison] = compare(spark, load_pipeline(pipeline), STEPS)
     assert comparison.duplicates == 0 and comparison.equal, comparison
     return result
+
+
+def _break_and_wait(proc: subprocess.Popen[str], store: RunStore, proxy: TcpProxy, r: EmbeddedRedis, fault: str,
+                    seconds: float) -> str:
+    deadline = time.monotonic() + 300
+    while store.committed() < 3 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    at = store.committed()
+    assert proc.poll() is None and at >= 3, proc.communicate()[0]
+    if fault == "zookeeper-cut":
+        proxy.cut()
+        time.sleep(seconds)
+        assert store.committed() <= at + 1, "steps went on without the command log"
+        proxy.restore()
+    else:
+        r.kill()
+        time.sleep(seconds)
+        r.start()
+    return proc.communicate(timeout=600)[0]
 
 
 def test_a_30_second_zookeeper_outage_pauses_the_run_and_it_finishes(
