@@ -15,10 +15,10 @@ import pytest
 from ftpipeline.oracle import compare
 from ftpipeline.spec import load_pipeline
 
-from ..pipelines import clickstream, run_cli
+from ..pipelines import clickstream, run_cli, sampled
 
 
-@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("seed", sampled(list(range(5)), [0, 3]))
 def test_example_survives_a_killed_worker(tmp_path: Path, redis_url: str, spark: object, seed: int) -> None:
     rng = random.Random(seed)
     kill_step = rng.randint(2, 18)
