@@ -33,7 +33,8 @@ log and continues where it says (uncommitted steps re-run with the offsets
 they were started with); workers of an older epoch are fenced off.
 
 The loop is the step protocol; each other protocol has its own module:
-who the workers are (``members.py``), the command log (``journal.py``),
+who the workers are (``members.py``), how one is admitted to this run and
+one of another run kept out (``admission.py``), the command log (``journal.py``),
 checkpoints (``checkpoints.py``), recovery plans (``recovery.py``). The
 cluster backend (``cluster.base``) is the only thing that differs between
 ``ftpipeline run`` and the Kubernetes operator.
@@ -52,23 +53,21 @@ from ftpipeline.checkpoint.pointer import CheckpointPointer
 from ftpipeline.cluster.base import ClusterBackend
 from ftpipeline.commandlog.zklog import CommandLog
 from ftpipeline.control.store import RunStore, StepRecord
+from ftpipeline.coordinator.admission import admit_newcomer, run_token, start_workers
 from ftpipeline.coordinator.checkpoints import CheckpointManager
-from ftpipeline.barrier.existing import ExistingOutput
 from ftpipeline.control.redisclient import watch as redis_watch
 from ftpipeline.coordinator.detection import follow_deaths, inject_faults
-from ftpipeline.coordinator.errors import ExistingOutputFound, Interrupted, PipelineFailed
+from ftpipeline.coordinator.errors import Interrupted, PipelineFailed
 from ftpipeline.coordinator.outages import ControlPlane
 from ftpipeline.coordinator.faults import FaultPlan
 from ftpipeline.coordinator.journal import Journal
-from ftpipeline.coordinator.losses import rebuild_lost_store, recover, resume_at_newest_checkpoint
+from ftpipeline.coordinator.losses import rebuild_lost_store, recover
 from ftpipeline.coordinator.members import Members
-from ftpipeline.coordinator.protocol import Create, startup_decision
 from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.trigger import Reason, StepTrigger
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.sources import channel_share, rows_per_step
 from ftpipeline.lineage.naming import Channel, Task, TaskKind, WorkerId
-from ftpipeline.lineage.placement import initial_placement
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.metrics import RunMetrics
@@ -160,6 +159,7 @@ class Coordinator:
         self.members = Members(spec, cluster, store, clock)
         self.ckpt = CheckpointManager(spec, self.graph, store, tables, pointer, self.metrics, clock, self.members)
         self.owner = f"coordinator-{uuid.uuid4().hex[:8]}"
+        self.run_token = ""         # this run's, given to every worker it admits (admission.py)
         self.placement: dict[Channel, WorkerId] = {}
         self.committed = 0          # every task of every step <= committed is done, and it is released
         self.released = 0           # GT_last of the barrier (> committed only right after a rollback)
@@ -196,39 +196,6 @@ class Coordinator:
     def clients_for(self, workers: list[WorkerId]) -> dict[WorkerId, SidecarClient]:
         return self.members.clients_for(workers)
 
-    def _config(self) -> dict[str, Any]:
-        return {"spec": self.spec.source_text, "base_dir": str(self.spec.base_dir), "committed": self.committed,
-                "identity": self.spec.store_key, "label": self.spec.metrics_label}
-
-    def _start(self) -> None:
-        self.members.start_initial(self.startup_timeout_s, self.observer.on_worker_joined,
-                                   self.observer.on_workers_starting, self._check_stop)
-        for w in self.workers:
-            self.tables.admit(w)
-        self.placement = initial_placement(self.graph.channels(), self.workers)
-        self.tables.set_placement(self.placement)
-        decision = startup_decision({w: self.client(w).call("state") for w in self.workers})
-        if isinstance(decision, Create):
-            if decision.shutdown_first:
-                raise PipelineFailed(f"workers {', '.join(decision.shutdown_first)} are not fresh; a fresh run needs fresh workers")
-            for w in self.workers:
-                self.client(w).call("create", self._config())
-        if self.resume:
-            resume_at_newest_checkpoint(self)
-        else:  # a fresh run: no earlier run's output is kept silently, nor its checkpoints reopened
-            problems = self.members.call_any("prepare_outputs", {}, "check the sinks for existing output")
-            if problems:
-                raise ExistingOutputFound([ExistingOutput(**p) for p in problems])
-            if self.ckpt.pointer is not None:
-                self.members.call_any("reset_checkpoints", {}, "empty the checkpoint storage")
-        self.metrics.workers_ready.set(len(self.workers))
-
-    def _admit_newcomer(self, worker: WorkerId) -> None:
-        self.tables.admit(worker)
-        self.members.admit(worker, self._config(), self.committed)
-        self.metrics.workers_ready.set(len(self.workers))
-        self.observer.on_worker_joined(worker, len(self.workers), len(self.workers))
-
     def _hand_back(self) -> None:
         if self.ckpt.busy:  # a worker joining mid-checkpoint would unbalance its deficit counts
             return
@@ -245,7 +212,11 @@ class Coordinator:
         follow_deaths(self)
         self.journal.maybe_compact()
         inject_faults(self)
-        if self.generation is not None and self.clock() - self._generation_checked > 0.5:
+        self.check_generation()
+
+    def check_generation(self, now: bool = False) -> None:
+        """Every 0.5 s (``now``: at once): has Redis restarted without this run's state?"""
+        if self.generation is not None and (now or self.clock() - self._generation_checked > 0.5):
             self._generation_checked = self.clock()
             if self.store.generation() != self.generation:
                 rebuild_lost_store(self)
@@ -282,7 +253,7 @@ class Coordinator:
         elif kind in ("checkpointed", "inflight"):
             self.ckpt.on_event(event)
         elif kind == "joined" and event["w"] in self.members.joining:
-            self._admit_newcomer(WorkerId(event["w"]))
+            admit_newcomer(self, WorkerId(event["w"]))
 
     def lost(self, dead: WorkerId, reason: str = "") -> None:
         recover(self, dead, reason)
@@ -443,13 +414,14 @@ class Coordinator:
     def run(self) -> RunResult:
         self._started_at = self.clock()
         self.journal.open(self.resume)
-        self._start()
+        self.run_token = run_token(self.journal.run_epoch)
+        start_workers(self)
         trigger = StepTrigger(self.spec.trigger.records, self.spec.trigger.timer_ms, self.spec.trigger.tick_ms)
         trigger.start(self.clock())
         self.last_progress = self.clock()
         while True:
             self._poll(0.005)
-            self._check_stop()
+            self.check_stop()
             self._commit_ready()
             self.members.start_replacements(self.committed)
             self._checkpoint_tick()
@@ -475,7 +447,7 @@ class Coordinator:
             commit_at=list(self._commit_at),
         )
 
-    def _check_stop(self) -> None:
+    def check_stop(self) -> None:
         reason = self.should_stop() if self.should_stop is not None else None
         if reason:
             self.journal.append("suspended", reason=reason)

@@ -46,6 +46,7 @@ class Journal:
         self.pipeline = pipeline
         self.compact_every = compact_every
         self.follower: Follower | None = None
+        self.run_epoch = 0  # this run's, once open() wrote it (0: no command log)
         self.log_znodes_max = 0
         self._appended = 0
         self._crash = CrashPoint.from_env()
@@ -78,7 +79,8 @@ class Journal:
         self.follower = Follower(self.commands)
         before = self.follower.state
         epoch = max(before.epoch, self.tables.epoch()) + (1 if resume else 0)
-        self.append("run-started", run_epoch=before.run_epoch + 1, epoch=epoch, fresh=not resume)
+        self.run_epoch = before.run_epoch + 1
+        self.append("run-started", run_epoch=self.run_epoch, epoch=epoch, fresh=not resume)
         if resume:
             self.restore_step_log()
         self.follower.refresh()

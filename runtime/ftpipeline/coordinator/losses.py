@@ -25,6 +25,10 @@ sinks' GT_last dropping the steps already released) — without exiting:
 
     RUNNING --generation marker gone--> REBUILDING ('resumed' command, rollback)
             --workers reopened, later steps replay--> RUNNING (control_plane_faults{redis, rebuilt})
+
+A replacement still joining then has lost its registration (its address,
+perhaps its ``joined`` event): it is killed and counted lost while joining,
+so another is started after the backoff.
 """
 
 from __future__ import annotations
@@ -146,9 +150,12 @@ def rebuild_lost_store(c: Coordinator) -> None:
     c.ckpt.abort("Redis lost the run's state")
     assert c.generation is not None
     c.store.mark_generation(c.generation)
+    c.tables.begin_run(c.run_token)
     for worker in c.workers:
         c.store.register(worker, {"address": c.client(worker).address})
         c.tables.admit(worker)
+    for joining in list(c.members.joining):
+        restart_joining(c, joining, "Redis lost its registration while it was joining")
     c.tables.set_placement(c.placement)
     c.journal.restore_step_log()
     _reopen_everywhere(c, manifest, detected)
@@ -157,6 +164,15 @@ def rebuild_lost_store(c: Coordinator) -> None:
     c.control.recovered("redis", outcome="rebuilt",
                         note=f"rolled back to the checkpoint at step {boundary}" if manifest
                         else "no checkpoint: replaying from step 1 (released steps are dropped)")
+
+
+def restart_joining(c: Coordinator, worker: WorkerId, why: str) -> None:
+    """A replacement that cannot be admitted (its registration is gone): kill it, count it lost while
+    joining, and let another start after the backoff."""
+    log.warning("replacement started again", extra={"worker": worker, "reason": why})
+    c.cluster.declare_lost(worker, why)
+    c.cluster.kill_worker(worker)
+    recover(c, worker, why)
 
 
 def _reopen_everywhere(c: Coordinator, manifest: dict[str, Any] | None, started: float) -> int:

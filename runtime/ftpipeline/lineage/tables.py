@@ -12,6 +12,7 @@ pipeline's keys in one Redis Cluster slot)::
     state           hash  stateful channel -> last step folded into its state
     placement       hash  channel -> worker
     alive           set   workers that may record completions (fencing)
+    run             str   the current run's token: a worker of another run may record nothing
     epoch           int   recovery epoch
     lock:pt         str   PT delete lock, held exclusively by the coordinator
     dead            hash  stage.channel@step -> dead-letter records of that task (counted once)
@@ -76,6 +77,7 @@ class LineageTables:
     def __init__(self, client: redis.Redis, pipeline: str) -> None:
         self.r = client
         self.prefix = f"ftp:{{{pipeline}}}:"
+        self.run = ""  # on a worker: the run token it was admitted with (``adopt``); "" on the coordinator
         self._complete = client.register_script(_script("complete_task"))
         self._apply = client.register_script(_script("apply_plan"))
         self._collect = client.register_script(_script("collect"))
@@ -86,11 +88,21 @@ class LineageTables:
         return self.prefix + name
 
     # --- membership --------------------------------------------------------
+    def begin_run(self, token: str) -> None:
+        """The coordinator of a run claims the tables: from now on only workers holding ``token``
+        (``coordinator/admission.py``) may record completions or write sinks, whatever their id."""
+        self.r.set(self.k("run"), token)
+
     def admit(self, worker: WorkerId) -> None:
         self.r.sadd(self.k("alive"), worker)
 
     def is_member(self, worker: WorkerId) -> bool:
-        return bool(self.r.sismember(self.k("alive"), worker))
+        """In ``alive``, and (on a worker that adopted a run's token: ``run``) of the current run."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.sismember(self.k("alive"), worker)
+        pipe.get(self.k("run"))
+        member, run = pipe.execute()
+        return bool(member) and (not self.run or (run is not None and _s(run) == self.run))
 
     def alive(self) -> set[WorkerId]:
         return {WorkerId(_s(w)) for w in self.r.smembers(self.k("alive"))}
@@ -119,7 +131,7 @@ class LineageTables:
         keys = [
             self.k(f"ntt:{worker}"), self.k(f"not:{worker}"), self.k("pt"), self.k("lt"),
             self.k("rows"), self.k("ct"), self.k("state"), self.k("inbox"), self.k("alive"), self.k("stats"),
-            self.k("meta"), self.k("dead"),
+            self.k("meta"), self.k("dead"), self.k("run"),
         ]
         args: list[str | int] = [
             worker,
@@ -134,6 +146,7 @@ class LineageTables:
             done.clock,
             f"{done.task.ref.key()}@{done.task.step}",
             done.dead_letters,
+            self.run,
         ]
         return int(self._complete(keys=keys, args=args))
 

@@ -4,7 +4,7 @@ The Spark process computes; everything about fault tolerance happens here,
 in a separate process that never runs user code. It
 
 - serves the coordinator's calls (Feldera's pipeline interface: ``state``,
-  ``checkpoints``, ``create``, ``open``, ``step``, ``checkpoint``, plus
+  ``checkpoints``, ``adopt``, ``create``, ``open``, ``step``, ``checkpoint``, plus
   ``wake`` and ``release``; the checkpoint storage actions are in
   ``checkpoint_files.py``) and the local Spark process's requests over one
   Arrow Flight server (``server.py``);
@@ -161,6 +161,12 @@ class Sidecar:
             self._keeper = EpochKeeper(self.worker)
             self._set_state(WorkerState.OPEN, body["committed"])
             self._cv.notify_all()
+        return {"ok": True}
+
+    def _do_adopt(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Admitted to a run: its token goes with every completion and sink write from now on, so this
+        worker's id alone never passes for a member of a later run (``coordinator/admission.py``)."""
+        self.tables.run = str(body["run"])
         return {"ok": True}
 
     def _do_open(self, body: dict[str, Any]) -> dict[str, Any]:

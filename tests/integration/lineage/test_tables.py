@@ -79,6 +79,37 @@ def test_completion_is_recorded_atomically_and_fenced(redis_client: redis.Redis,
     assert tables.tasks_of(W1) == [task]
 
 
+
+def test_a_worker_of_an_earlier_run_is_refused_under_the_same_id(redis_client: redis.Redis, pipeline_name: str
+                                                                  ) -> None:
+    """Run 1's w0 stops mid-task; run 2 starts its own w0 with the same task. The old one wakes up: its
+    completion and its sink write are refused, and the tables are as run 2 left them."""
+    coordinator = LineageTables(redis_client, pipeline_name)
+    zombie, current = LineageTables(redis_client, pipeline_name), LineageTables(redis_client, pipeline_name)
+    task = Task(TaskKind.TRANSFORM, "b", 0, 3)
+    coordinator.begin_run("r1-aaaa")
+    coordinator.admit(W0)
+    zombie.run = "r1-aaaa"
+    coordinator.assign([(W0, task)])
+    assert zombie.is_member(W0)
+    coordinator.clear()  # run 2: a fresh start over the same identity
+    coordinator.begin_run("r2-bbbb")
+    coordinator.admit(W0)
+    current.run = "r2-bbbb"
+    coordinator.assign([(W0, task)])
+    before = {k: redis_client.dump(k) for k in redis_client.scan_iter(match=f"{coordinator.prefix}*")
+              if not k.endswith(b"stats")}
+    assert zombie.complete(W0, _done(task, [obj(3, "b", "c")], [obj(3)])) == -1
+    assert not zombie.is_member(W0)  # so its sidecar refuses its sink write (may_write)
+    after = {k: redis_client.dump(k) for k in redis_client.scan_iter(match=f"{coordinator.prefix}*")
+             if not k.endswith(b"stats")}
+    assert after == before
+    assert int(redis_client.hget(coordinator.k("stats"), "fenced_commits") or 0) == 1
+    # the current run's w0 records the same task
+    assert current.is_member(W0)
+    assert current.complete(W0, _done(task, [obj(3, "b", "c")], [obj(3)])) == 1
+    assert coordinator.locate([obj(3, "b", "c")]) == [W0]
+
 def test_collect_drops_consumed_objects_unless_recovery_holds_the_lock(redis_client: redis.Redis, pipeline_name: str) -> None:
     tables = LineageTables(redis_client, pipeline_name)
     tables.admit(W0)

@@ -1,15 +1,17 @@
 -- A worker finished a task: record its outputs and consumption in one atomic step.
--- KEYS: 1 ntt:<node> 2 not:<node> 3 pt 4 lt 5 rows 6 ct 7 state 8 inbox 9 alive 10 stats 11 meta 12 dead
+-- KEYS: 1 ntt:<node> 2 not:<node> 3 pt 4 lt 5 rows 6 ct 7 state 8 inbox 9 alive 10 stats 11 meta 12 dead 13 run
 -- ARGV: 1 node 2 task json 3 outputs json [[name, rows], ...] 4 consumed json [name, ...]
 --       5 state channel ("" if none) 6 state step 7 lineage ("1"/"0") 8 event json
 --       9 stats json {field: increment} 10 vector clock of the outputs ("" if none)
 --       11 the task's dead-letter key (stage.channel@step) 12 its dead-letter records
+--       13 the run token the node was admitted with ("": none; see coordinator/admission.py)
 -- Dead letters are counted once per (stage, channel, step), however often the step is replayed: the
 -- count is set, not added, and the stats and the event carry only what is new ("dead_new").
--- Returns 1 recorded, 0 task no longer assigned here (superseded), -1 node fenced off,
+-- Returns 1 recorded, 0 task no longer assigned here (superseded), -1 node fenced off (declared dead, or
+-- of another run: the same id under an older token),
 -- -2 no member at all: the store lost its state (a Redis restarted empty), which is not this node's fault.
 if redis.call('SCARD', KEYS[9]) == 0 then return -2 end
-if redis.call('SISMEMBER', KEYS[9], ARGV[1]) == 0 then
+if redis.call('SISMEMBER', KEYS[9], ARGV[1]) == 0 or (ARGV[13] ~= '' and redis.call('GET', KEYS[13]) ~= ARGV[13]) then
   redis.call('HINCRBY', KEYS[10], 'fenced_commits', 1)  -- a zombie tried to commit: refused, and counted
   return -1
 end

@@ -1,0 +1,87 @@
+"""Admission: how a worker becomes a member of *this* run, and how one of another run is kept out.
+
+A worker process (or pod) is started for one run. Its id (``w2``) is not
+enough to fence it: a resumed or restarted run starts workers with the same
+ids, and a zombie of the earlier run — stopped, or cut off, while a task was
+running — may wake up and commit as ``w2``. So each run's coordinator draws a
+*run token* (``r<run epoch>-<random>``), writes it to the lineage tables
+before it admits anyone, and hands it to every worker it admits (``adopt``).
+A worker presents its token with every completion and before every sink
+write; the tables refuse any other token (``lineage/lua/complete_task.lua``),
+as they refuse a worker that left ``alive`` when it was declared dead::
+
+    (run start)  --token written, initial workers joined--> each admitted: alive, adopt(token),
+                 created (or the run resumed at a checkpoint)
+    (replacement) --'joined', its address registered--> admitted: alive, created, adopt(token)
+    (replacement) --'joined', no address (Redis restarted empty since)--> killed, counted lost
+                 while joining; another one is started after the backoff
+    (Redis restarted empty) --token and alive written again--> the same members, the same token
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from ftpipeline.barrier.existing import ExistingOutput
+from ftpipeline.coordinator.errors import ExistingOutputFound, PipelineFailed
+from ftpipeline.coordinator.losses import restart_joining, resume_at_newest_checkpoint
+from ftpipeline.coordinator.protocol import Create, startup_decision
+from ftpipeline.lineage.naming import WorkerId
+from ftpipeline.lineage.placement import initial_placement
+
+if TYPE_CHECKING:
+    from ftpipeline.coordinator.coordinator import Coordinator
+
+
+def run_token(run_epoch: int) -> str:
+    """Unique to one run even without a command log (run epoch 0): the epoch is for the people reading it."""
+    return f"r{run_epoch}-{uuid.uuid4().hex[:8]}"
+
+
+def worker_config(c: Coordinator) -> dict[str, Any]:
+    """What ``create`` tells a worker: the pipeline, where the run stands, and whose it is."""
+    return {"spec": c.spec.source_text, "base_dir": str(c.spec.base_dir), "committed": c.committed,
+            "identity": c.spec.store_key, "label": c.spec.metrics_label}
+
+
+def start_workers(c: Coordinator) -> None:
+    """The run's start: the initial workers join and are admitted under this run's token."""
+    c.members.start_initial(c.startup_timeout_s, c.observer.on_worker_joined, c.observer.on_workers_starting,
+                            c.check_stop)
+    c.tables.begin_run(c.run_token)
+    for w in c.workers:
+        c.tables.admit(w)
+        c.client(w).call("adopt", {"run": c.run_token})
+    c.placement = initial_placement(c.graph.channels(), c.workers)
+    c.tables.set_placement(c.placement)
+    decision = startup_decision({w: c.client(w).call("state") for w in c.workers})
+    if isinstance(decision, Create):
+        if decision.shutdown_first:
+            raise PipelineFailed(f"workers {', '.join(decision.shutdown_first)} are not fresh; "
+                                 "a fresh run needs fresh workers")
+        for w in c.workers:
+            c.client(w).call("create", worker_config(c))
+    if c.resume:
+        resume_at_newest_checkpoint(c)
+    else:  # a fresh run: no earlier run's output is kept silently, nor its checkpoints reopened
+        problems = c.members.call_any("prepare_outputs", {}, "check the sinks for existing output")
+        if problems:
+            raise ExistingOutputFound([ExistingOutput(**p) for p in problems])
+        if c.ckpt.pointer is not None:
+            c.members.call_any("reset_checkpoints", {}, "empty the checkpoint storage")
+    c.metrics.workers_ready.set(len(c.workers))
+
+
+def admit_newcomer(c: Coordinator, worker: WorkerId) -> None:
+    """A replacement announced it joined: admit it, unless its registration went with Redis's state."""
+    if c.store.address(worker) is None:  # announced to a Redis that has since restarted empty
+        c.check_generation(now=True)
+        if worker in c.members.joining:
+            restart_joining(c, worker, "its registration is gone from Redis")
+        return
+    c.tables.admit(worker)
+    c.members.admit(worker, worker_config(c), c.committed)
+    c.client(worker).call("adopt", {"run": c.run_token})
+    c.metrics.workers_ready.set(len(c.workers))
+    c.observer.on_worker_joined(worker, len(c.workers), len(c.workers))
