@@ -29,7 +29,6 @@ them, and resumes the same way.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -55,7 +54,7 @@ from ftpipeline.spec.schema import API_GROUP, API_VERSION, PLURAL
 from ftpipeline_operator import render
 from ftpipeline_operator.attempts import Attempts, Verdict, policy_of
 from ftpipeline_operator.cluster import KubernetesCluster
-from ftpipeline_operator.status import StatusReporter, now_iso
+from ftpipeline_operator.status import StatusReporter, api_message, now_iso
 
 log = logging.getLogger("ftpipeline.operator.runner")
 
@@ -93,14 +92,6 @@ def read_secret(core: client.CoreV1Api, namespace: str, ref: Mapping[str, str], 
     if data is None:
         raise PipelineFailed(f"Secret {namespace}/{ref['name']} has no key {ref['key']!r} ({field}.secretRef)")
     return base64.b64decode(data).decode()
-
-
-def api_message(exc: client.exceptions.ApiException) -> str:
-    """The API server's own one-line message from an error response (not the HTTP dump)."""
-    try:
-        return one_line(str(json.loads(exc.body or "{}").get("message") or exc.reason))
-    except ValueError:
-        return one_line(str(exc.reason))
 
 
 def pod_problems(exc: pydantic.ValidationError, own_volumes: int) -> str:

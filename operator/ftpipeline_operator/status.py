@@ -25,16 +25,20 @@ Messages are one line naming the cause; tracebacks go to the operator's log.
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from ftpipeline.coordinator.coordinator import Observer
 from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.trigger import Reason
 from ftpipeline.lineage.naming import WorkerId
+from ftpipeline.obs.errors import one_line
 
 log = logging.getLogger("ftpipeline.operator.status")
 
@@ -60,6 +64,14 @@ def set_condition(conditions: list[dict[str, Any]], kind: str, status: bool, rea
         cond["observedGeneration"] = generation
     out.append(cond)
     return sorted(out, key=lambda c: str(c["type"]))
+
+
+def api_message(exc: ApiException) -> str:
+    """The API server's own one-line message from an error response (not the HTTP dump)."""
+    try:
+        return one_line(str(json.loads(exc.body or "{}").get("message") or exc.reason))
+    except ValueError:
+        return one_line(str(exc.reason))
 
 
 class StatusReporter(Observer):
@@ -104,7 +116,8 @@ class StatusReporter(Observer):
             self._patch_status(patch)
             self._sent_at = self.clock()
         except Exception as exc:  # status is best effort; the next update carries it again
-            log.warning("status patch failed", extra={"error": str(exc)})
+            error = api_message(exc) if isinstance(exc, ApiException) else one_line(exc)
+            log.warning("status patch failed", extra={"error": error})
             self._pending = {**patch, **self._pending}
 
     def condition(self, kind: str, status: bool, reason: str, message: str) -> None:

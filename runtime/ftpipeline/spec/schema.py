@@ -370,7 +370,7 @@ SPEC_SCHEMA: Schema = _obj(
 )
 
 PHASES = ["Pending", "Starting", "Running", "Recovering", "Paused", "Retrying", "Suspended", "Succeeded", "Failed"]
-CONDITIONS = ["Ready", "Progressing", "Degraded", "Stalled", "Failed"]
+CONDITIONS = ["Ready", "Progressing", "Degraded", "Stalled", "Paused", "Failed"]
 
 _TIME = {"type": "string", "format": "date-time"}
 
@@ -407,7 +407,8 @@ STATUS_SCHEMA: Schema = _obj(
             "total": _int("Workers the spec asks for."),
         }),
         "conditions": {
-            "type": "array", "description": "Ready, Progressing, Degraded, Stalled and Failed, as in other workloads.",
+            "type": "array", "description": "Ready, Progressing, Degraded, Stalled and Failed, as in other workloads; "
+                                      "Paused while Redis or ZooKeeper is out of reach.",
             "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
             "items": _obj("One condition.", {
                 "type": _str("Condition type.", enum=CONDITIONS),

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.trigger import Reason
 from ftpipeline.lineage.naming import WorkerId
+from ftpipeline.spec.schema import CONDITIONS, PHASES
 from ftpipeline_operator.status import StatusReporter, set_condition
 
 
@@ -119,3 +122,29 @@ def test_a_new_attempt_clears_the_failed_condition() -> None:
     r.condition("Failed", True, "RestartBudgetExhausted", "attempt 6 failed: ...")
     r.on_workers_starting([WorkerId("w0")])
     assert cond(patches[-1], "Failed")["status"] == "False"
+
+
+def test_every_condition_and_phase_the_operator_writes_is_one_the_crd_accepts() -> None:
+    """The API server refuses a whole status patch over one unknown enum value, and every later patch
+    carries the same condition: the status would freeze (as it did once for Paused)."""
+    source = "\n".join(p.read_text() for p in (Path(__file__).parents[3] / "operator").rglob("*.py"))
+    conditions = set(re.findall(r'condition\((?:\w+, )?"([A-Za-z]+)"', source))
+    phases = set(re.findall(r'phase="([A-Za-z]+)"', source))
+    assert {"Ready", "Paused", "Failed"} <= conditions and {"Running", "Failed"} <= phases  # the pattern still finds them
+    assert conditions <= set(CONDITIONS), conditions - set(CONDITIONS)
+    assert phases <= set(PHASES), phases - set(PHASES)
+
+
+def test_an_outage_pauses_with_a_condition_and_events_the_crd_accepts() -> None:
+    import jsonschema
+
+    from ftpipeline.spec.schema import STATUS_SCHEMA
+
+    r, patches, events, _ = reporter()
+    r.on_control_plane("redis", False, "Redis unreachable")
+    assert patches[-1]["phase"] == "Paused" and cond(patches[-1], "Paused")["status"] == "True"
+    r.on_control_plane("redis", True, "Redis answers again")
+    assert patches[-1]["phase"] == "Running" and cond(patches[-1], "Paused")["status"] == "False"
+    assert [e[1] for e in events] == ["RedisUnavailable", "RedisRecovered"]
+    for patch in patches:
+        jsonschema.validate(patch, STATUS_SCHEMA)
