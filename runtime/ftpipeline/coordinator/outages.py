@@ -31,7 +31,9 @@ was queued and is handled once the call returns.
 
 from __future__ import annotations
 
+import contextvars
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -98,22 +100,34 @@ class ControlPlane:
         raise AssertionError("unreachable: the backoff never ends")
 
     def watch_zookeeper(self, zk: Any) -> None:
-        """Report the ZooKeeper session's own state changes (SUSPENDED, LOST, CONNECTED)."""
-        def listener(state: str) -> None:  # on kazoo's thread: hand the reporting to one of our own
-            if state == "CONNECTED":
-                report = threading.Thread(target=self.recovered, args=("zookeeper",), daemon=True)
-            else:
-                why = "session expired" if state == "LOST" else "connection lost"
-                report = threading.Thread(target=self.unavailable, args=("zookeeper", why), daemon=True)
-            report.start()
+        """Report the ZooKeeper session's own state changes (SUSPENDED, LOST, CONNECTED).
 
+        kazoo calls listeners on its own thread, where no ZooKeeper call may be made; the reports go
+        to one thread of ours, in the order the changes came (a blip's CONNECTED must not overtake its
+        SUSPENDED), and run in the context of the thread that started watching (the operator posts
+        Events through a library that keeps its settings in context variables)."""
+        changes: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+
+        def report() -> None:
+            while (state := changes.get()) is not None:
+                if state == "CONNECTED":
+                    self.recovered("zookeeper")
+                else:
+                    self.unavailable("zookeeper", "session expired" if state == "LOST" else "connection lost")
+
+        def listener(state: str) -> None:
+            changes.put(state)
+
+        context = contextvars.copy_context()
+        threading.Thread(target=context.run, args=(report,), daemon=True, name="zookeeper-state").start()
         zk.add_listener(listener)
-        self._watched = (zk, listener)
+        self._watched = (zk, listener, changes)
 
     def unwatch(self) -> None:
         if self._watched is not None:
-            zk, listener = self._watched
+            zk, listener, changes = self._watched
             zk.remove_listener(listener)
+            changes.put(None)
             self._watched = None
 
     def unavailable(self, component: str, why: str) -> None:

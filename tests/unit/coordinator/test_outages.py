@@ -88,3 +88,52 @@ def test_other_errors_are_not_outages() -> None:
     with pytest.raises(ValueError):
         plane.call("zookeeper", broken, UNREACHABLE)
     assert reports.seen == []
+
+
+class FakeZooKeeper:
+    """Only the listener registry of a kazoo client: the state changes are the test's to make."""
+
+    def __init__(self) -> None:
+        self.listeners: list[Any] = []
+
+    def add_listener(self, listener: Any) -> None:
+        self.listeners.append(listener)
+
+    def remove_listener(self, listener: Any) -> None:
+        self.listeners.remove(listener)
+
+    def change(self, state: str) -> None:
+        for listener in list(self.listeners):
+            listener(state)
+
+
+def test_session_state_changes_are_reported_in_order_in_the_watchers_context() -> None:
+    """Blips in quick succession: each report comes in the order of the changes, and with the context
+    variables of the thread that started watching (an operator's Event API reads its settings there)."""
+    import contextvars
+    import threading
+
+    settings: contextvars.ContextVar[str] = contextvars.ContextVar("settings")
+    settings.set("operator")
+    plane, reports, _, _ = _plane()
+    seen_in: list[str] = []
+    done = threading.Event()
+    record = reports.on_control_plane
+
+    def on_control_plane(component: str, available: bool, message: str) -> None:
+        seen_in.append(settings.get())  # LookupError outside the watcher's context
+        record(component, available, message)
+        if len(reports.seen) == 40:
+            done.set()
+
+    reports.on_control_plane = on_control_plane  # type: ignore[method-assign]
+    zk = FakeZooKeeper()
+    plane.watch_zookeeper(zk)
+    for _ in range(20):
+        zk.change("SUSPENDED")
+        zk.change("CONNECTED")
+    assert done.wait(5), reports.seen
+    assert [available for _, available, _ in reports.seen] == [False, True] * 20
+    assert set(seen_in) == {"operator"}
+    plane.unwatch()
+    assert zk.listeners == []
