@@ -42,6 +42,16 @@ def _writable_dir(path: Path) -> Path:
     return path
 
 
+def new_namespace(kube: client.ApiClient, prefix: str) -> str:
+    """A namespace of its own (for pipelines apart from the operator's), once its service account exists."""
+    core = client.CoreV1Api(kube)
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    wait_for("the default service account", lambda: core.list_namespaced_service_account(
+        name, field_selector="metadata.name=default").items, 30)
+    return name
+
+
 def _install(namespace: str, *values: str) -> str:
     """The chart installed into the test's namespace (the CRD comes from the crd fixture)."""
     repo, _, tag = IMAGE.rpartition(":")

@@ -26,8 +26,8 @@ from kubernetes import client
 
 from ftpipeline.oracle import compare
 
-from .test_operator import (GROUP, HOST_ROOT, PLURAL, VERSION, _install, _writable_dir, finished, oracle_spec,
-                            pipeline, wait_for)
+from .test_operator import (GROUP, HOST_ROOT, PLURAL, VERSION, _install, _writable_dir, finished, new_namespace,
+                            oracle_spec, pipeline)
 
 pytestmark = pytest.mark.skipif(not os.environ.get("KUBECONFIG"), reason="no cluster")
 
@@ -35,13 +35,9 @@ pytestmark = pytest.mark.skipif(not os.environ.get("KUBECONFIG"), reason="no clu
 @pytest.fixture
 def tenant(kube: client.ApiClient) -> Iterator[str]:
     """A namespace of the pipelines' own, not the operator's."""
-    core = client.CoreV1Api(kube)
-    name = f"tenant-{uuid.uuid4().hex[:8]}"
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    wait_for("the default service account", lambda: core.list_namespaced_service_account(
-        name, field_selector="metadata.name=default").items, 30)
+    name = new_namespace(kube, "tenant")
     yield name
-    core.delete_namespace(name, grace_period_seconds=0)
+    client.CoreV1Api(kube).delete_namespace(name, grace_period_seconds=0)
 
 
 @pytest.fixture

@@ -1,0 +1,139 @@
+"""The chart's shared Redis and ZooKeeper under two tenants, each deleted mid-run.
+
+One operator, one in-chart Redis and one in-chart ZooKeeper serve the whole
+cluster, as the chart installs them. Two FTPipelines with the same name
+(``clickstream``) run at once in two namespaces; their state is kept apart by
+namespace, name and uid (``render.identity``). While both run:
+
+1. the Redis pod is deleted: its Deployment starts another on the same
+   claim (append-only file), both pipelines pause and go on;
+2. the ZooKeeper pod is deleted: the same, for the command log;
+3. the shorter pipeline finishes and is deleted while the other still runs:
+   its finalizer clears only its own keys and znodes.
+
+Both must end Succeeded with no worker declared lost (an outage is not a
+death), with a Paused condition and Unavailable/Recovered Events for each
+outage, and with output equal to the oracle.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from ftpipeline.oracle import compare
+
+from .test_operator import (GROUP, HOST_ROOT, PLURAL, VERSION, _install, _writable_dir, finished, new_namespace,
+                            oracle_spec, pipeline, status, wait_for)
+
+pytestmark = pytest.mark.skipif(not os.environ.get("KUBECONFIG"), reason="no cluster")
+
+NAME = "clickstream"
+SHORT, LONG = 16, 90  # steps of the pipeline deleted first, and of the one that must outlive that
+
+
+@pytest.fixture
+def tenants(kube: client.ApiClient) -> Iterator[tuple[str, str]]:
+    names = (new_namespace(kube, "team-a"), new_namespace(kube, "team-b"))
+    yield names
+    for name in names:
+        client.CoreV1Api(kube).delete_namespace(name, grace_period_seconds=0)
+
+
+@pytest.fixture
+def installed(kube: client.ApiClient, namespace: str, crd: str) -> Iterator[str]:
+    release = _install(namespace)
+    yield namespace
+    subprocess.run(["helm", "uninstall", release, "--namespace", namespace, "--wait"], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from ftpipeline.worker.executor import build_session
+
+    session = build_session("local[1]", {}, tmp_path_factory.mktemp("oracle-spark"), "ftpipeline-e2e-control-plane")
+    yield session
+    session.stop()
+
+
+def _committed(api: client.CustomObjectsApi, tenant: str) -> int:
+    return int(status(api, tenant, NAME).get("committedStep") or 0)
+
+
+def _delete_pod_and_go_on(core: client.CoreV1Api, api: client.CustomObjectsApi, operator_ns: str, component: str,
+                          tenants: tuple[str, str]) -> None:
+    """Delete the component's pod; wait until its replacement is ready and both pipelines committed two more
+    steps."""
+    [old] = core.list_namespaced_pod(operator_ns, label_selector=f"app.kubernetes.io/component={component}").items
+    before = {t: _committed(api, t) for t in tenants}
+    core.delete_namespaced_pod(old.metadata.name, operator_ns)
+
+    def replaced() -> bool:
+        pods = core.list_namespaced_pod(operator_ns, label_selector=f"app.kubernetes.io/component={component}").items
+        return any(p.metadata.name != old.metadata.name and any(c.type == "Ready" and c.status == "True"
+                                                                for c in p.status.conditions or []) for p in pods)
+
+    wait_for(f"a new {component} pod", replaced, 180)
+    for t in tenants:
+        wait_for(f"{t}/{NAME} to commit after the {component} pod was deleted",
+                 lambda t=t: _committed(api, t) >= before[t] + 2, 300)
+    print(f"{component} pod {old.metadata.name} deleted at steps {before}; both went on")
+
+
+def _events(core: client.CoreV1Api, tenant: str) -> set[str]:
+    return {e.reason for e in core.list_namespaced_event(tenant, field_selector=f"involvedObject.name={NAME}").items}
+
+
+def test_two_same_named_pipelines_outlive_the_shared_redis_and_zookeeper_and_each_other(
+        kube: client.ApiClient, installed: str, tenants: tuple[str, str], spark: object) -> None:
+    api = client.CustomObjectsApi(kube)
+    core = client.CoreV1Api(kube)
+    docs: dict[str, dict[str, Any]] = {}
+    data: dict[str, Path] = {}
+    for tenant, steps in zip(tenants, (SHORT, LONG)):
+        data[tenant] = _writable_dir(HOST_ROOT / f"{tenant}-{NAME}")
+        docs[tenant] = pipeline(tenant, NAME, steps, data[tenant])
+        api.create_namespaced_custom_object(GROUP, VERSION, tenant, PLURAL, docs[tenant])
+    short, long = tenants
+    for t in tenants:
+        wait_for(f"{t}/{NAME} to commit step 2", lambda t=t: _committed(api, t) >= 2, 300)
+
+    _delete_pod_and_go_on(core, api, installed, "redis", tenants)
+    _delete_pod_and_go_on(core, api, installed, "zookeeper", tenants)
+
+    first = finished(api, short, NAME)
+    assert first["phase"] == "Succeeded", first
+    outage_events = {"RedisUnavailable", "RedisRecovered", "ZooKeeperUnavailable", "ZooKeeperRecovered"}
+    assert outage_events <= _events(core, short), _events(core, short)
+    at_deletion = _committed(api, long)
+    api.delete_namespaced_custom_object(GROUP, VERSION, short, PLURAL, NAME)
+
+    def gone() -> bool:
+        try:
+            api.get_namespaced_custom_object(GROUP, VERSION, short, PLURAL, NAME)
+            return False
+        except client.exceptions.ApiException as exc:
+            return exc.status == 404
+
+    wait_for(f"{short}/{NAME} to be deleted (its finalizer done)", gone, 120)
+    at_gone = _committed(api, long)
+    assert at_gone < LONG, "the other pipeline had ended before the deletion was done: nothing was tested"
+
+    second = finished(api, long, NAME)
+    print(f"{short}: {first.get('committedStep')} steps; {long}: {second.get('committedStep')} steps, "
+          f"{at_deletion} when the other was deleted, {at_gone} when it was gone")
+    assert second["phase"] == "Succeeded", second
+    for tenant, final, steps in ((short, first, SHORT), (long, second, LONG)):
+        assert final["committedStep"] == steps
+        assert final.get("recoveries", 0) == 0, (tenant, final)  # no worker was declared lost for an outage
+        conditions = {c["type"]: c for c in final["conditions"]}
+        assert conditions["Paused"]["status"] == "False", (tenant, conditions["Paused"])  # paused once, not now
+        [result] = compare(spark, oracle_spec(docs[tenant], data[tenant]), steps)
+        assert result.duplicates == 0 and result.equal, (tenant, result)
+    assert outage_events <= _events(core, long), _events(core, long)
