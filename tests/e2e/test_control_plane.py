@@ -19,7 +19,6 @@ outage, and with output equal to the oracle.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,8 +28,9 @@ from kubernetes import client
 
 from ftpipeline.oracle import compare
 
-from .test_operator import (GROUP, HOST_ROOT, PLURAL, VERSION, _install, _writable_dir, finished, new_namespace,
+from .test_operator import (GROUP, HOST_ROOT, PLURAL, VERSION, _writable_dir, deleted, finished, new_namespace,
                             oracle_spec, pipeline, status, wait_for)
+from .test_operator_failures import installed, spark  # noqa: F401  (fixtures: the chart in its namespace; the oracle)
 
 pytestmark = pytest.mark.skipif(not os.environ.get("KUBECONFIG"), reason="no cluster")
 
@@ -44,22 +44,6 @@ def tenants(kube: client.ApiClient) -> Iterator[tuple[str, str]]:
     yield names
     for name in names:
         client.CoreV1Api(kube).delete_namespace(name, grace_period_seconds=0)
-
-
-@pytest.fixture
-def installed(kube: client.ApiClient, namespace: str, crd: str) -> Iterator[str]:
-    release = _install(namespace)
-    yield namespace
-    subprocess.run(["helm", "uninstall", release, "--namespace", namespace, "--wait"], capture_output=True)
-
-
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from ftpipeline.worker.executor import build_session
-
-    session = build_session("local[1]", {}, tmp_path_factory.mktemp("oracle-spark"), "ftpipeline-e2e-control-plane")
-    yield session
-    session.stop()
 
 
 def _committed(api: client.CustomObjectsApi, tenant: str) -> int:
@@ -114,14 +98,7 @@ def test_two_same_named_pipelines_outlive_the_shared_redis_and_zookeeper_and_eac
     at_deletion = _committed(api, long)
     api.delete_namespaced_custom_object(GROUP, VERSION, short, PLURAL, NAME)
 
-    def gone() -> bool:
-        try:
-            api.get_namespaced_custom_object(GROUP, VERSION, short, PLURAL, NAME)
-            return False
-        except client.exceptions.ApiException as exc:
-            return exc.status == 404
-
-    wait_for(f"{short}/{NAME} to be deleted (its finalizer done)", gone, 120)
+    wait_for(f"{short}/{NAME} to be deleted (its finalizer done)", lambda: deleted(api, short, NAME), 120)
     at_gone = _committed(api, long)
     assert at_gone < LONG, "the other pipeline had ended before the deletion was done: nothing was tested"
 

@@ -144,6 +144,15 @@ def start(api: client.CustomObjectsApi, namespace: str, prefix: str, steps: int,
     return name, doc, data
 
 
+def deleted(api: client.CustomObjectsApi, namespace: str, name: str) -> bool:
+    """Gone from the API server (its finalizer done)."""
+    try:
+        api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+        return False
+    except client.exceptions.ApiException as exc:
+        return exc.status == 404
+
+
 def finished(api: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]:
     return dict(wait_for("the pipeline to finish",
                          lambda: (s := status(api, namespace, name)).get("phase") in ("Succeeded", "Failed") and s,
@@ -202,15 +211,7 @@ def test_a_deleted_worker_pod_is_recovered_and_the_output_equals_the_oracle(
     assert result.equal, result
     # deletion runs the finalizer (Redis keys, znodes) while the operator is still there
     api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-
-    def gone() -> bool:
-        try:
-            api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-            return False
-        except client.exceptions.ApiException as exc:
-            return exc.status == 404
-
-    wait_for("the finalizer to let the FTPipeline go", gone, 120)
+    wait_for("the finalizer to let the FTPipeline go", lambda: deleted(api, namespace, name), 120)
 
 
 def test_a_restarted_operator_resumes_the_pipeline_with_no_lost_or_repeated_step(
