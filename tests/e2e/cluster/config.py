@@ -77,3 +77,10 @@ class Network:
     service_ip: str = "10.96.0.1"         # the kubernetes Service's ClusterIP
     apiserver_port: int = 6443
     local_path_health_port: int = 10262   # local-path-provisioner's /ready (it listens on every address)
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    """Write a component's file only if its content changes: kube-proxy (and kubelet) watch theirs, and
+    kube-proxy exits when its file is rewritten, even with the same bytes (``up`` on a running cluster)."""
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)

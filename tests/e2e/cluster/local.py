@@ -32,7 +32,8 @@ from pathlib import Path
 
 from . import build, pki, storage
 from .build import phase, run
-from .config import COREDNS, ETCD, HELM, LOCAL_PATH_PROVISIONER, PAUSE_IMAGE, PROJECT_IMAGE, Network, Paths
+from .config import (COREDNS, ETCD, HELM, LOCAL_PATH_PROVISIONER, PAUSE_IMAGE, PROJECT_IMAGE, Network, Paths,
+                     write_if_changed)
 
 DAEMONS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "coredns", "local-path-provisioner",
            "containerd", "kubelet", "kube-proxy")
@@ -105,7 +106,7 @@ class LocalCluster:
         Path("/proc/sys/net/bridge/bridge-nf-call-iptables").write_text("1")
         cni = self.state / "cni" / "net.d"
         cni.mkdir(parents=True, exist_ok=True)
-        (cni / "10-ftpipeline.conflist").write_text(json.dumps({
+        write_if_changed(cni / "10-ftpipeline.conflist", json.dumps({
             "cniVersion": "0.4.0",
             "name": "ftpipeline-e2e",
             "plugins": [
@@ -124,7 +125,7 @@ class LocalCluster:
                            ("scheduler", "scheduler"), ("kubelet", "kubelet"), ("kube-proxy", "kube-proxy")):
             pki.kubeconfig(s / f"{user}.kubeconfig", p.pki, server, user, cert)
         (s / "containerd").mkdir(parents=True, exist_ok=True)
-        (s / "containerd" / "config.toml").write_text(f"""version = 2
+        write_if_changed(s / "containerd" / "config.toml", f"""version = 2
 root = "{p.containerd_root}"
 state = "{s / 'containerd' / 'state'}"
 [grpc]
@@ -145,7 +146,7 @@ state = "{s / 'containerd' / 'state'}"
     conf_dir = "{s / 'cni' / 'net.d'}"
 """)
         (s / "kubelet").mkdir(parents=True, exist_ok=True)
-        (s / "kubelet-config.yaml").write_text(f"""apiVersion: kubelet.config.k8s.io/v1beta1
+        write_if_changed(s / "kubelet-config.yaml", f"""apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 authentication:
   anonymous: {{enabled: false}}
@@ -167,7 +168,7 @@ resolvConf: /etc/resolv.conf
 podPidsLimit: -1
 """)
         # cluster DNS: Services and pods of cluster.local from the API; nothing else is resolved
-        (s / "Corefile").write_text(f"""cluster.local:53 in-addr.arpa:53 {{
+        write_if_changed(s / "Corefile", f"""cluster.local:53 in-addr.arpa:53 {{
     bind {n.node_ip}
     errors
     kubernetes cluster.local in-addr.arpa {{
@@ -177,7 +178,7 @@ podPidsLimit: -1
     cache 5
 }}
 """)
-        (s / "kube-proxy-config.yaml").write_text(f"""apiVersion: kubeproxy.config.k8s.io/v1alpha1
+        write_if_changed(s / "kube-proxy-config.yaml", f"""apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {{kubeconfig: {s / 'kube-proxy.kubeconfig'}}}
 mode: iptables

@@ -16,6 +16,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from .config import write_if_changed
+
 
 def _openssl(*args: str) -> None:
     subprocess.run(["openssl", *args], check=True, capture_output=True)
@@ -83,7 +85,7 @@ def _b64(path: Path) -> str:
 
 def kubeconfig(path: Path, pki: Path, server: str, user: str, cert: str) -> None:
     """A kubeconfig for ``user`` authenticating with ``pki/<cert>.crt``."""
-    path.write_text(f"""apiVersion: v1
+    write_if_changed(path, f"""apiVersion: v1
 kind: Config
 clusters:
 - name: ftpipeline-e2e
