@@ -16,16 +16,22 @@ import pytest
 
 from .runner import FAULTS, Schedule, run_schedule
 
-# three runs, every fault kind in one of them; no run loses more than two of its three workers
+# six runs: the first three hold every fault kind between them, three or four each; the others pair
+# faults whose recoveries meet (a resumed coordinator then an emptied Redis, a cut during a loss, ...);
+# no run loses more than two of its three workers
 SAMPLE = (
     Schedule(1, "clickstream", (("two-workers", 3), ("zookeeper-cut", 5), ("redis-lost", 8),
                                 ("storage-unwritable", 10)), cut_s=12),
     Schedule(2, "files", (("zombie", 3), ("redis-restart", 5), ("worker-kill", 7), ("zookeeper-restart", 9))),
     Schedule(3, "pipelined", (("kill-in-checkpoint", 3), ("coordinator-kill", 6), ("worker-stop", 9))),
+    Schedule(4, "files", (("coordinator-kill", 4), ("redis-lost", 8))),
+    Schedule(5, "pipelined", (("zookeeper-cut", 4), ("worker-kill", 7)), cut_s=10),
+    Schedule(6, "clickstream", (("zombie", 4), ("storage-unwritable", 6))),
 )
 
 
 def test_the_sample_covers_every_fault_and_topology() -> None:
+    assert len(SAMPLE) >= 6
     assert {f for s in SAMPLE for f, _ in s.faults} == set(FAULTS)
     assert {s.topology for s in SAMPLE} == {"clickstream", "files", "pipelined"}
     assert Schedule.draw(7, seed=3) == Schedule.draw(7, seed=3)  # a schedule is rerun by its number
