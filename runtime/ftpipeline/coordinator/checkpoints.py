@@ -70,6 +70,7 @@ class CheckpointManager:
         self.clock = clock
         self.epoch = 0                        # the epoch messages carry now (the coordinator's clock component)
         self.allocated = 0                    # newest epoch number ever used (on disk too): never reused
+        self.stored: set[int] = set()         # committed epochs found in storage at a resume (retention counts them)
         self.current: CheckpointTracker | None = None
         self.last: dict[str, Any] | None = None   # newest committed manifest
         self.last_committed_at: float | None = None
@@ -107,8 +108,16 @@ class CheckpointManager:
         self.epoch = epoch
         self.allocated = max([self.allocated, epoch, *self._committed_epochs()])
 
+    def found_in_storage(self, epochs: set[int]) -> None:
+        """A resume found these committed checkpoints in storage. A run resumed with a command log that
+        never knew them (``--from-checkpoint`` on a fresh ZooKeeper) numbers its own checkpoints after
+        them, so none is overwritten, and keeps them as long as retention would."""
+        self.stored |= epochs
+        self.allocated = max([self.allocated, *epochs])
+
     def _committed_epochs(self) -> list[int]:
-        return self.pointer.epochs() if self.pointer is not None else []
+        known = set(self.pointer.epochs()) if self.pointer is not None else set()
+        return sorted(known | self.stored)
 
     def start(self, boundary: int) -> None:
         """Begin a checkpoint at ``boundary`` and tell every worker (Feldera's ``checkpoint()``)."""
@@ -163,8 +172,16 @@ class CheckpointManager:
         offsets = {c.key(): hi for c, (_, hi) in record.offsets.items()} if record else {}
         manifest = cur.manifest(offsets, committed)
         low = min([s.step for s in cur.snapshots.values()] + [cur.boundary])
+        steps = {s: self.store.step(s) for s in range(low + 1, cur.boundary + 1)}
+        missing = sorted(s for s, r in steps.items() if r is None)
+        if missing:  # a restore from this cut would re-read these steps' sources: without offsets it could not
+            cur.abort(f"the step log lost the offsets of steps {missing}")
+            self.metrics.checkpoints.labels(self.spec.metrics_label, "aborted").inc()
+            log.warning("checkpoint aborted: it could not be restored",
+                        extra={"epoch": cur.epoch, "boundary": cur.boundary, "missing_steps": missing})
+            return None
         manifest["steps"] = {str(s): {c.key(): list(o) for c, o in r.offsets.items()}
-                             for s in range(low + 1, cur.boundary + 1) if (r := self.store.step(s)) is not None}
+                             for s, r in steps.items() if r is not None}
         try:
             if self.before_commit is not None:
                 self.before_commit()

@@ -119,7 +119,9 @@ def recover(c: Coordinator, dead: WorkerId, reason: str = "") -> None:
 
 def resume_at_newest_checkpoint(c: Coordinator) -> None:
     """Feldera's start-up: open the largest checkpoint step every worker has (or start fresh)."""
-    common = set.intersection(*(set(c.client(w).call("checkpoints")) for w in c.workers))
+    stored = [set(c.client(w).call("checkpoints")) for w in c.workers]
+    common = set.intersection(*stored)
+    c.ckpt.found_in_storage(set.union(*stored))
     if c.resume_epoch is not None:
         if c.resume_epoch not in common:
             raise PipelineFailed(f"checkpoint {c.resume_epoch} is not available to every worker "

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ftpipeline.checkpoint.restore import Cut, plan_restore
-from ftpipeline.control.store import RunStore
+from ftpipeline.control.store import RunStore, StepRecord
+from ftpipeline.coordinator.trigger import Reason
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.lineage.naming import Channel, Task, TaskKind, WorkerId
 from ftpipeline.lineage.planner import TablesView, plan_recovery
@@ -166,6 +167,11 @@ def rollback(
         states.setdefault(ch, 0)
     recorded = {int(s): {Channel.parse(c): (o[0], o[1]) for c, o in offs.items()}
                 for s, offs in (manifest.get("steps", {}) if manifest else {}).items()}
+    for step, offsets in sorted(recorded.items()):
+        # the step log keeps what the cut recorded, so the next checkpoint's manifest can record it too
+        # (a run resumed on a fresh Redis and command log knows nothing of the steps before its cut)
+        if store.step(step) is None:
+            store.record_step(StepRecord(step, offsets, Reason.REPLAY.value))
 
     def offsets_of(ch: Channel, step: int) -> tuple[int, int]:
         if step in recorded:

@@ -80,8 +80,14 @@ def test_every_committed_checkpoint_is_a_consistent_cut(tmp_path: Path, redis_ur
     spec = load_pipeline(pipeline)
     storage = tmp_path / "checkpoints" / identity_of(pipeline)
     out = tmp_path / "out"
+
+    def stored() -> dict[int, dict[str, object]]:
+        return {c["epoch"]: json.loads((storage / f"epoch-{c['epoch']}" / "manifest.json").read_text())
+                for c in checkpoints}
+
+    originals = stored()
     for ckpt in checkpoints:
-        manifest = json.loads((storage / f"epoch-{ckpt['epoch']}" / "manifest.json").read_text())
+        manifest = originals[ckpt["epoch"]]
         # forget every step released after the checkpoint, then resume from it
         for step_dir in out.glob("step=*"):
             if int(step_dir.name.split("=")[1]) > manifest["gt_last"]:
@@ -91,6 +97,10 @@ def test_every_committed_checkpoint_is_a_consistent_cut(tmp_path: Path, redis_ur
         assert resumed.code == 0, resumed.output
         [result] = compare(spark, spec, steps)
         assert result.equal, (ckpt, manifest["states"], result)
+        # the resumed run (its own command log) numbered its checkpoints after every stored one: the
+        # original run's checkpoints are still there, unchanged, for the next resume
+        assert all(c["epoch"] > max(originals) for c in resumed.summary["checkpoints"]), resumed.summary
+        assert stored() == originals
 
 
 def test_a_zookeeper_session_expiry_during_a_checkpoint_leaves_no_half_commit(

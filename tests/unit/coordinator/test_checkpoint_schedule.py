@@ -26,10 +26,20 @@ class Clock:
         return self.now
 
 
-def manager(tmp_path: Path, clock: Clock, **spec: Any) -> CheckpointManager:
+class KnownEpochs:
+    """The one pointer call numbering makes: which checkpoints ZooKeeper has committed."""
+
+    def __init__(self, *epochs: int) -> None:
+        self.known = sorted(epochs)
+
+    def epochs(self) -> list[int]:
+        return self.known
+
+
+def manager(tmp_path: Path, clock: Clock, pointer: object | None = None, **spec: Any) -> CheckpointManager:
     s = replace(parse_pipeline(PIPELINE, tmp_path, check_entry_point=False), checkpoint_path=tmp_path, **spec)
     # due() reads only the spec, the clock and its own state: the pointer is never called
-    pointer = cast(CheckpointPointer, object())
+    pointer = cast(CheckpointPointer, pointer or object())
     return CheckpointManager(s, Graph(s), cast(RunStore, None), cast(LineageTables, None), pointer,
                              RunMetrics(s.name), clock, cast(Members, None))
 
@@ -69,3 +79,13 @@ def test_timer_and_request(tmp_path: Path) -> None:
     m.requested = True
     assert m.due(2)
     assert not m.due(0), "nothing to checkpoint before the first step"
+
+
+def test_a_resume_numbers_its_checkpoints_after_every_stored_one(tmp_path: Path) -> None:
+    """--from-checkpoint 1 on a fresh command log, with 2..5 in storage: its first checkpoint is 6,
+    never a second epoch 2 over the first one's files, and retention counts the stored ones."""
+    m = manager(tmp_path, Clock(), KnownEpochs(), checkpoint_steps=2)
+    m.found_in_storage({1, 2, 3, 4, 5})
+    m.restored(2)
+    assert m.begin(4, [WorkerId("w0")]) == 6
+    assert m._committed_epochs() == [1, 2, 3, 4, 5]
