@@ -48,7 +48,12 @@ present in the snapshot can be deleted before the plan is applied. An object
 may *enter* the cemetery meanwhile (its consumer finished); applying the plan
 resurrects every input it relies on unconditionally, which covers that race.
 Failures are serialised: a second loss is planned on the tables as left by
-the first plan, whose tasks then sit in the second victim's NTT.
+the first plan, whose tasks then sit in the second victim's NTT. The second
+plan may need another output of a task the first plan left pending on a
+survivor (a *twin*: same stage, channel and step, other outputs). Both read
+the same inputs, and a stateless task buries its inputs when it completes; so
+the twin runs on the same worker, whose completion script buries shared
+inputs only when the last of the twins finishes.
 """
 
 from __future__ import annotations
@@ -233,12 +238,18 @@ def plan_recovery(
     # regeneration of stateless history spread over all survivors by step, so the
     # lost work is divided among them (a step's source and transform regenerations
     # land on the same worker, keeping forward edges local).
+    # A task of the same stage, channel and step still pending on a survivor (an earlier plan's, writing
+    # other outputs) reads the same inputs: this one runs beside it, where the completion of the first
+    # of the two leaves the inputs unburied for the second (lineage/lua/complete_task.lua).
     relaunched = {_key(t) for t in dead_pending}
     spread = sorted(live)
+    twins = {_key(t): w for w in sorted(live) for t in view.ntt.get(w, frozenset())}
 
     def where(task: Task) -> WorkerId:
         if _key(task) in relaunched or graph.is_stateful(task.stage) or task.kind is TaskKind.SINK:
             return placement[task.ref]
+        if _key(task) in twins:
+            return twins[_key(task)]
         return spread[task.step % len(spread)]
 
     tasks = tuple((where(t), t) for t in sorted(planned.values(), key=_key))

@@ -110,6 +110,22 @@ def test_a_worker_of_an_earlier_run_is_refused_under_the_same_id(redis_client: r
     assert current.complete(W0, _done(task, [obj(3, "b", "c")], [obj(3)])) == 1
     assert coordinator.locate([obj(3, "b", "c")]) == [W0]
 
+def test_twin_tasks_bury_their_inputs_only_when_the_last_one_finishes(redis_client: redis.Redis,
+                                                                      pipeline_name: str) -> None:
+    """Two recoveries left two tasks of b.0@3 on w0, each writing other outputs: the first to finish
+    must leave a.0@3 out of the cemetery (the collector would delete it), the second buries it."""
+    tables = LineageTables(redis_client, pipeline_name)
+    tables.admit(W0)
+    first = Task(TaskKind.TRANSFORM, "b", 0, 3, recovery=True, epoch=1, emit=frozenset({obj(3, "b", "c")}))
+    second = Task(TaskKind.TRANSFORM, "b", 0, 3, recovery=True, epoch=2, emit=frozenset({obj(3, "b", "c", tc=1)}))
+    tables.assign([(W0, first), (W0, second)])
+    edge = ObjectName.parse(obj(3)).edge.key()
+    assert tables.complete(W0, _done(first, [obj(3, "b", "c")], [obj(3)])) == 1
+    assert 3 not in tables.cemetery().get(edge, IntervalSet())
+    assert tables.complete(W0, _done(second, [obj(3, "b", "c", tc=1)], [obj(3)])) == 1
+    assert 3 in tables.cemetery()[edge]
+
+
 def test_collect_drops_consumed_objects_unless_recovery_holds_the_lock(redis_client: redis.Redis, pipeline_name: str) -> None:
     tables = LineageTables(redis_client, pipeline_name)
     tables.admit(W0)

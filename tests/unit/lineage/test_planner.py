@@ -173,3 +173,24 @@ def test_task_ids_of_relaunches_differ_from_the_originals():
     t = Task(TaskKind.TRANSFORM, "clean", 1, 3)
     assert t.for_recovery(1).id != t.id
     assert Task.from_json(t.for_recovery(2, frozenset({"a"})).to_json()) == t.for_recovery(2, frozenset({"a"}))
+
+
+def test_a_task_whose_twin_is_pending_on_a_survivor_runs_beside_it():
+    """An earlier plan left clean.1@1 (writing only its output for agg.0) pending on w0; the next loss needs
+    clean.1@1's output for agg.1 too. Both read events.1@1: the new one runs on w0, where the first of the
+    two to finish leaves the input for the other (complete_task.lua), not on w2, where step 1 would go."""
+    h = History(graph(), [W0, W1, W2])
+    h.run_step(1)
+    h.run_step(2)
+    h.gc()
+    twin = Task(TaskKind.TRANSFORM, "clean", 1, 1, recovery=True, epoch=1,
+                emit=frozenset({ObjectName("clean", 1, 1, "agg", 1, 0).key()}))
+    h.ntt.setdefault(W0, set()).add(twin)
+    plan = plan_recovery(h.g, h.view(), W1, [W0, W2], epoch=2)
+    [(where, task)] = [(w, t) for w, t in plan.tasks if t.kind is TaskKind.TRANSFORM and t.step == 1]
+    assert task.emit == {ObjectName("clean", 1, 1, "agg", 1, 1).key()}
+    assert where == W0
+    # without the twin, step 1's regeneration goes to w2
+    h.ntt[W0].discard(twin)
+    plan = plan_recovery(h.g, h.view(), W1, [W0, W2], epoch=2)
+    assert [w for w, t in plan.tasks if t.kind is TaskKind.TRANSFORM and t.step == 1] == [W2]

@@ -7,6 +7,10 @@
 --       13 the run token the node was admitted with ("": none; see coordinator/admission.py)
 -- Dead letters are counted once per (stage, channel, step), however often the step is replayed: the
 -- count is set, not added, and the stats and the event carry only what is new ("dead_new").
+-- Inputs are buried (consumed) only by the last of the tasks of the same stage, channel and step
+-- pending on this node: two recoveries can leave two of them (an earlier plan's, writing some outputs,
+-- and a later one's, writing others: lineage/planner.py places them together), and the first to finish
+-- must not let the collector delete what the second still reads.
 -- Returns 1 recorded, 0 task no longer assigned here (superseded), -1 node fenced off (declared dead, or
 -- of another run: the same id under an older token),
 -- -2 no member at all: the store lost its state (a Redis restarted empty), which is not this node's fault.
@@ -25,9 +29,17 @@ for _, out in ipairs(cjson.decode(ARGV[3])) do
   if lineage then redis.call('HSET', KEYS[4], name, ARGV[2]) end
   if ARGV[10] ~= '' then redis.call('HSET', KEYS[11], name, ARGV[10]) end
 end
-for _, name in ipairs(cjson.decode(ARGV[4])) do
-  local edge, seq = split_name(name)
-  iv_put(KEYS[6], edge, iv_add(iv_get(KEYS[6], edge), seq))
+local me = cjson.decode(ARGV[2])
+local twin = false
+for _, other in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local t = cjson.decode(other)
+  if t.k == me.k and t.s == me.s and t.c == me.c and t.n == me.n then twin = true; break end
+end
+if not twin then
+  for _, name in ipairs(cjson.decode(ARGV[4])) do
+    local edge, seq = split_name(name)
+    iv_put(KEYS[6], edge, iv_add(iv_get(KEYS[6], edge), seq))
+  end
 end
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[7], ARGV[5], ARGV[6]) end
 for field, n in pairs(cjson.decode(ARGV[9])) do redis.call('HINCRBY', KEYS[10], field, n) end
