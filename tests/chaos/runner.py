@@ -9,7 +9,7 @@ one seed, so a failing schedule is rerun exactly by its number. Running one:
 2. start ``ftpipeline run`` on the topology, as a user would, and follow its
    committed step in Redis;
 3. at each fault's step, do it: SIGKILL or SIGSTOP a worker's process group,
-   kill two workers at once, kill the coordinator and ``--resume`` it, restart
+   kill two workers at once, or every one, kill the coordinator and ``--resume`` it, restart
    or empty Redis, restart ZooKeeper or cut it off for 10-30 s, make the
    checkpoint storage unwritable for a few seconds; the zombie and the kill
    during a checkpoint are the CLI's own injections (``--fault zombie``,
@@ -49,9 +49,10 @@ from .proxy import TcpProxy
 
 STEPS = 12
 TOPOLOGIES = ("clickstream", "files", "pipelined")
-# what each fault does; the worker faults need a survivor, so every topology has three workers
+# what each fault does; every topology has three workers, so most worker faults leave a survivor
+# ("all-workers", a node that held them all, leaves none: a new set starts from the newest checkpoint)
 FAULTS = ("worker-kill", "worker-stop", "zombie", "two-workers", "kill-in-checkpoint", "coordinator-kill",
-          "redis-restart", "redis-lost", "zookeeper-restart", "zookeeper-cut", "storage-unwritable")
+          "redis-restart", "redis-lost", "zookeeper-restart", "zookeeper-cut", "storage-unwritable", "all-workers")
 CLI_FAULTS = ("zombie", "kill-in-checkpoint")  # injected by ftpipeline run itself: one per run
 
 
@@ -235,6 +236,12 @@ class Run:
             for _, pgid in victims:
                 try:
                     os.killpg(pgid, signal.SIGSTOP if fault == "worker-stop" else signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        elif fault == "all-workers":
+            for _, pgid in self.workers():
+                try:
+                    os.killpg(pgid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
         elif fault == "coordinator-kill":

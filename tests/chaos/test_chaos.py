@@ -16,9 +16,9 @@ import pytest
 
 from .runner import FAULTS, Schedule, run_schedule
 
-# six runs: the first three hold every fault kind between them, three or four each; the others pair
-# faults whose recoveries meet (a resumed coordinator then an emptied Redis, a cut during a loss, ...);
-# no run loses more than two of its three workers
+# six runs: the first three hold every fault kind but the loss of every worker between them, three or
+# four each; the others pair faults whose recoveries meet (a resumed coordinator then an emptied Redis,
+# a cut during a loss, ...), and the last ends with every worker killed at once
 SAMPLE = (
     Schedule(1, "clickstream", (("two-workers", 3), ("zookeeper-cut", 5), ("redis-lost", 8),
                                 ("storage-unwritable", 10)), cut_s=12),
@@ -26,7 +26,7 @@ SAMPLE = (
     Schedule(3, "pipelined", (("kill-in-checkpoint", 3), ("coordinator-kill", 6), ("worker-stop", 9))),
     Schedule(4, "files", (("coordinator-kill", 4), ("redis-lost", 8))),
     Schedule(5, "pipelined", (("zookeeper-cut", 4), ("worker-kill", 7)), cut_s=10),
-    Schedule(6, "clickstream", (("zombie", 4), ("storage-unwritable", 6))),
+    Schedule(6, "clickstream", (("zombie", 4), ("storage-unwritable", 6), ("all-workers", 9))),
 )
 
 

@@ -16,22 +16,29 @@ as they refuse a worker that left ``alive`` when it was declared dead::
     (replacement) --'joined', no address (Redis restarted empty since)--> killed, counted lost
                  while joining; another one is started after the backoff
     (Redis restarted empty) --token and alive written again--> the same members, the same token
+    (the last member lost) --a new set started, joined, admitted under the same token--> every one
+                 reopens the newest checkpoint (start_over)
 """
 
 from __future__ import annotations
 
+import logging
+import time
 import uuid
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ftpipeline.barrier.existing import ExistingOutput
 from ftpipeline.coordinator.errors import ExistingOutputFound, PipelineFailed
-from ftpipeline.coordinator.losses import restart_joining, resume_at_newest_checkpoint
+from ftpipeline.coordinator.losses import reopen_everywhere, restart_joining, resume_at_newest_checkpoint
 from ftpipeline.coordinator.protocol import Create, startup_decision
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.lineage.placement import initial_placement
 
 if TYPE_CHECKING:
     from ftpipeline.coordinator.coordinator import Coordinator
+
+log = logging.getLogger("ftpipeline.coordinator")
 
 
 def run_token(run_epoch: int) -> str:
@@ -45,8 +52,8 @@ def worker_config(c: Coordinator) -> dict[str, Any]:
             "identity": c.spec.store_key, "label": c.spec.metrics_label}
 
 
-def start_workers(c: Coordinator) -> None:
-    """The run's start: the initial workers join and are admitted under this run's token."""
+def _admit_a_new_set(c: Coordinator) -> None:
+    """Start ``spec.workers`` workers, wait until every one joined, and admit them under the run's token."""
     c.members.start_initial(c.startup_timeout_s, c.observer.on_worker_joined, c.observer.on_workers_starting,
                             c.check_stop)
     c.tables.begin_run(c.run_token)
@@ -55,6 +62,11 @@ def start_workers(c: Coordinator) -> None:
         c.client(w).call("adopt", {"run": c.run_token})
     c.placement = initial_placement(c.graph.channels(), c.workers)
     c.tables.set_placement(c.placement)
+
+
+def start_workers(c: Coordinator) -> None:
+    """The run's start: the initial workers join and are admitted under this run's token."""
+    _admit_a_new_set(c)
     decision = startup_decision({w: c.client(w).call("state") for w in c.workers})
     if isinstance(decision, Create):
         if decision.shutdown_first:
@@ -71,6 +83,37 @@ def start_workers(c: Coordinator) -> None:
         if c.ckpt.pointer is not None:
             c.members.call_any("reset_checkpoints", {}, "empty the checkpoint storage")
     c.metrics.workers_ready.set(len(c.workers))
+
+
+def start_over(c: Coordinator, dead: WorkerId, reason: str) -> None:
+    """The last worker is gone (a node that held them all, two losses and a third before any replacement
+    joined): as Flink restarts a job whose every task manager died, start a new set of workers, admit
+    them under the same run token, and roll them back to the newest committed checkpoint (none: the
+    beginning, with the sinks' GT_last dropping the steps they already released). The run goes on."""
+    detected = c.clock()
+    manifest = c.ckpt.last
+    log.error("every worker is lost: starting a new set from the newest checkpoint",
+              extra={"worker": dead, "reason": reason, "committed": c.committed,
+                     "boundary": int(manifest["boundary"]) if manifest else 0})
+    c.ckpt.abort(f"worker {dead} lost, and no worker survives")
+    backoff = c.members.start_over(detected)
+    c.metrics.workers_ready.set(0)
+    while c.clock() - detected < backoff:
+        c.check_stop()
+        time.sleep(0.05)
+    _admit_a_new_set(c)
+    for w in c.workers:
+        c.client(w).call("create", worker_config(c))
+    record = replace(reopen_everywhere(c, manifest, detected), worker=dead, strategy="restart")
+    record.seconds = c.clock() - detected
+    c.recoveries.append(record)
+    c.store.record_recovery(record.summary())
+    c.metrics.recoveries.labels(c.spec.metrics_label, record.strategy, "applied").inc()
+    c.metrics.recovery_seconds.labels(c.spec.metrics_label, record.strategy).observe(record.seconds)
+    c.metrics.workers_ready.set(len(c.workers))
+    c.observer.on_recovery(record)
+    c.last_progress = c.clock()
+    log.info("recovered", extra=record.summary())
 
 
 def admit_newcomer(c: Coordinator, worker: WorkerId) -> None:

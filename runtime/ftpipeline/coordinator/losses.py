@@ -6,7 +6,8 @@ the lineage tables' exclusive lock, with the decision written to the
 command log first:
 
     LOST --not a member (seen twice) / still joining--> (ignored / replacement rescheduled)
-    LOST --fault tolerance off, or no survivor--> FAILED
+    LOST --fault tolerance off--> FAILED
+    LOST --no survivor--> a new set of workers, rolled back to the newest checkpoint (admission.start_over)
     LOST --'recovery' command (epoch, strategy)--> PLANNING
     PLANNING --lineage plan--> the lost tasks join the survivors' NTTs; steps in flight go on
     PLANNING --checkpoint, or no lineage plan--> every survivor reopens the newest cut; later steps replay
@@ -37,7 +38,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ftpipeline.coordinator.errors import PipelineFailed
-from ftpipeline.coordinator.recovery import choose_strategy, recover_lineage, rollback
+from ftpipeline.coordinator.recovery import RecoveryRecord, choose_strategy, recover_lineage, rollback
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.lineage.placement import adopt
 from ftpipeline.lineage.planner import PlanningError
@@ -61,7 +62,10 @@ def recover(c: Coordinator, dead: WorkerId, reason: str = "") -> None:
         raise PipelineFailed(f"worker {dead} was lost and spec.faultTolerance is false: nothing to recover from")
     survivors = [w for w in c.workers if w != dead]
     if not survivors:
-        raise PipelineFailed(f"worker {dead} was lost and no worker survives")
+        from ftpipeline.coordinator.admission import start_over  # admission builds on this module
+
+        start_over(c, dead, reason or "lost")
+        return
     c.ckpt.abort(f"worker {dead} lost")
     epoch = c.journal.next_epoch()
     manifest = c.ckpt.last
@@ -136,9 +140,9 @@ def resume_at_newest_checkpoint(c: Coordinator) -> None:
         raise PipelineFailed(f"checkpoint {max(common)} has no manifest in storage")
     # the resume point is what the workers have, which the log may not know yet (killed between
     # the checkpoint's commit and its command): the log says where this run really restarts
-    gt_last = _reopen_everywhere(c, manifest, c.clock())
+    reopen_everywhere(c, manifest, c.clock())
     c.ckpt.last = manifest
-    log.info("resumed", extra={"epoch": manifest["epoch"], "boundary": manifest["boundary"], "gt_last": gt_last})
+    log.info("resumed", extra={"epoch": manifest["epoch"], "boundary": manifest["boundary"], "gt_last": c.released})
 
 
 def rebuild_lost_store(c: Coordinator) -> None:
@@ -160,7 +164,7 @@ def rebuild_lost_store(c: Coordinator) -> None:
         restart_joining(c, joining, "Redis lost its registration while it was joining")
     c.tables.set_placement(c.placement)
     c.journal.restore_step_log()
-    _reopen_everywhere(c, manifest, detected)
+    reopen_everywhere(c, manifest, detected)
     c.store.commit(c.committed)
     c.last_progress = c.clock()
     c.control.recovered("redis", outcome="rebuilt",
@@ -177,13 +181,13 @@ def restart_joining(c: Coordinator, worker: WorkerId, why: str) -> None:
     recover(c, worker, why)
 
 
-def _reopen_everywhere(c: Coordinator, manifest: dict[str, Any] | None, started: float) -> int:
+def reopen_everywhere(c: Coordinator, manifest: dict[str, Any] | None, started: float) -> RecoveryRecord:
     """Every worker reopens ``manifest`` (None: the beginning) after a 'resumed' command says so, and the
-    steps after it replay; returns the sinks' GT_last, which drops what they already released."""
+    steps after it replay; the sinks' GT_last (``c.released``) drops what they already released."""
     epoch = c.journal.next_epoch()
     c.journal.append("resumed", epoch=epoch, boundary=int(manifest["boundary"]) if manifest else 0)  # write-ahead
     gt_last = int(c.client(c.workers[0]).call("barrier")["gt_last"])
     record = rollback(c.graph, c.tables, c.store, c.tables.snapshot(c.workers), None, c.placement, {}, c.workers,
                       epoch, manifest, gt_last, c.clients_for(c.workers), started, c.clock)
     c.rewind(record, manifest, gt_last)
-    return gt_last
+    return record

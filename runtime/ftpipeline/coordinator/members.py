@@ -8,6 +8,7 @@ the coordinator sees it:
     JOINING --'joined' event--> MEMBER (created: its sidecar knows the pipeline)
     JOINING --lost before joining--> (none), a replacement scheduled
     MEMBER  --lost--> (none), a replacement scheduled
+    MEMBER  --lost, and it was the last one--> a whole new set spawned (start_over, start_initial)
     SCHEDULED --backoff passed and a step committed since the loss--> JOINING
 
 Replacements are rationed by the restart budget (``restarts.py``): the run
@@ -97,7 +98,8 @@ class Members:
                     joined.append(event["w"])
                     on_joined(event["w"], len(joined), len(initial))
             for lost in self.cluster.lost():
-                raise PipelineFailed(f"worker {lost} was lost during start-up: {self.cluster.why(lost)}")
+                if lost in initial:  # (one of a set that is gone, killed before this one started: no news)
+                    raise PipelineFailed(f"worker {lost} was lost during start-up: {self.cluster.why(lost)}")
             check_stop()
         self.joining = []
         self.workers = sorted(initial)
@@ -146,6 +148,20 @@ class Members:
         except BudgetExhausted as exc:
             raise PipelineFailed(str(exc)) from exc
         self._replacements.append((now + delay, committed))
+
+    def start_over(self, now: float) -> float:
+        """The last member is gone: a whole new set will replace it, the replacements still joining or
+        due included (those are killed or forgotten). The loss is charged to the restart budget like any
+        other; returns the backoff before the new set starts."""
+        for worker in self.joining:
+            self.cluster.kill_worker(worker)
+        for client in self._clients.values():
+            client.close()
+        self.workers, self.joining, self.newcomers, self._replacements, self._clients = [], [], [], [], {}
+        try:
+            return self.restarts.on_loss(now)
+        except BudgetExhausted as exc:
+            raise PipelineFailed(str(exc)) from exc
 
     def start_replacements(self, committed: int) -> None:
         """Start each replacement whose backoff has passed, once a step committed since its loss
