@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from ftpipeline.barrier.existing import ExistingOutput
 from ftpipeline.coordinator.errors import ExistingOutputFound, PipelineFailed
-from ftpipeline.coordinator.losses import reopen_everywhere, restart_joining, resume_at_newest_checkpoint
+from ftpipeline.coordinator.losses import (record_applied, reopen_everywhere, restart_joining,
+                                          resume_at_newest_checkpoint)
 from ftpipeline.coordinator.protocol import Create, startup_decision
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.lineage.placement import initial_placement
@@ -106,12 +107,7 @@ def start_over(c: Coordinator, dead: WorkerId, reason: str) -> None:
         c.client(w).call("create", worker_config(c))
     record = replace(reopen_everywhere(c, manifest, detected), worker=dead, strategy="restart")
     record.seconds = c.clock() - detected
-    c.recoveries.append(record)
-    c.store.record_recovery(record.summary())
-    c.metrics.recoveries.labels(c.spec.metrics_label, record.strategy, "applied").inc()
-    c.metrics.recovery_seconds.labels(c.spec.metrics_label, record.strategy).observe(record.seconds)
-    c.metrics.workers_ready.set(len(c.workers))
-    c.observer.on_recovery(record)
+    record_applied(c, record)
     c.last_progress = c.clock()
     log.info("recovered", extra=record.summary())
 

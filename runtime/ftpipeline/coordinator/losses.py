@@ -109,6 +109,14 @@ def recover(c: Coordinator, dead: WorkerId, reason: str = "") -> None:
     record.seconds = c.clock() - detected
     c.placement = dict(record.placement)
     c.members.remove(dead)
+    record_applied(c, record)
+    c.members.schedule_replacement(detected, c.committed)
+    c.last_progress = c.clock()
+    log.info("recovered", extra=record.summary())
+
+
+def record_applied(c: Coordinator, record: RecoveryRecord) -> None:
+    """A recovery is applied: into the run's record, the store, the metrics and the observer."""
     c.awaiting_commit.append(record)
     c.recoveries.append(record)
     c.store.record_recovery(record.summary())
@@ -116,9 +124,6 @@ def recover(c: Coordinator, dead: WorkerId, reason: str = "") -> None:
     c.metrics.recovery_seconds.labels(c.spec.metrics_label, record.strategy).observe(record.seconds)
     c.metrics.workers_ready.set(len(c.workers))
     c.observer.on_recovery(record)
-    c.members.schedule_replacement(detected, c.committed)
-    c.last_progress = c.clock()
-    log.info("recovered", extra=record.summary())
 
 
 def resume_at_newest_checkpoint(c: Coordinator) -> None:
