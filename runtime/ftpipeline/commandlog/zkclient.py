@@ -16,14 +16,15 @@ from __future__ import annotations
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, OperationTimeoutError, SessionExpiredError
-from kazoo.retry import KazooRetry
+from kazoo.retry import KazooRetry, RetryFailedError
 
 # a lost connection is retried every 0.1 -> 0.5 s, forever (kazoo itself gives up on nothing else)
 RECONNECT = dict(max_tries=-1, delay=0.1, backoff=1.5, max_delay=0.5, max_jitter=0.1)
 
-# what "ZooKeeper is not reachable now" looks like to a caller; a retry may succeed
+# what "ZooKeeper is not reachable now" looks like to a caller; a retry may succeed (a KazooRetry that
+# ran out of tries on a lost connection raises RetryFailedError, not the ConnectionLoss behind it)
 UNREACHABLE: tuple[type[BaseException], ...] = (ConnectionLoss, ConnectionClosedError, SessionExpiredError,
-                                                OperationTimeoutError)
+                                                OperationTimeoutError, RetryFailedError)
 
 
 def connect(hosts: str, timeout_s: float = 10.0, start_timeout_s: float | None = 30.0) -> KazooClient:

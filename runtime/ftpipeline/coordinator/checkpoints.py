@@ -19,6 +19,11 @@ cut is complete. Commit then
 4. forgets lineage and step-log entries no plan can need any more;
 5. prunes all but the newest ``retain`` committed checkpoints.
 
+The commit itself is one ZooKeeper transaction: if ZooKeeper is out of reach
+then, the checkpoint is aborted and the next one starts normally. The reads
+and deletes around it (which epochs exist, pruning) wait through an outage
+like every other coordinator call (``outages.py``) rather than fail the run.
+
 Scheduling: once ``intervalSteps`` steps passed since the last committed
 checkpoint's boundary, or once ``intervalMs`` passed
 (then the next step is triggered for the checkpoint's sake if nothing else
@@ -31,14 +36,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from kazoo.exceptions import KazooException
 
 from ftpipeline.checkpoint.pointer import CheckpointPointer, CommitFailed
 from ftpipeline.checkpoint.tracker import ChannelSnapshot, CheckpointState, CheckpointTracker
+from ftpipeline.commandlog.zkclient import UNREACHABLE
 from ftpipeline.control.store import RunStore
 from ftpipeline.coordinator.members import Members
+from ftpipeline.coordinator.outages import ControlPlane
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.lineage.naming import Channel, EdgeKey, WorkerId
 from ftpipeline.lineage.tables import LineageTables
@@ -46,6 +53,7 @@ from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.spec.model import PipelineSpec
 
 log = logging.getLogger("ftpipeline.checkpoints")
+T = TypeVar("T")
 
 
 class CheckpointManager:
@@ -59,6 +67,7 @@ class CheckpointManager:
         metrics: RunMetrics,
         clock: Callable[[], float],
         members: Members,
+        control: ControlPlane | None = None,
     ) -> None:
         self.spec = spec
         self.graph = graph
@@ -66,6 +75,7 @@ class CheckpointManager:
         self.tables = tables
         self.pointer = pointer
         self.members = members
+        self.control = control
         self.metrics = metrics
         self.clock = clock
         self.epoch = 0                        # the epoch messages carry now (the coordinator's clock component)
@@ -115,8 +125,13 @@ class CheckpointManager:
         self.stored |= epochs
         self.allocated = max([self.allocated, *epochs])
 
+    def _zk(self, fn: Callable[[], T], what: str) -> T:
+        """``fn`` against ZooKeeper; while it is out of reach the run waits here (``outages.py``)."""
+        return fn() if self.control is None else self.control.call("zookeeper", fn, UNREACHABLE, what)
+
     def _committed_epochs(self) -> list[int]:
-        known = set(self.pointer.epochs()) if self.pointer is not None else set()
+        pointer = self.pointer
+        known = set(self._zk(pointer.epochs, "listing committed checkpoints")) if pointer is not None else set()
         return sorted(known | self.stored)
 
     def start(self, boundary: int) -> None:
@@ -222,8 +237,9 @@ class CheckpointManager:
         self.tables.trim(floor)
         self.store.trim_steps(floor)
         keep = set(self._committed_epochs()[-self.spec.checkpoint_retain:])  # this run's and earlier ones
-        if self.pointer is not None:
-            self.pointer.prune(keep)
+        pointer = self.pointer
+        if pointer is not None:
+            self._zk(lambda: pointer.prune(keep), "pruning checkpoints")
         return keep | {self.epoch}
 
     def _publish(self, manifest: dict[str, Any], keep: set[int]) -> int:

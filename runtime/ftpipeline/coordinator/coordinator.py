@@ -157,7 +157,8 @@ class Coordinator:
         self.heartbeat_losses = 0
         self.buffer_samples: list[dict[str, Any]] = []
         self.members = Members(spec, cluster, store, clock)
-        self.ckpt = CheckpointManager(spec, self.graph, store, tables, pointer, self.metrics, clock, self.members)
+        self.ckpt = CheckpointManager(spec, self.graph, store, tables, pointer, self.metrics, clock, self.members,
+                                      self.control)
         self.owner = f"coordinator-{uuid.uuid4().hex[:8]}"
         self.run_token = ""         # this run's, given to every worker it admits (admission.py)
         self.placement: dict[Channel, WorkerId] = {}

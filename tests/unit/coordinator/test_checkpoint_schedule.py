@@ -6,10 +6,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
+
+from kazoo.exceptions import ConnectionLoss
+from kazoo.retry import KazooRetry, RetryFailedError
+from prometheus_client import CollectorRegistry
+
 from ftpipeline.checkpoint.pointer import CheckpointPointer
 from ftpipeline.control.store import RunStore
 from ftpipeline.coordinator.checkpoints import CheckpointManager
 from ftpipeline.coordinator.members import Members
+from ftpipeline.coordinator.outages import Backoff, ControlPlane
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.lineage.tables import LineageTables
@@ -36,12 +43,13 @@ class KnownEpochs:
         return self.known
 
 
-def manager(tmp_path: Path, clock: Clock, pointer: object | None = None, **spec: Any) -> CheckpointManager:
+def manager(tmp_path: Path, clock: Clock, pointer: object | None = None, control: ControlPlane | None = None,
+            **spec: Any) -> CheckpointManager:
     s = replace(parse_pipeline(PIPELINE, tmp_path, check_entry_point=False), checkpoint_path=tmp_path, **spec)
     # due() reads only the spec, the clock and its own state: the pointer is never called
     pointer = cast(CheckpointPointer, pointer or object())
     return CheckpointManager(s, Graph(s), cast(RunStore, None), cast(LineageTables, None), pointer,
-                             RunMetrics(s.name), clock, cast(Members, None))
+                             RunMetrics(s.name), clock, cast(Members, None), control)
 
 
 def committed(m: CheckpointManager, boundary: int) -> None:
@@ -89,3 +97,43 @@ def test_a_resume_numbers_its_checkpoints_after_every_stored_one(tmp_path: Path)
     m.restored(2)
     assert m.begin(4, [WorkerId("w0")]) == 6
     assert m._committed_epochs() == [1, 2, 3, 4, 5]
+
+
+class CutOff(KnownEpochs):
+    """ZooKeeper out of reach for the first ``lost`` calls, as the pointer's own KazooRetry reports it."""
+
+    def __init__(self, lost: int, *epochs: int) -> None:
+        super().__init__(*epochs)
+        self.lost = lost
+        self.calls = 0
+
+    def epochs(self) -> list[int]:
+        self.calls += 1
+        if self.calls <= self.lost:
+            return KazooRetry(max_tries=2, delay=0.0, ignore_expire=False)(self._lost)
+        return self.known
+
+    def _lost(self) -> None:
+        raise ConnectionLoss()
+
+
+def test_listing_checkpoints_waits_through_a_zookeeper_outage_instead_of_failing_the_run(tmp_path: Path) -> None:
+    """A cut right after a commit: the pointer's retry gives up (RetryFailedError, not ConnectionLoss) and
+    the coordinator must pause and list again, not end the run with a traceback."""
+    seen: list[tuple[str, bool, str]] = []
+
+    class Reports:
+        def on_control_plane(self, component: str, available: bool, message: str) -> None:
+            seen.append((component, available, message))
+
+    metrics = RunMetrics("p", CollectorRegistry())
+    control = ControlPlane(metrics.control_plane_faults, "p", Reports(), lambda: None, Backoff(0.0, 2.0, 0.0),
+                           sleep=lambda s: None)
+    pointer = CutOff(3, 1, 2)
+    m = manager(tmp_path, Clock(), pointer, control, checkpoint_steps=2)
+    assert m._committed_epochs() == [1, 2]
+    assert pointer.calls == 4
+    assert [(c, a) for c, a, _ in seen] == [("zookeeper", False), ("zookeeper", True)]
+    assert "listing committed checkpoints" in seen[0][2]
+    with pytest.raises(RetryFailedError):  # without the pause, the same cut ends the run
+        manager(tmp_path, Clock(), CutOff(1, 1), None, checkpoint_steps=2)._committed_epochs()
