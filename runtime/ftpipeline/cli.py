@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import signal
 import sys
@@ -37,6 +38,7 @@ from ftpipeline.dataflow.deadletter import default_dead_letter_root
 from ftpipeline.embedded.redis import redis_command
 from ftpipeline.embedded.zookeeper import zookeeper_command
 from ftpipeline.lineage.naming import WorkerId
+from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.spec.load import SpecError, load_pipeline
@@ -272,6 +274,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]")
         code = 130
+    except Exception as exc:  # a fault nothing above named: one line here, its traceback in the log
+        logging.getLogger("ftpipeline").exception("run failed with an unexpected error")
+        console.print(f"[red]pipeline failed:[/red] {one_line(exc)} (unexpected; traceback in {run_dir / 'coordinator.log'})")
+        code = 1
     finally:
         coordinator.shutdown()
         cluster.stop()

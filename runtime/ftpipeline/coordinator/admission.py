@@ -15,6 +15,8 @@ as they refuse a worker that left ``alive`` when it was declared dead::
     (replacement) --'joined', its address registered--> admitted: alive, created, adopt(token)
     (replacement) --'joined', no address (Redis restarted empty since)--> killed, counted lost
                  while joining; another one is started after the backoff
+    (replacement) --stops answering while being created or adopting the token--> admission taken
+                 back, killed, counted lost while joining; another one after the backoff
     (Redis restarted empty) --token and alive written again--> the same members, the same token
     (the last member lost) --a new set started, joined, admitted under the same token--> every one
                  reopens the newest checkpoint (start_over)
@@ -35,6 +37,7 @@ from ftpipeline.coordinator.losses import (record_applied, reopen_everywhere, re
 from ftpipeline.coordinator.protocol import Create, startup_decision
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.lineage.placement import initial_placement
+from ftpipeline.worker.transport import Unreachable
 
 if TYPE_CHECKING:
     from ftpipeline.coordinator.coordinator import Coordinator
@@ -120,7 +123,13 @@ def admit_newcomer(c: Coordinator, worker: WorkerId) -> None:
             restart_joining(c, worker, "its registration is gone from Redis")
         return
     c.tables.admit(worker)
-    c.members.admit(worker, worker_config(c), c.committed)
-    c.client(worker).call("adopt", {"run": c.run_token})
+    try:
+        c.members.admit(worker, worker_config(c), c.committed)
+        c.client(worker).call("adopt", {"run": c.run_token})
+    except Unreachable as exc:  # it died right after joining: another replacement, after the backoff
+        c.tables.expel(worker)
+        c.members.unadmit(worker)
+        restart_joining(c, worker, f"it stopped answering while being admitted ({exc})")
+        return
     c.metrics.workers_ready.set(len(c.workers))
     c.observer.on_worker_joined(worker, len(c.workers), len(c.workers))

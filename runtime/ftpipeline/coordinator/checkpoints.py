@@ -24,6 +24,10 @@ then, the checkpoint is aborted and the next one starts normally. The reads
 and deletes around it (which epochs exist, pruning) wait through an outage
 like every other coordinator call (``outages.py``) rather than fail the run.
 
+A worker that does not answer the ``checkpoint`` call (it died a moment
+ago; the cluster backend or its heartbeat will say so) aborts the
+checkpoint, as its loss would: the cut could never complete without it.
+
 Scheduling: once ``intervalSteps`` steps passed since the last committed
 checkpoint's boundary, or once ``intervalMs`` passed
 (then the next step is triggered for the checkpoint's sake if nothing else
@@ -51,6 +55,7 @@ from ftpipeline.lineage.naming import Channel, EdgeKey, WorkerId
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.spec.model import PipelineSpec
+from ftpipeline.worker.transport import Unreachable
 
 log = logging.getLogger("ftpipeline.checkpoints")
 T = TypeVar("T")
@@ -139,7 +144,12 @@ class CheckpointManager:
         settle = self.needs_settle
         epoch = self.begin(boundary, self.members.workers)
         for w in self.members.workers:
-            self.members.client(w).call("checkpoint", {"epoch": epoch, "settle": settle})
+            try:
+                self.members.client(w).call("checkpoint", {"epoch": epoch, "settle": settle})
+            except Unreachable as exc:  # dying right now: its loss is detected next; this cut cannot complete
+                log.warning("checkpoint call failed: the worker does not answer", extra={"worker": w, "error": str(exc)})
+                self.abort(f"worker {w} did not answer the checkpoint call")
+                return
         self.needs_settle = False
 
     def begin(self, boundary: int, workers: list[WorkerId]) -> int:

@@ -191,7 +191,7 @@ def reopen_everywhere(c: Coordinator, manifest: dict[str, Any] | None, started: 
     steps after it replay; the sinks' GT_last (``c.released``) drops what they already released."""
     epoch = c.journal.next_epoch()
     c.journal.append("resumed", epoch=epoch, boundary=int(manifest["boundary"]) if manifest else 0)  # write-ahead
-    gt_last = int(c.client(c.workers[0]).call("barrier")["gt_last"])
+    gt_last = int(c.members.call_any("barrier", {}, "read the sinks' newest released step")["gt_last"])
     record = rollback(c.graph, c.tables, c.store, c.tables.snapshot(c.workers), None, c.placement, {}, c.workers,
                       epoch, manifest, gt_last, c.clients_for(c.workers), started, c.clock)
     c.rewind(record, manifest, gt_last)

@@ -112,6 +112,13 @@ class Members:
         self.newcomers.append(worker)
         self.joins.append({"worker": worker, "committed": committed})
 
+    def unadmit(self, worker: WorkerId) -> None:
+        """An admission that did not complete: the worker is joining again, as far as this run knows."""
+        self.remove(worker)
+        self.joins = [j for j in self.joins if j["worker"] != worker]
+        if worker not in self.joining:
+            self.joining.append(worker)
+
     def hand_back(self, placement: dict[Channel, WorkerId], is_stateful: Callable[[str], bool]
                   ) -> tuple[dict[Channel, WorkerId], dict[Channel, WorkerId]]:
         """Newcomers take stateless channels back; returns the new placement and what moved."""

@@ -40,7 +40,7 @@ from ftpipeline.dataflow.graph import Graph
 from ftpipeline.lineage.naming import Channel, Task, TaskKind, WorkerId
 from ftpipeline.lineage.planner import TablesView, plan_recovery
 from ftpipeline.lineage.tables import LineageTables
-from ftpipeline.worker.transport import SidecarClient
+from ftpipeline.worker.transport import SidecarClient, Unreachable
 
 log = logging.getLogger("ftpipeline.recovery")
 
@@ -154,14 +154,24 @@ def rollback(
     inflight = {k: int(v) for k, v in (manifest["inflight"] if manifest else {}).items()}
     tables.set_placement(moves)
     tables.reset_for_restore(survivors, inflight, epoch)
+    # a survivor that does not answer is the next loss, not this recovery's failure: the backend or its
+    # heartbeat reports it, and that recovery plans its tasks again
+    answering = dict(clients)
     for worker, client in clients.items():
-        client.call("open", {"manifest": manifest})
+        try:
+            client.call("open", {"manifest": manifest})
+        except Unreachable as exc:
+            log.warning("open failed: the worker does not answer", extra={"worker": worker, "error": str(exc)})
+            answering.pop(worker)
     deadline = time.monotonic() + open_timeout_s
-    for worker, client in clients.items():
-        while client.call("state")["state"] == "opening":
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"worker {worker} did not reopen checkpoint at step {boundary}")
-            time.sleep(0.02)
+    for worker, client in answering.items():
+        try:
+            while client.call("state")["state"] == "opening":
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"worker {worker} did not reopen checkpoint at step {boundary}")
+                time.sleep(0.02)
+        except Unreachable as exc:
+            log.warning("reopening: the worker stopped answering", extra={"worker": worker, "error": str(exc)})
     states = {Channel.parse(c): int(s["step"]) for c, s in (manifest["states"] if manifest else {}).items()}
     for ch in (c for c in graph.channels() if graph.is_stateful(c.stage)):
         states.setdefault(ch, 0)

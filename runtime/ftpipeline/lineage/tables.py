@@ -96,6 +96,10 @@ class LineageTables:
     def admit(self, worker: WorkerId) -> None:
         self.r.sadd(self.k("alive"), worker)
 
+    def expel(self, worker: WorkerId) -> None:
+        """Take back an admission that did not complete (the worker stopped answering meanwhile)."""
+        self.r.srem(self.k("alive"), worker)
+
     def is_member(self, worker: WorkerId) -> bool:
         """In ``alive``, and (on a worker that adopted a run's token: ``run``) of the current run."""
         pipe = self.r.pipeline(transaction=False)

@@ -10,6 +10,11 @@ One Flight server per worker (in its sidecar) carries both kinds of traffic:
   ``task_failed``).
 
 Actions carry small JSON documents; objects never go through JSON.
+
+A call that gets no answer (the worker's process or pod is gone, stopped, or
+cut off) raises :class:`Unreachable`, not one of Flight's transport errors:
+to the coordinator that is a loss the detection protocol will confirm, while
+an error the worker *answered* with is a fault of the call itself.
 """
 
 from __future__ import annotations
@@ -21,6 +26,20 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 
+# gRPC's words for "nobody answered": refused, reset, timed out, or cancelled on the way
+_NO_ANSWER = (flight.FlightUnavailableError, flight.FlightTimedOutError, flight.FlightCancelledError, OSError)
+
+
+class Unreachable(ConnectionError):
+    """A worker did not answer a call: it is gone, stopped or cut off (a loss, once detection confirms it)."""
+
+    def __init__(self, address: str, action: str, cause: BaseException) -> None:
+        first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        super().__init__(f"{address} did not answer {action!r}: {first}")
+        self.address = address
+        self.action = action
+
+
 class SidecarClient:
     def __init__(self, address: str, timeout_s: float = 30.0) -> None:
         self.address = address
@@ -30,7 +49,10 @@ class SidecarClient:
     def call(self, action: str, body: dict[str, Any] | None = None, timeout_s: float | None = None) -> Any:
         options = flight.FlightCallOptions(timeout=timeout_s or self.timeout_s)
         payload = json.dumps(body or {}).encode()
-        results = list(self._client.do_action(flight.Action(action, payload), options=options))
+        try:
+            results = list(self._client.do_action(flight.Action(action, payload), options=options))
+        except _NO_ANSWER as exc:
+            raise Unreachable(self.address, action, exc) from exc
         return json.loads(results[0].body.to_pybytes()) if results else None
 
     def fetch(self, name: str, timeout_s: float | None = None) -> pa.Table:

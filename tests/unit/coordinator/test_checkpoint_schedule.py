@@ -22,6 +22,7 @@ from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.spec.load import parse_pipeline
+from ftpipeline.worker.transport import Unreachable
 from tests.unit.lineage.history import PIPELINE
 
 
@@ -137,3 +138,37 @@ def test_listing_checkpoints_waits_through_a_zookeeper_outage_instead_of_failing
     assert "listing committed checkpoints" in seen[0][2]
     with pytest.raises(RetryFailedError):  # without the pause, the same cut ends the run
         manager(tmp_path, Clock(), CutOff(1, 1), None, checkpoint_steps=2)._committed_epochs()
+
+
+class Worker:
+    def __init__(self, name: str, gone: bool = False) -> None:
+        self.name, self.gone, self.told = name, gone, []  # type: tuple[str, bool, list[dict[str, Any]]]
+
+    def call(self, action: str, body: dict[str, Any] | None = None, timeout_s: float | None = None) -> None:
+        if self.gone:
+            raise Unreachable(f"127.0.0.1:1/{self.name}", action, ConnectionRefusedError("Connection refused"))
+        self.told.append({"action": action, **(body or {})})
+
+
+class Workers:
+    """The members as CheckpointManager.start sees them: who they are, and a client for each."""
+
+    def __init__(self, *workers: Worker) -> None:
+        self.by_name = {WorkerId(w.name): w for w in workers}
+        self.workers = list(self.by_name)
+
+    def client(self, worker: WorkerId) -> Worker:
+        return self.by_name[worker]
+
+
+def test_a_worker_that_does_not_answer_the_checkpoint_call_aborts_the_checkpoint_not_the_run(tmp_path: Path) -> None:
+    """Killed a moment before the checkpoint starts (pipelined steps run ahead of the kill): the call is
+    refused before the backend reports the loss. The run must go on; the cut could never complete."""
+    w0, w1, w2 = Worker("w0"), Worker("w1", gone=True), Worker("w2")
+    m = manager(tmp_path, Clock(), checkpoint_steps=2)
+    m.members = cast(Members, Workers(w0, w1, w2))
+    m.start(2)
+    assert m.current is not None and not m.busy, "aborted"
+    assert m.needs_settle, "the next checkpoint drains first, as after a loss"
+    assert w0.told == [{"action": "checkpoint", "epoch": 1, "settle": False}]
+    assert m.due(2) and m.begin(2, [WorkerId("w0")]) == 2, "the next one starts normally, with a new epoch"
