@@ -10,6 +10,14 @@ Three ways a loss reaches the coordinator, each turned into ``recover``
                                 re-registers by itself (``commandlog/peer.py``); counted as
                                 control_plane_faults{zookeeper, worker_rejoined}
 
+A call the coordinator makes in the middle of something else (telling the
+workers a step or a checkpoint began, reopening a checkpoint, admitting a
+replacement) may reach a worker that died a moment ago, before either way
+above reported it. Such a call raises ``Unreachable`` (``worker/transport.py``)
+and is never the run's end: the step goes on, the checkpoint is aborted, the
+rollback goes on without it, the replacement is started again; the loss
+itself arrives by one of the ways above and is recovered like any other.
+
 An expired heartbeat is a suspicion, not a verdict: a ZooKeeper restart or a
 cut expires every session at once, and declaring each worker dead would
 turn one outage into N recoveries (or a failed run when none survives).
