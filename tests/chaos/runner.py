@@ -9,8 +9,9 @@ one seed, so a failing schedule is rerun exactly by its number. Running one:
 2. start ``ftpipeline run`` on the topology, as a user would, and follow its
    committed step in Redis;
 3. at each fault's step, do it: SIGKILL or SIGSTOP a worker's process group,
-   kill two workers at once, or every one, kill the coordinator and ``--resume`` it, restart
-   or empty Redis, restart ZooKeeper or cut it off for 10-30 s, make the
+   kill two workers at once, or every one, kill the coordinator and ``--resume`` it,
+   restart Redis with its append-only file (SIGTERM; a SIGKILL in every fourth
+   schedule) or empty it, restart ZooKeeper or cut it off for 10-30 s, make the
    checkpoint storage unwritable for a few seconds; the zombie and the kill
    during a checkpoint are the CLI's own injections (``--fault zombie``,
    ``--kill-during-checkpoint``), which know the instant;
@@ -249,8 +250,11 @@ class Run:
             self.proc.send_signal(signal.SIGKILL)
             self.output += self.proc.communicate()[0]
             self.start("--resume")
-        elif fault == "redis-restart":
-            self.redis.stop()  # SIGTERM: the append-only file is flushed
+        elif fault == "redis-restart":  # its data kept: a SIGTERM (the file is flushed), or a crash
+            if self.schedule.number % 4 == 0:  # SIGKILL: what Redis acknowledged is in the file already
+                self.redis.kill()
+            else:
+                self.redis.stop()
             time.sleep(rng.uniform(1, 4))
             self.redis.start()
         elif fault == "redis-lost":

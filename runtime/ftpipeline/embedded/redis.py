@@ -103,7 +103,8 @@ class EmbeddedRedis:
         self._proc = None
 
     def kill(self) -> None:
-        """SIGKILL, as a crash (with ``appendonly`` the last second of writes may be lost, as configured)."""
+        """SIGKILL, as a crash. With ``appendonly`` nothing Redis acknowledged is lost: it writes a command to
+        the file before it replies (only a crash of the machine loses what was not yet fsynced, up to a second)."""
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
