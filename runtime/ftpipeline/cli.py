@@ -333,7 +333,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Become the server (exec): in a container it is then the process signals and the kubelet see."""
     args.dir.mkdir(parents=True, exist_ok=True)
     if args.command == "serve-redis":
-        command = redis_command(args.dir, port=args.port, bind=args.bind, appendonly=args.appendonly)
+        command = redis_command(args.dir, port=args.port, bind=args.bind, appendonly=args.appendonly,
+                                appendfsync=args.appendfsync)
     else:
         command = zookeeper_command(args.dir, args.port)
     sys.stdout.flush()
@@ -408,6 +409,9 @@ def build_parser() -> argparse.ArgumentParser:
             serve.add_argument("--bind", default="0.0.0.0", help="address to listen on (default: every interface)")
             serve.add_argument("--appendonly", action="store_true",
                                help="keep an append-only file in --dir (fsync every second): a restart keeps the data")
+            serve.add_argument("--appendfsync", choices=["everysec", "always"], default="everysec",
+                               help="with --appendonly: fsync every second (a machine's crash may lose the last "
+                                    "second of writes) or after every write (nothing lost, slower)")
         serve.add_argument("--dir", type=Path, default=Path("/tmp") / name, help="working/data directory")
         serve.set_defaults(func=cmd_serve)
     return parser

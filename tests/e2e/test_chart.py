@@ -109,7 +109,12 @@ def test_redis_keeps_an_append_only_file_and_zookeeper_its_data_on_claims_by_def
         assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
         assert "storageClassName" not in claim["spec"]  # the cluster's default class
     redis, _ = _server(docs, "redis")
-    assert "--appendonly" in redis["spec"]["template"]["spec"]["containers"][0]["command"]
+    command = redis["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert "--appendonly" in command and command[command.index("--appendfsync") + 1] == "everysec"
+    redis, _ = _server(render("redis.appendfsync=always"), "redis")
+    command = redis["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[command.index("--appendfsync") + 1] == "always"
+    assert helm("template", "t", str(CHART), "--set", "redis.appendfsync=sometimes", check=False).returncode != 0
     ephemeral = render("redis.appendonly=false", "redis.persistence.enabled=false",
                        "zookeeper.persistence.storageClass=fast")
     redis, claims = _server(ephemeral, "redis")

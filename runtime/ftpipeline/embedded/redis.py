@@ -41,11 +41,14 @@ def find_redis_server() -> str:
 
 
 def redis_command(directory: Path, port: int = 0, bind: str = "127.0.0.1", unixsocket: Path | None = None,
-                  appendonly: bool = False) -> list[str]:
+                  appendonly: bool = False, appendfsync: str = "everysec") -> list[str]:
     """A redis-server for lineage. ``appendonly``: an append-only file in ``directory``, fsynced every
-    second, so a restart keeps the lineage; without it nothing is persisted, and a restart comes back
-    empty (the run rolls back to its newest checkpoint, ``coordinator/outages.py``)."""
-    persistence = ["--appendonly", "yes", "--appendfsync", "everysec"] if appendonly else ["--appendonly", "no"]
+    second (``appendfsync``: or after every write, ``always``), so a restart keeps the lineage; without
+    it nothing is persisted, and a restart comes back empty (the run rolls back to its newest
+    checkpoint, ``coordinator/losses.py``)."""
+    if appendfsync not in ("everysec", "always"):
+        raise ValueError(f"appendfsync: {appendfsync!r} is neither 'everysec' nor 'always'")
+    persistence = ["--appendonly", "yes", "--appendfsync", appendfsync] if appendonly else ["--appendonly", "no"]
     args = [find_redis_server(), "--port", str(port), "--bind", bind, "--save", "", *persistence,
             "--dir", str(directory), "--loglevel", "warning"]
     if bind != "127.0.0.1":
