@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import faulthandler
 import json
 import logging
 import os
@@ -236,6 +237,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     spec = dataclasses.replace(spec, identity=run_identity(spec.name, args.pipeline))
     setup_json_logging(args.log_level, run_dir / "coordinator.log")
+    # "where is it stuck?": kill -USR2 <pid> writes every thread's stack to stacks.txt in the run directory
+    stacks = (run_dir / "stacks.txt").open("a")
+    faulthandler.register(signal.SIGUSR2, file=stacks, all_threads=True)
     session = open_session(spec, resuming, private_dir=run_dir)
     metrics = RunMetrics(spec.name)
     if args.metrics_port is not None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,7 +92,16 @@ def run_cli(pipeline: Path, run_dir: Path, *args: str, timeout_s: float = 900, e
     summary = run_dir / "summary.json"
     cmd = [sys.executable, "-m", "ftpipeline.cli", "run", str(pipeline), "--no-progress",
            "--run-dir", str(run_dir), "--summary-json", str(summary), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=run_dir.parent,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=run_dir.parent,
+                            env={**os.environ, **(env or {})})
+    try:
+        output = proc.communicate(timeout=timeout_s)[0]
+    except subprocess.TimeoutExpired:  # stuck: its threads' stacks say where, then it is killed
+        proc.send_signal(signal.SIGUSR2)
+        time.sleep(2)
+        proc.kill()
+        stacks = run_dir / "stacks.txt"
+        output = (proc.communicate()[0] + f"\nno end within {timeout_s:.0f} s; the run's threads then:\n"
+                  + (stacks.read_text()[-6000:] if stacks.exists() else "(no stacks.txt)"))
     data = json.loads(summary.read_text()) if summary.exists() else {}
-    return CliRun(proc.returncode, proc.stdout + proc.stderr, data, run_dir)
+    return CliRun(proc.returncode, output, data, run_dir)
