@@ -60,6 +60,8 @@ def recover(c: Coordinator, dead: WorkerId, reason: str = "") -> None:
     c.observer.on_worker_lost(dead)
     if not c.spec.fault_tolerance:
         raise PipelineFailed(f"worker {dead} was lost and spec.faultTolerance is false: nothing to recover from")
+    # a plan made on a Redis that came back empty would place every channel nowhere: rebuild it first
+    c.check_generation(now=True)
     survivors = [w for w in c.workers if w != dead]
     if not survivors:
         from ftpipeline.coordinator.admission import start_over  # admission builds on this module
