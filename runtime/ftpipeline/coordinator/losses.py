@@ -38,7 +38,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ftpipeline.coordinator.errors import PipelineFailed
-from ftpipeline.coordinator.recovery import RecoveryRecord, choose_strategy, recover_lineage, rollback
+from ftpipeline.coordinator.recovery import RecoveryRecord, choose_strategy, recover_lineage, rollback, wake
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.lineage.placement import adopt
 from ftpipeline.lineage.planner import PlanningError
@@ -103,11 +103,7 @@ def recover(c: Coordinator, dead: WorkerId, reason: str = "") -> None:
         raise
     finally:
         c.tables.unlock_exclusive(c.owner)
-    for worker, client in clients.items():
-        try:
-            client.call("wake", timeout_s=5)
-        except Exception as exc:  # a survivor dying now is the next failure
-            log.warning("wake failed", extra={"worker": worker, "error": str(exc)})
+    wake(clients)
     record.seconds = c.clock() - detected
     c.placement = dict(record.placement)
     c.members.remove(dead)

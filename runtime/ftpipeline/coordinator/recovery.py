@@ -102,7 +102,7 @@ def choose_strategy(strategy: str, graph: Graph, view: TablesView, dead: WorkerI
     return "lineage"
 
 
-def _wake(clients: Mapping[WorkerId, SidecarClient]) -> None:
+def wake(clients: Mapping[WorkerId, SidecarClient]) -> None:
     for worker, client in clients.items():
         try:
             client.call("wake", timeout_s=5)
@@ -195,7 +195,7 @@ def rollback(
     tasks = plan_restore(graph, cut, graph.task_kind, offsets_of, epoch)
     assigned = tuple((placement[t.ref], t) for t in tasks)
     tables.assign(assigned)
-    _wake(clients)
+    wake(clients)
     lost = view.not_.get(dead, frozenset()) if dead else frozenset()
     return RecoveryRecord(
         worker=dead or WorkerId(""), strategy="checkpoint", epoch=epoch, tasks=assigned, moves=moves,
