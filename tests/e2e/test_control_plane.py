@@ -8,12 +8,18 @@ namespace, name and uid (``render.identity``). While both run:
 1. the Redis pod is deleted: its Deployment starts another on the same
    claim (append-only file), both pipelines pause and go on;
 2. the ZooKeeper pod is deleted: the same, for the command log;
-3. the shorter pipeline finishes and is deleted while the other still runs:
-   its finalizer clears only its own keys and znodes.
+3. the longer pipeline is suspended mid-run (``spec.suspend``), so that it
+   cannot end before step 4 however the two pipelines' speeds differ; the
+   shorter one finishes and is deleted: its finalizer must clear only its
+   own keys and znodes;
+4. the longer one is resumed from the state the deletion left it.
 
 Both must end Succeeded with no worker declared lost (an outage is not a
 death), with a Paused condition and Unavailable/Recovered Events for each
-outage, and with output equal to the oracle.
+outage, and with output equal to the oracle. Had the finalizer removed the
+other pipeline's command log, its resume would be a fresh run over a sink
+that holds output and end Failed (ExistingOutput); had it removed its
+lineage, the output would miss or repeat steps.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from .test_operator_failures import installed, spark  # noqa: F401  (fixtures: t
 pytestmark = pytest.mark.skipif(not os.environ.get("KUBECONFIG"), reason="no cluster")
 
 NAME = "clickstream"
-SHORT, LONG = 16, 90  # steps of the pipeline deleted first, and of the one that must outlive that
+SHORT, LONG = 16, 40  # steps of the pipeline deleted first, and of the one suspended meanwhile (some steps after)
 
 
 @pytest.fixture
@@ -70,6 +76,10 @@ def _delete_pod_and_go_on(core: client.CoreV1Api, api: client.CustomObjectsApi, 
     print(f"{component} pod {old.metadata.name} deleted at steps {before}; both went on")
 
 
+def _set_suspend(api: client.CustomObjectsApi, tenant: str, value: bool) -> None:
+    api.patch_namespaced_custom_object(GROUP, VERSION, tenant, PLURAL, NAME, {"spec": {"suspend": value}})
+
+
 def _events(core: client.CoreV1Api, tenant: str) -> set[str]:
     return {e.reason for e in core.list_namespaced_event(tenant, field_selector=f"involvedObject.name={NAME}").items}
 
@@ -91,20 +101,23 @@ def test_two_same_named_pipelines_outlive_the_shared_redis_and_zookeeper_and_eac
     _delete_pod_and_go_on(core, api, installed, "redis", tenants)
     _delete_pod_and_go_on(core, api, installed, "zookeeper", tenants)
 
+    _set_suspend(api, long, True)
+    wait_for(f"{long}/{NAME} to be suspended", lambda: status(api, long, NAME).get("phase") == "Suspended", 180)
+    at_suspend = _committed(api, long)
+    assert at_suspend < LONG, "the longer pipeline ended before it was suspended: nothing would be tested"
+
     first = finished(api, short, NAME)
     assert first["phase"] == "Succeeded", first
     outage_events = {"RedisUnavailable", "RedisRecovered", "ZooKeeperUnavailable", "ZooKeeperRecovered"}
     assert outage_events <= _events(core, short), _events(core, short)
-    at_deletion = _committed(api, long)
     api.delete_namespaced_custom_object(GROUP, VERSION, short, PLURAL, NAME)
-
     wait_for(f"{short}/{NAME} to be deleted (its finalizer done)", lambda: deleted(api, short, NAME), 120)
-    at_gone = _committed(api, long)
-    assert at_gone < LONG, "the other pipeline had ended before the deletion was done: nothing was tested"
+    assert _committed(api, long) == at_suspend, "a suspended pipeline committed a step"
 
+    _set_suspend(api, long, False)
     second = finished(api, long, NAME)
     print(f"{short}: {first.get('committedStep')} steps; {long}: {second.get('committedStep')} steps, "
-          f"{at_deletion} when the other was deleted, {at_gone} when it was gone")
+          f"suspended at {at_suspend} while the other was deleted")
     assert second["phase"] == "Succeeded", second
     for tenant, final, steps in ((short, first, SHORT), (long, second, LONG)):
         assert final["committedStep"] == steps
