@@ -1,0 +1,104 @@
+"""losses.recover's order: a loss is planned on tables that describe the run, never on a Redis that came back empty.
+
+A worker can be declared lost in the half second between Redis restarting
+empty and the periodic generation check: the plan then read empty tables and
+placed every channel nowhere (the next step failed with a KeyError). So
+recover checks the generation at once, before it reads the tables.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from ftpipeline.coordinator.coordinator import Coordinator
+from ftpipeline.coordinator.losses import recover
+from ftpipeline.lineage.naming import WorkerId
+
+W0, W1 = WorkerId("w0"), WorkerId("w1")
+
+
+class Planned(Exception):
+    """Raised by the fake tables when the plan reads them: the test has seen what it needs."""
+
+
+class Recorder:
+    """Any attribute is a callable that notes its name (and answers None)."""
+
+    def __init__(self, trail: list[str], prefix: str) -> None:
+        self._trail, self._prefix = trail, prefix
+
+    def __getattr__(self, name: str) -> Any:
+        def note(*args: Any, **kwargs: Any) -> None:
+            self._trail.append(f"{self._prefix}.{name}")
+        return note
+
+
+class Members(Recorder):
+    def knows(self, worker: WorkerId) -> bool:
+        return True
+
+    def lost_while_joining(self, worker: WorkerId, now: float, committed: int) -> bool:
+        return False
+
+
+class Journal(Recorder):
+    def next_epoch(self) -> int:
+        return 2
+
+
+class Tables(Recorder):
+    def snapshot(self, workers: list[WorkerId]) -> None:
+        self._trail.append("tables.snapshot")
+        raise Planned
+
+
+class Counter:
+    def labels(self, *values: str) -> Counter:
+        return self
+
+    def inc(self) -> None:
+        pass
+
+
+class Metrics:
+    recoveries = Counter()
+
+
+class Spec:
+    fault_tolerance = True
+    metrics_label = "p"
+    recovery_strategy = "auto"
+
+
+class FakeCoordinator:
+    def __init__(self) -> None:
+        self.trail: list[str] = []
+        self.members = Members(self.trail, "members")
+        self.journal = Journal(self.trail, "journal")
+        self.observer = Recorder(self.trail, "observer")
+        self.ckpt = Recorder(self.trail, "ckpt")
+        self.tables = Tables(self.trail, "tables")
+        self.spec = Spec()
+        self.metrics = Metrics()
+        self.workers = [W0, W1]
+        self.committed = 4
+        self.owner = "coordinator"
+
+    def clock(self) -> float:
+        return 0.0
+
+    def check_generation(self, now: bool = False) -> None:
+        self.trail.append(f"check_generation(now={now})")
+
+    def clients_for(self, workers: list[WorkerId]) -> dict[WorkerId, object]:
+        return {}
+
+
+def test_a_loss_checks_whether_redis_came_back_empty_before_it_reads_the_tables() -> None:
+    c = FakeCoordinator()
+    with pytest.raises(Planned):
+        recover(cast(Coordinator, c), W1, "process exited")
+    assert "check_generation(now=True)" in c.trail, c.trail
+    assert c.trail.index("check_generation(now=True)") < c.trail.index("tables.snapshot"), c.trail
