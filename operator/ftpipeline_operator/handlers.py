@@ -43,6 +43,8 @@ DEFAULTS = Defaults(os.environ.get("FTPIPELINE_DEFAULT_REDIS_URL", ""),
                     os.environ.get("FTPIPELINE_DEFAULT_IMAGE", ""),
                     os.environ.get("FTPIPELINE_DEFAULT_IMAGE_PULL_POLICY", ""))
 REGISTRY = CollectorRegistry()
+DAEMON_EXIT_WAIT_S = 10.0  # how long a deletion waits for the pipeline's daemon thread to end by itself
+DAEMON_CANCEL_S = 60.0     # then Kopf gives up on it (a thread cannot be cancelled) and the finalizer goes
 _runners: dict[tuple[str, str], PipelineRunner] = {}
 _lock = threading.Lock()
 _api: dict[str, Any] = {}
@@ -72,6 +74,10 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = f"{API_GROUP}/cleanup"
     settings.watching.server_timeout = 120
     settings.execution.max_workers = 64  # each pipeline's daemon holds a thread for its whole run
+    # A deleted pipeline's daemon stops within a second or two (it checks ``stopped`` between steps), but Kopf
+    # only notices a thread that did not end "instantly" when cancellation_timeout has passed: every deletion
+    # took 60 s. Wait this long for the thread instead; one that takes longer still gets the 60 s.
+    settings.background.instant_exit_timeout = DAEMON_EXIT_WAIT_S
     try:
         config.load_incluster_config()  # type: ignore[no-untyped-call]
     except config.ConfigException:
@@ -105,7 +111,7 @@ def reconcile(body: kopf.Body, **_: Any) -> None:
     _runner(doc).update_body(doc)
 
 
-@kopf.daemon(API_GROUP, API_VERSION, PLURAL, cancellation_timeout=60)
+@kopf.daemon(API_GROUP, API_VERSION, PLURAL, cancellation_timeout=DAEMON_CANCEL_S)
 def coordinate(stopped: kopf.DaemonStopped, body: kopf.Body, **_: Any) -> None:
     runner = _runner(dict(body))
     if not runner.body:

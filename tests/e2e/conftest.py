@@ -28,6 +28,44 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Keep each phase's report on the item, so that a fixture's teardown knows whether the test failed."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
+def failed(request: pytest.FixtureRequest) -> bool:
+    report = getattr(request.node, "report_call", None)
+    return report is None or report.failed
+
+
+def dump_operator(kube: Any, namespace: str, lines: int = 400) -> None:
+    """What a failed test leaves to read: the operator's log and every FTPipeline's status and Events."""
+    from kubernetes import client
+
+    core, custom = client.CoreV1Api(kube), client.CustomObjectsApi(kube)
+    for pod in core.list_namespaced_pod(namespace).items:
+        for container in pod.spec.containers:
+            try:
+                log = core.read_namespaced_pod_log(pod.metadata.name, namespace, container=container.name,
+                                                   tail_lines=lines)
+            except client.exceptions.ApiException as exc:
+                log = f"(no log: {exc.reason})"
+            print(f"----- {namespace}/{pod.metadata.name} [{container.name}] (last {lines} lines)\n{log}")
+    try:
+        pipelines = custom.list_cluster_custom_object("ftpipeline.io", "v1alpha1", "ftpipelines")["items"]
+    except client.exceptions.ApiException:
+        pipelines = []
+    for p in pipelines:
+        meta = p["metadata"]
+        print(f"----- FTPipeline {meta['namespace']}/{meta['name']} status: {p.get('status')}")
+        for e in core.list_namespaced_event(meta["namespace"]).items:
+            print(f"  {e.last_timestamp} {e.involved_object.kind}/{e.involved_object.name} {e.type} {e.reason}: "
+                  f"{e.message}")
+
+
 def example_pipeline() -> dict[str, Any]:
     """The FTPipeline of examples/clickstream/kubernetes.yaml (the file also holds the claim it mounts)."""
     import yaml

@@ -26,6 +26,7 @@ over a sink that holds output, end Failed).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,7 @@ def _delete_pod_and_go_on(core: client.CoreV1Api, api: client.CustomObjectsApi, 
     [old] = core.list_namespaced_pod(operator_ns, label_selector=f"app.kubernetes.io/component={component}").items
     before = {t: _committed(api, t) for t in tenants}
     core.delete_namespaced_pod(old.metadata.name, operator_ns)
+    started = time.monotonic()
 
     def replaced() -> bool:
         pods = core.list_namespaced_pod(operator_ns, label_selector=f"app.kubernetes.io/component={component}").items
@@ -74,7 +76,8 @@ def _delete_pod_and_go_on(core: client.CoreV1Api, api: client.CustomObjectsApi, 
     for t in tenants:
         wait_for(f"{t}/{NAME} to commit after the {component} pod was deleted",
                  lambda t=t: _committed(api, t) >= before[t] + 2, 300)
-    print(f"{component} pod {old.metadata.name} deleted at steps {before}; both went on")
+    print(f"{component} pod {old.metadata.name} deleted at steps {before}; both went on "
+          f"({ {t: _committed(api, t) for t in tenants} } {time.monotonic() - started:.0f} s later)")
 
 
 def _patch_spec(api: client.CustomObjectsApi, tenant: str, spec: dict[str, Any]) -> None:
@@ -104,13 +107,17 @@ def test_two_same_named_pipelines_outlive_the_shared_redis_and_zookeeper_and_eac
     _delete_pod_and_go_on(core, api, installed, "redis", tenants)
     _delete_pod_and_go_on(core, api, installed, "zookeeper", tenants)
 
+    t0 = time.monotonic()
     first = finished(api, short, NAME)
+    print(f"{short} finished {time.monotonic() - t0:.0f} s after the outages; {long} at step {_committed(api, long)}")
     assert first["phase"] == "Succeeded", first
     outage_events = {"RedisUnavailable", "RedisRecovered", "ZooKeeperUnavailable", "ZooKeeperRecovered"}
     assert outage_events <= _events(core, short), _events(core, short)
     api.delete_namespaced_custom_object(GROUP, VERSION, short, PLURAL, NAME)
+    t0 = time.monotonic()
     wait_for(f"{short}/{NAME} to be deleted (its finalizer done)", lambda: deleted(api, short, NAME), 120)
     at_gone = _committed(api, long)
+    print(f"{short} deleted in {time.monotonic() - t0:.0f} s; {long} at step {at_gone}")
     wait_for(f"{long}/{NAME} to go on after the other was deleted", lambda: _committed(api, long) >= at_gone + 2, 300)
     assert status(api, long, NAME)["phase"] == "Running", status(api, long, NAME)
 

@@ -26,6 +26,7 @@ from kubernetes import client
 
 from ftpipeline.oracle import compare
 
+from .conftest import dump_operator, failed
 from .test_operator import (GROUP, HOST_ROOT, PLURAL, VERSION, _install, _writable_dir, finished, new_namespace,
                             oracle_spec, pipeline)
 
@@ -41,9 +42,11 @@ def tenant(kube: client.ApiClient) -> Iterator[str]:
 
 
 @pytest.fixture
-def installed(kube: client.ApiClient, namespace: str, crd: str) -> Iterator[str]:
+def installed(kube: client.ApiClient, namespace: str, crd: str, request: pytest.FixtureRequest) -> Iterator[str]:
     release = _install(namespace)
     yield namespace
+    if failed(request):
+        dump_operator(kube, namespace)
     subprocess.run(["helm", "uninstall", release, "--namespace", namespace, "--wait"], capture_output=True)
 
 
