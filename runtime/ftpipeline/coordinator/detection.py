@@ -9,6 +9,10 @@ Three ways a loss reaches the coordinator, each turned into ``recover``
         --the worker answers--> kept: its session died with a ZooKeeper fault, not the worker, and it
                                 re-registers by itself (``commandlog/peer.py``); counted as
                                 control_plane_faults{zookeeper, worker_rejoined}
+    a kept worker (on probation) not back in the ring within a few session timeouts
+        --it does not answer--> LOST (it hung or was cut off before it re-registered: with no
+                                heartbeat, no ring member would ever report it)
+        --it answers--> looked at again later
 
 A call the coordinator makes in the middle of something else (telling the
 workers a step or a checkpoint began, reopening a checkpoint, admitting a
@@ -29,6 +33,7 @@ lives here too: it is the same event seen from the other side.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ftpipeline.lineage.naming import WorkerId
@@ -48,8 +53,21 @@ def answers(c: Coordinator, worker: WorkerId, action: str = "state") -> dict[str
         return None
 
 
+@dataclass
+class Probation:
+    """Workers kept after a reported heartbeat loss, until they are back in the ring: worker -> when the
+    coordinator looks again."""
+    due: dict[WorkerId, float] = field(default_factory=dict)
+
+
+def _rejoin_window_s(c: Coordinator) -> float:
+    """How long a kept worker has to rejoin: a few of its session timeouts, at least 10 s."""
+    return max(10.0, 3 * c.spec.heartbeat_timeout_ms / 1000)
+
+
 def follow_deaths(c: Coordinator) -> None:
-    """Deaths reported in the command log, confirmed (or not) by calling the worker."""
+    """Deaths reported in the command log, confirmed (or not) by calling the worker; then the kept
+    workers that have not rejoined."""
     for worker, by, reason in c.journal.deaths():
         if worker not in c.workers:
             continue
@@ -57,13 +75,45 @@ def follow_deaths(c: Coordinator) -> None:
             log.warning("heartbeat expired but the worker answers: a ZooKeeper fault, not a death",
                         extra={"worker": worker, "by": by, "reason": reason})
             c.metrics.control_plane_faults.labels(c.spec.metrics_label, "zookeeper", "worker_rejoined").inc()
+            c.probation.due[worker] = c.clock() + _rejoin_window_s(c)
             continue
         log.warning("worker declared dead in the command log", extra={"worker": worker, "by": by, "reason": reason})
-        c.heartbeat_losses += 1
-        c.metrics.heartbeat_losses.inc()
-        c.cluster.declare_lost(worker, f"reported by {by}: {reason}")
-        c.cluster.kill_worker(worker)  # make sure: a hung pod or process must not linger
-        c.lost(worker, "heartbeat expired")
+        _declare_dead(c, worker, f"reported by {by}: {reason}")
+    follow_rejoins(c)
+
+
+def follow_rejoins(c: Coordinator) -> None:
+    """A kept worker must come back into the ring. One that was stopped or cut off after it answered,
+    before it re-registered, has no heartbeat any more for anyone to watch: unless the coordinator
+    looks again, nothing would ever find it."""
+    if not c.probation.due or not c.control.available("zookeeper"):
+        return  # during an outage it cannot rejoin, and nothing is decided
+    follower = c.journal.follower
+    ring = set(follower.state.members.values()) if follower is not None else set()
+    now = c.clock()
+    for worker, due in list(c.probation.due.items()):
+        if worker not in c.workers or worker in ring:
+            del c.probation.due[worker]
+            continue
+        if now < due:
+            continue
+        if answers(c, worker) is not None:
+            log.warning("a worker kept after its heartbeat expired has not rejoined the ring yet, but answers",
+                        extra={"worker": worker})
+            c.probation.due[worker] = now + _rejoin_window_s(c)
+            continue
+        del c.probation.due[worker]
+        log.warning("a worker kept after its heartbeat expired did not rejoin the ring and does not answer: "
+                    "declared dead", extra={"worker": worker})
+        _declare_dead(c, worker, "did not rejoin the ring after its heartbeat expired")
+
+
+def _declare_dead(c: Coordinator, worker: WorkerId, why: str) -> None:
+    c.heartbeat_losses += 1
+    c.metrics.heartbeat_losses.inc()
+    c.cluster.declare_lost(worker, why)
+    c.cluster.kill_worker(worker)  # make sure: a hung pod or process must not linger
+    c.lost(worker, "heartbeat expired")
 
 
 def inject_faults(c: Coordinator) -> None:
