@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ftpipeline.dataflow.frames import to_dataframe
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.lineage.naming import ObjectName, Task
 from ftpipeline.spec.model import Partition
@@ -40,7 +41,7 @@ def split(graph: Graph, task: Task, data: Any, spark: Any) -> dict[str, pa.Table
     if hashed:
         from pyspark.sql import functions as F
 
-        df = data if _is_dataframe(data) else spark.createDataFrame(data)
+        df = data if _is_dataframe(data) else to_dataframe(spark, data)
         for i, edge in hashed:
             parallelism = graph.stage(edge.downstream).parallelism
             df = df.withColumn(_PART.format(i), F.pmod(F.hash(*[F.col(k) for k in edge.keys]), F.lit(parallelism)))

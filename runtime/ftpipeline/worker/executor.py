@@ -11,7 +11,7 @@ A task runs as follows:
 
 - source: read the recorded offset range (generated or from files), send
   malformed records to the dead-letter output;
-- transform: inputs -> ``spark.createDataFrame(arrow)`` -> user function;
+- transform: inputs -> a DataFrame (``dataflow.frames``) -> user function;
 - aggregate: one Spark ``groupBy`` on the step's rows, merged into the
   channel's running state with Arrow (``dataflow.aggregate``);
 - rebuild: the same ``groupBy`` over all kept inputs of steps ``1..k``;
@@ -42,6 +42,7 @@ from ftpipeline.barrier import ParquetBundleSink
 from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.dataflow import aggregate as agg
 from ftpipeline.dataflow.deadletter import default_dead_letter_root, write_dead_letters
+from ftpipeline.dataflow.frames import to_dataframe
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.partition import split
 from ftpipeline.dataflow.sources import DeadLetter, SourceReader, make_reader
@@ -122,7 +123,7 @@ class TaskRunner:
             assert table is not None and stage.function is not None
             fn = getattr(self.module, stage.function)
             try:
-                data = fn(self.spark.createDataFrame(table))
+                data = fn(to_dataframe(self.spark, table))
             except Exception as exc:
                 raise UserCodeError(f"stage {task.stage!r}: {stage.function}() raised {type(exc).__name__}: {exc}") from exc
             if not hasattr(data, "toArrow"):
@@ -150,7 +151,7 @@ class TaskRunner:
         if table is None:  # a rebuild with nothing after its base (or from nothing)
             self.states[task.ref] = base
             return None, []
-        df = self.spark.createDataFrame(table)
+        df = to_dataframe(self.spark, table)
         part, nulls = agg.split_null_keys(agg.partial(df, op).toArrow(), op)
         dead = []
         if nulls and task.kind is TaskKind.AGGREGATE:
