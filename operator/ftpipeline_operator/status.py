@@ -186,8 +186,17 @@ class StatusReporter(Observer):
     def on_checkpoint(self, info: Mapping[str, Any]) -> None:
         self.event("Normal", "Checkpointed", f"checkpoint {info['epoch']} committed at step {info['boundary']} in "
                                              f"{info['seconds']:.2f} s ({info['bytes']:,} bytes)")
+        if any(c["type"] == "CheckpointFailing" and c["status"] == "True" for c in self.conditions):
+            self.condition("CheckpointFailing", False, "Checkpointed", f"checkpoint {info['epoch']} committed")
         self.update(urgent=True, lastCheckpoint={"epoch": info["epoch"], "step": info["boundary"], "time": now_iso(),
                                                  "seconds": info["seconds"]})
+
+    def on_checkpoint_aborted(self, epoch: int, reason: str) -> None:
+        """A checkpoint that cannot complete (storage unwritable, a worker lost): the run goes on without it."""
+        message = f"checkpoint {epoch} aborted: {reason}"
+        self.condition("CheckpointFailing", True, "CheckpointAborted", message)
+        self.event("Warning", "CheckpointAborted", message)
+        self.update(urgent=True, conditions=self.conditions)
 
     def on_control_plane(self, component: str, available: bool, message: str) -> None:
         """ZooKeeper or Redis out of reach pauses the run (``coordinator/outages.py``); back, it goes on."""

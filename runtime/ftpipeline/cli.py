@@ -113,6 +113,9 @@ class ProgressObserver(Observer):
         self.console.log(f"checkpoint {info['epoch']} committed at step {info['boundary']} in {info['seconds']:.2f} s "
                          f"({info['bytes']:,} bytes, {info['inflight']} in-flight messages)")
 
+    def on_checkpoint_aborted(self, epoch: int, reason: str) -> None:
+        self.console.log(f"[yellow]checkpoint {epoch} aborted[/yellow]: {reason}; the next one starts when due")
+
 
 # command-line option -> the PipelineSpec field it overrides
 _OVERRIDES = (("workers", "workers"), ("steps", "max_steps"), ("redis_url", "redis_url"),

@@ -26,7 +26,13 @@ like every other coordinator call (``outages.py``) rather than fail the run.
 
 A worker that does not answer the ``checkpoint`` call (it died a moment
 ago; the cluster backend or its heartbeat will say so) aborts the
-checkpoint, as its loss would: the cut could never complete without it.
+checkpoint, as its loss would: the cut could never complete without it. So
+does a worker that could not write its snapshot or an in-flight message
+(storage gone, full or read-only): it says so (``checkpoint_failed``, with
+the error naming the path), the checkpoint is aborted, and the next one
+starts when the next one is due. Every abort is logged, counted
+(``outcome="aborted"``) and handed to ``on_aborted`` (the operator's Event
+and condition).
 
 Scheduling: once ``intervalSteps`` steps passed since the last committed
 checkpoint's boundary, or once ``intervalMs`` passed
@@ -94,6 +100,7 @@ class CheckpointManager:
         self.needs_settle = False
         self.history: list[dict[str, Any]] = []
         self.before_commit: Callable[[], None] | None = None  # fault injection (e.g. expire the session)
+        self.on_aborted: Callable[[int, str], None] = lambda epoch, reason: None
 
     # --- when --------------------------------------------------------------
     @property
@@ -171,6 +178,8 @@ class CheckpointManager:
         elif event["t"] == "inflight":
             cur.received_inflight({k: int(v) for k, v in event["objects"].items()})
             self.metrics.inflight.inc(len(event["objects"]))
+        elif event["t"] == "checkpoint_failed":
+            self.abort(f"worker {event['w']} could not write to checkpoint storage: {event['error']}")
 
     def released(self, step: int) -> None:
         if self.current is not None:
@@ -182,6 +191,7 @@ class CheckpointManager:
             self.current.abort(reason)
             self.metrics.checkpoints.labels(self.spec.metrics_label, "aborted").inc()
             log.warning("checkpoint aborted", extra={"epoch": self.current.epoch, "reason": reason})
+            self.on_aborted(self.current.epoch, reason)
         self.needs_settle = True
 
     def try_commit(self, committed: int) -> dict[str, Any] | None:
@@ -204,6 +214,7 @@ class CheckpointManager:
             self.metrics.checkpoints.labels(self.spec.metrics_label, "aborted").inc()
             log.warning("checkpoint aborted: it could not be restored",
                         extra={"epoch": cur.epoch, "boundary": cur.boundary, "missing_steps": missing})
+            self.on_aborted(cur.epoch, f"the step log lost the offsets of steps {missing}")
             return None
         manifest["steps"] = {str(s): {c.key(): list(o) for c, o in r.offsets.items()}
                              for s, r in steps.items() if r is not None}
@@ -216,6 +227,7 @@ class CheckpointManager:
             self.needs_settle = False  # nothing was lost: the next epoch may start normally
             self.metrics.checkpoints.labels(self.spec.metrics_label, "commit_failed").inc()
             log.warning("checkpoint commit failed", extra={"epoch": cur.epoch, "error": str(exc)})
+            self.on_aborted(cur.epoch, f"commit failed: {exc}")
             return None
         cur.committed()
         keep = self._after_commit(manifest)

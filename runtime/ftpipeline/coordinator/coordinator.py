@@ -89,6 +89,7 @@ class Observer:
     def on_worker_lost(self, worker: WorkerId) -> None: ...
     def on_recovery(self, record: RecoveryRecord) -> None: ...
     def on_checkpoint(self, info: dict[str, Any]) -> None: ...
+    def on_checkpoint_aborted(self, epoch: int, reason: str) -> None: ...
     def on_control_plane(self, component: str, available: bool, message: str) -> None: ...
 
 
@@ -160,6 +161,7 @@ class Coordinator:
         self.members = Members(spec, cluster, store, clock)
         self.ckpt = CheckpointManager(spec, self.graph, store, tables, pointer, self.metrics, clock, self.members,
                                       self.control)
+        self.ckpt.on_aborted = self.observer.on_checkpoint_aborted
         self.owner = f"coordinator-{uuid.uuid4().hex[:8]}"
         self.run_token = ""         # this run's, given to every worker it admits (admission.py)
         self.placement: dict[Channel, WorkerId] = {}
@@ -252,7 +254,7 @@ class Coordinator:
             self.avail[Channel.parse(event["ch"])] = (event["start"], event["n"], event["exhausted"])
         elif kind == "replay":
             self._replays.add(int(event["step"]))
-        elif kind in ("checkpointed", "inflight"):
+        elif kind in ("checkpointed", "inflight", "checkpoint_failed"):
             self.ckpt.on_event(event)
         elif kind == "joined" and event["w"] in self.members.joining:
             admit_newcomer(self, WorkerId(event["w"]))

@@ -370,7 +370,7 @@ SPEC_SCHEMA: Schema = _obj(
 )
 
 PHASES = ["Pending", "Starting", "Running", "Recovering", "Paused", "Retrying", "Suspended", "Succeeded", "Failed"]
-CONDITIONS = ["Ready", "Progressing", "Degraded", "Stalled", "Paused", "Failed"]
+CONDITIONS = ["Ready", "Progressing", "Degraded", "Stalled", "Paused", "CheckpointFailing", "Failed"]
 
 _TIME = {"type": "string", "format": "date-time"}
 

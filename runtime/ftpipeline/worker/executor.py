@@ -81,17 +81,32 @@ class TaskRunner:
         self.states: dict[Channel, pa.Table | None] = {}
         self.state_steps: dict[Channel, int] = {}
 
-    def snapshot(self, epoch: int, done: Callable[[list[dict[str, Any]]], None]) -> threading.Thread:
+    def snapshot(self, epoch: int, done: Callable[[list[dict[str, Any]]], None],
+                 failed: Callable[[str], None]) -> threading.Thread:
         """Write every state this process holds, asynchronously; call ``done`` with the snapshots.
 
         States are immutable Arrow tables (each step builds a new one), so the
         references taken here are the checkpoint, while the next task runs.
+        A write that fails (storage gone, full, read-only) calls ``failed``
+        with the error, which names the path: the coordinator aborts this
+        checkpoint and the run goes on to the next one.
         """
         taken = [(ch, self.state_steps.get(ch, 0), table) for ch, table in self.states.items()]
 
         def write() -> None:
-            snaps = [vars(self.storage.write_state(epoch, ch.key(), step, table)) for ch, step, table in taken]
-            done(snaps)
+            try:
+                snaps = [vars(self.storage.write_state(epoch, ch.key(), step, table)) for ch, step, table in taken]
+            except Exception as exc:
+                log.error("snapshot failed", extra={"epoch": epoch, "error": one_line(exc)})
+                report(failed, one_line(exc))
+                return
+            report(done, snaps)
+
+        def report(call: Callable[[Any], None], arg: Any) -> None:
+            try:
+                call(arg)
+            except Exception as exc:  # the sidecar is going away: so is this worker, whose loss aborts the cut
+                log.warning("snapshot report not delivered", extra={"epoch": epoch, "error": one_line(exc)})
 
         thread = threading.Thread(target=write, name=f"snapshot-{epoch}", daemon=True)
         thread.start()
@@ -236,7 +251,10 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> Non
             def report(snaps: list[dict[str, Any]], epoch: int = epoch) -> None:
                 snapshots.call("snapshot_done", {"epoch": epoch, "snapshots": snaps})
 
-            runner.snapshot(epoch, report)
+            def failed(error: str, epoch: int = epoch) -> None:
+                snapshots.call("snapshot_failed", {"epoch": epoch, "error": error})
+
+            runner.snapshot(epoch, report, failed)
         task = Task.from_json(reply["task"])
         started = time.monotonic()
         try:

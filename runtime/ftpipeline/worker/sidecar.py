@@ -65,6 +65,7 @@ from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.sources import SourceReader, make_reader
 from ftpipeline.lineage.naming import Channel, Task, TaskKind, WorkerId
 from ftpipeline.lineage.tables import Completion, LineageTables
+from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.metrics import WorkerMetrics
 from ftpipeline.spec.load import worker_spec
 from ftpipeline.spec.model import PipelineSpec
@@ -343,6 +344,14 @@ class Sidecar:
                          "snapshots": body["snapshots"]})
         return {"ok": True}
 
+    def _do_snapshot_failed(self, body: dict[str, Any]) -> dict[str, Any]:
+        epoch = int(body["epoch"])
+        with self._cv:
+            self._deficits.pop(epoch, None)
+        log.error("checkpoint snapshot failed", extra={"worker": self.worker, "epoch": epoch, "error": body["error"]})
+        self.store.send({"t": "checkpoint_failed", "w": self.worker, "epoch": epoch, "error": body["error"]})
+        return {"ok": True}
+
     # --- tasks -------------------------------------------------------------
     def _refresh(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -399,17 +408,22 @@ class Sidecar:
             extra["checkpoint"] = seen.checkpoint
         if seen.inflight and self.inputs.storage is not None:
             epoch = self._keeper.clock.epoch
-            saved = {}
-            for i in seen.inflight:
-                name, path = inputs[i]
-                dst = self.inputs.storage.inflight_path(epoch, name)
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                tmp = dst.with_name(f".{dst.name}.tmp")
-                shutil.copyfile(path, tmp)
-                os.replace(tmp, dst)
-                saved[name] = read_ipc(dst).num_rows
-            self.store.send({"t": "inflight", "w": self.worker, "epoch": epoch, "objects": saved})
+            try:
+                saved = {inputs[i][0]: self._save_inflight(epoch, *inputs[i]) for i in seen.inflight}
+            except OSError as exc:  # storage unwritable: this cut cannot complete, the task runs all the same
+                self._do_snapshot_failed({"epoch": epoch, "error": one_line(exc)})
+            else:
+                self.store.send({"t": "inflight", "w": self.worker, "epoch": epoch, "objects": saved})
         return extra
+
+    def _save_inflight(self, epoch: int, name: str, path: str) -> int:
+        assert self.inputs.storage is not None
+        dst = self.inputs.storage.inflight_path(epoch, name)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dst.with_name(f".{dst.name}.tmp")
+        shutil.copyfile(path, tmp)
+        os.replace(tmp, dst)
+        return int(read_ipc(dst).num_rows)
 
     # --- background work ---------------------------------------------------
     def collect_garbage(self) -> int:

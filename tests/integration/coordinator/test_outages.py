@@ -1,10 +1,11 @@
-"""ZooKeeper or Redis out of reach mid-run costs time, not the run, and never a human.
+"""ZooKeeper, Redis or checkpoint storage out of reach mid-run costs time, not the run, and never a human.
 
 Real servers, real workers, real faults: ZooKeeper cut off for 30 s through a
 proxy; Redis killed without persistence so that it comes back empty. Each run pauses (a
 log line, the outage in the summary), recovers by itself (no worker is
 declared lost for a control-plane fault; an empty Redis is rebuilt by a
-rollback) and its output equals the oracle.
+rollback) and its output equals the oracle. Checkpoint storage replaced by a
+file aborts checkpoints, each with a reason naming the path, until it is back.
 """
 
 from __future__ import annotations
@@ -115,3 +116,46 @@ def test_a_redis_that_comes_back_empty_is_rebuilt_even_without_a_checkpoint(
     run replays from step 1, the sinks dropping what they already released, and goes on."""
     result = _run_through(tmp_path, servers, "redis-lost", 2, spark, checkpoint_every=0)
     assert [o["outcome"] for o in result["outages"] if o["component"] == "redis"][-1] == "rebuilt"
+
+
+def test_unwritable_checkpoint_storage_aborts_checkpoints_not_the_run(
+        tmp_path: Path, servers: tuple[EmbeddedZooKeeper, TcpProxy, EmbeddedRedis], spark: object) -> None:
+    """Checkpoint storage is a file, not a directory, until step 5 committed: every write below it
+    fails, even as root. The checkpoints of that time are aborted with the path in the reason; the run
+    goes on, a later checkpoint commits, and the output equals the oracle."""
+    _, proxy, r = servers
+    pipeline = clickstream(tmp_path, "storage", steps=STEPS, workers=2, rows_per_step=3000,
+                           parallelism=PARALLELISM, checkpoint_every=2)
+    storage = tmp_path / "checkpoints"
+    storage.write_text("storage unavailable")
+    summary = tmp_path / "summary.json"
+    proc = subprocess.Popen([sys.executable, "-m", "ftpipeline.cli", "run", str(pipeline), "--no-progress",
+                             "--run-dir", str(tmp_path / "run"), "--redis-url", r.url, "--zookeeper", proxy.address,
+                             "--summary-json", str(summary)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, cwd=tmp_path)
+    try:
+        store = RunStore(redis.Redis.from_url(r.url), identity_of(pipeline))
+        deadline = time.monotonic() + 300
+        while store.committed() < 5 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert proc.poll() is None and store.committed() >= 5, proc.communicate()[0]
+        storage.unlink()
+        output = proc.communicate(timeout=600)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, output
+    lines = [json.loads(x) for x in (tmp_path / "run" / "coordinator.log").read_text().splitlines()]
+    aborted = [x for x in lines if x["message"] == "checkpoint aborted"]
+    assert aborted, "no checkpoint was aborted while storage was unwritable"
+    assert all("could not write to checkpoint storage" in x["reason"] and str(storage) in x["reason"]
+               for x in aborted), aborted
+    last_abort = max(lines.index(x) for x in aborted)
+    assert any(x["message"] == "checkpoint committed" for x in lines[last_abort:]), "no checkpoint after storage came back"
+    executors = "".join(p.read_text() for p in (tmp_path / "run" / "workers").glob("*/executor.log"))
+    assert "Traceback" not in executors and '"message": "snapshot failed"' in executors
+    result = json.loads(summary.read_text())
+    assert result["committed"] == STEPS and result["recoveries"] == [], result["recoveries"]
+    [comparison] = compare(spark, load_pipeline(pipeline), STEPS)
+    assert comparison.duplicates == 0 and comparison.equal, comparison

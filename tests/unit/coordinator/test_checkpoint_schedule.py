@@ -172,3 +172,23 @@ def test_a_worker_that_does_not_answer_the_checkpoint_call_aborts_the_checkpoint
     assert m.needs_settle, "the next checkpoint drains first, as after a loss"
     assert w0.told == [{"action": "checkpoint", "epoch": 1, "settle": False}]
     assert m.due(2) and m.begin(2, [WorkerId("w0")]) == 2, "the next one starts normally, with a new epoch"
+
+
+def test_a_worker_that_could_not_write_its_snapshot_aborts_the_checkpoint_with_its_error(tmp_path: Path) -> None:
+    """Storage gone or read-only under one worker: its report aborts the cut (which could never
+    complete), the reason names the worker and the path, and the observer hears of it once."""
+    m = manager(tmp_path, Clock(), checkpoint_steps=2)
+    m.members = cast(Members, Workers(Worker("w0"), Worker("w1")))
+    heard: list[tuple[int, str]] = []
+    m.on_aborted = lambda epoch, reason: heard.append((epoch, reason))
+    m.start(2)
+    error = "NotADirectoryError: [Errno 20] Not a directory: '/data/checkpoints/p/epoch-1/state'"
+    m.on_event({"t": "checkpoint_failed", "w": "w1", "epoch": 0, "error": error})
+    assert m.busy, "a report for another epoch changes nothing"
+    m.on_event({"t": "checkpoint_failed", "w": "w1", "epoch": 1, "error": error})
+    assert not m.busy and m.needs_settle
+    assert heard == [(1, f"worker w1 could not write to checkpoint storage: {error}")]
+    assert m.metrics.checkpoints.labels(m.spec.metrics_label, "aborted")._value.get() == 1
+    m.on_event({"t": "checkpoint_failed", "w": "w0", "epoch": 1, "error": error})
+    assert len(heard) == 1, "the second worker's report of the same cut is not a second abort"
+    assert m.due(2), "the next checkpoint is due at once"

@@ -148,3 +148,15 @@ def test_an_outage_pauses_with_a_condition_and_events_the_crd_accepts() -> None:
     assert [e[1] for e in events] == ["RedisUnavailable", "RedisRecovered"]
     for patch in patches:
         jsonschema.validate(patch, STATUS_SCHEMA)
+
+
+def test_an_aborted_checkpoint_is_a_warning_and_a_condition_until_one_commits() -> None:
+    r, patches, events, _ = reporter()
+    r.on_step_committed(1, 10, 0.5)
+    r.on_checkpoint_aborted(3, "worker w1 could not write to checkpoint storage: Not a directory: '/data/ck'")
+    assert events[-1] == ("Warning", "CheckpointAborted",
+                          "checkpoint 3 aborted: worker w1 could not write to checkpoint storage: Not a directory: '/data/ck'")
+    failing = cond(patches[-1], "CheckpointFailing")
+    assert failing["status"] == "True" and failing["reason"] == "CheckpointAborted" and "/data/ck" in failing["message"]
+    r.on_checkpoint({"epoch": 4, "boundary": 6, "seconds": 0.5, "bytes": 100})
+    assert cond(patches[-1], "CheckpointFailing")["status"] == "False"
