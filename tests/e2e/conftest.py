@@ -61,7 +61,9 @@ def dump_operator(kube: Any, namespace: str, lines: int = 400) -> None:
     for p in pipelines:
         meta = p["metadata"]
         print(f"----- FTPipeline {meta['namespace']}/{meta['name']} status: {p.get('status')}")
-        for e in core.list_namespaced_event(meta["namespace"]).items:
+    for ns in sorted({p["metadata"]["namespace"] for p in pipelines}):  # once per namespace, not per pipeline
+        print(f"----- Events in {ns}")
+        for e in core.list_namespaced_event(ns).items:
             print(f"  {e.last_timestamp} {e.involved_object.kind}/{e.involved_object.name} {e.type} {e.reason}: "
                   f"{e.message}")
 

@@ -56,7 +56,7 @@ from ftpipeline.control.store import RunStore, StepRecord
 from ftpipeline.coordinator.admission import admit_newcomer, run_token, start_workers
 from ftpipeline.coordinator.checkpoints import CheckpointManager
 from ftpipeline.control.redisclient import watch as redis_watch
-from ftpipeline.coordinator.detection import Probation, follow_deaths, inject_faults
+from ftpipeline.coordinator.detection import follow_deaths, inject_faults
 from ftpipeline.coordinator.errors import Interrupted, PipelineFailed
 from ftpipeline.coordinator.outages import ControlPlane
 from ftpipeline.coordinator.faults import FaultPlan
@@ -156,7 +156,8 @@ class Coordinator:
         self.generation = store.generation()  # written by open_session: gone if Redis restarts empty
         self._generation_checked = 0.0
         self.heartbeat_losses = 0
-        self.probation = Probation()  # workers kept after a heartbeat loss, until they rejoin (detection.py)
+        # workers kept after a heartbeat loss, until they rejoin: worker -> when to look again (detection.py)
+        self.probation: dict[WorkerId, float] = {}
         self.buffer_samples: list[dict[str, Any]] = []
         self.members = Members(spec, cluster, store, clock)
         self.ckpt = CheckpointManager(spec, self.graph, store, tables, pointer, self.metrics, clock, self.members,

@@ -33,7 +33,6 @@ lives here too: it is the same event seen from the other side.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ftpipeline.lineage.naming import WorkerId
@@ -53,13 +52,6 @@ def answers(c: Coordinator, worker: WorkerId, action: str = "state") -> dict[str
         return None
 
 
-@dataclass
-class Probation:
-    """Workers kept after a reported heartbeat loss, until they are back in the ring: worker -> when the
-    coordinator looks again."""
-    due: dict[WorkerId, float] = field(default_factory=dict)
-
-
 def _rejoin_window_s(c: Coordinator) -> float:
     """How long a kept worker has to rejoin: a few of its session timeouts, at least 10 s."""
     return max(10.0, 3 * c.spec.heartbeat_timeout_ms / 1000)
@@ -75,7 +67,7 @@ def follow_deaths(c: Coordinator) -> None:
             log.warning("heartbeat expired but the worker answers: a ZooKeeper fault, not a death",
                         extra={"worker": worker, "by": by, "reason": reason})
             c.metrics.control_plane_faults.labels(c.spec.metrics_label, "zookeeper", "worker_rejoined").inc()
-            c.probation.due[worker] = c.clock() + _rejoin_window_s(c)
+            c.probation[worker] = c.clock() + _rejoin_window_s(c)
             continue
         log.warning("worker declared dead in the command log", extra={"worker": worker, "by": by, "reason": reason})
         _declare_dead(c, worker, f"reported by {by}: {reason}")
@@ -86,23 +78,23 @@ def follow_rejoins(c: Coordinator) -> None:
     """A kept worker must come back into the ring. One that was stopped or cut off after it answered,
     before it re-registered, has no heartbeat any more for anyone to watch: unless the coordinator
     looks again, nothing would ever find it."""
-    if not c.probation.due or not c.control.available("zookeeper"):
+    if not c.probation or not c.control.available("zookeeper"):
         return  # during an outage it cannot rejoin, and nothing is decided
     follower = c.journal.follower
     ring = set(follower.state.members.values()) if follower is not None else set()
     now = c.clock()
-    for worker, due in list(c.probation.due.items()):
+    for worker, due in list(c.probation.items()):
         if worker not in c.workers or worker in ring:
-            del c.probation.due[worker]
+            del c.probation[worker]
             continue
         if now < due:
             continue
         if answers(c, worker) is not None:
             log.warning("a worker kept after its heartbeat expired has not rejoined the ring yet, but answers",
                         extra={"worker": worker})
-            c.probation.due[worker] = now + _rejoin_window_s(c)
+            c.probation[worker] = now + _rejoin_window_s(c)
             continue
-        del c.probation.due[worker]
+        del c.probation[worker]
         log.warning("a worker kept after its heartbeat expired did not rejoin the ring and does not answer: "
                     "declared dead", extra={"worker": worker})
         _declare_dead(c, worker, "did not rejoin the ring after its heartbeat expired")
@@ -113,7 +105,7 @@ def _declare_dead(c: Coordinator, worker: WorkerId, why: str) -> None:
     c.metrics.heartbeat_losses.inc()
     c.cluster.declare_lost(worker, why)
     c.cluster.kill_worker(worker)  # make sure: a hung pod or process must not linger
-    c.lost(worker, "heartbeat expired")
+    c.lost(worker, "heartbeat expired")  # this reason tells the journal the ring closed around it already
 
 
 def inject_faults(c: Coordinator) -> None:

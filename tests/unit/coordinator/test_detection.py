@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ftpipeline.coordinator.coordinator import Coordinator
-from ftpipeline.coordinator.detection import Probation, follow_rejoins
+from ftpipeline.coordinator.detection import follow_rejoins
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.worker.transport import Unreachable
 
@@ -84,7 +84,7 @@ class FakeCoordinator:
         self.cluster = Cluster()
         self.metrics = Metrics()
         self.spec = Spec()
-        self.probation = Probation()
+        self.probation: dict[WorkerId, float] = {}
         self.workers = list(workers)
         self._clients = workers
         self.now = 100.0
@@ -103,33 +103,33 @@ class FakeCoordinator:
 
 def test_a_kept_worker_that_never_rejoined_and_stopped_answering_is_declared_lost() -> None:
     c = FakeCoordinator({"w0.b": "w0", "w2.c": "w2"}, {W0: Worker(True), W1: Worker(False), W2: Worker(True)})
-    c.probation.due[W1] = 105.0
+    c.probation[W1] = 105.0
     follow_rejoins(cast(Coordinator, c))
     assert c.lost_workers == [], "not before its window is over"
     c.now = 106.0
     follow_rejoins(cast(Coordinator, c))
     assert c.lost_workers == [W1] and c.cluster.killed == [W1] and c.heartbeat_losses == 1
-    assert W1 not in c.probation.due
+    assert W1 not in c.probation
 
 
 def test_a_kept_worker_back_in_the_ring_leaves_probation_uncalled() -> None:
     w1 = Worker(False)
     c = FakeCoordinator({"w0.b": "w0", "w1.d": "w1", "w2.c": "w2"}, {W0: Worker(True), W1: w1, W2: Worker(True)})
-    c.probation.due[W1] = 50.0
+    c.probation[W1] = 50.0
     follow_rejoins(cast(Coordinator, c))
-    assert c.lost_workers == [] and w1.calls == 0 and not c.probation.due
+    assert c.lost_workers == [] and w1.calls == 0 and not c.probation
 
 
 def test_a_kept_worker_that_answers_gets_more_time() -> None:
     c = FakeCoordinator({"w0.b": "w0"}, {W0: Worker(True), W1: Worker(True)})
-    c.probation.due[W1] = 50.0
+    c.probation[W1] = 50.0
     follow_rejoins(cast(Coordinator, c))
-    assert c.lost_workers == [] and c.probation.due[W1] > c.now
+    assert c.lost_workers == [] and c.probation[W1] > c.now
 
 
 def test_nothing_is_decided_while_zookeeper_is_out_of_reach() -> None:
     w1 = Worker(False)
     c = FakeCoordinator({"w0.b": "w0"}, {W0: Worker(True), W1: w1}, zookeeper_up=False)
-    c.probation.due[W1] = 50.0
+    c.probation[W1] = 50.0
     follow_rejoins(cast(Coordinator, c))
-    assert c.lost_workers == [] and w1.calls == 0 and W1 in c.probation.due
+    assert c.lost_workers == [] and w1.calls == 0 and W1 in c.probation
