@@ -46,6 +46,14 @@ def servers(tmp_path: Path) -> Iterator[tuple[EmbeddedZooKeeper, TcpProxy, Embed
     r.stop()
 
 
+def _start(tmp_path: Path, pipeline: Path, proxy: TcpProxy, r: EmbeddedRedis, summary: Path) -> subprocess.Popen[str]:
+    """``ftpipeline run`` against this test's servers (ZooKeeper through the proxy)."""
+    return subprocess.Popen([sys.executable, "-m", "ftpipeline.cli", "run", str(pipeline), "--no-progress",
+                             "--run-dir", str(tmp_path / "run"), "--redis-url", r.url, "--zookeeper", proxy.address,
+                             "--summary-json", str(summary)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, cwd=tmp_path)
+
+
 def _run_through(tmp_path: Path, servers: tuple[EmbeddedZooKeeper, TcpProxy, EmbeddedRedis], fault: str,
                  seconds: float, spark: object, checkpoint_every: int = 4) -> dict[str, Any]:
     _, proxy, r = servers
@@ -53,10 +61,7 @@ def _run_through(tmp_path: Path, servers: tuple[EmbeddedZooKeeper, TcpProxy, Emb
     pipeline = clickstream(tmp_path, fault, steps=STEPS, workers=2, rows_per_step=3000,
                            parallelism=PARALLELISM, checkpoint_every=checkpoint_every)
     summary = tmp_path / "summary.json"
-    proc = subprocess.Popen([sys.executable, "-m", "ftpipeline.cli", "run", str(pipeline), "--no-progress",
-                             "--run-dir", str(tmp_path / "run"), "--redis-url", r.url, "--zookeeper", proxy.address,
-                             "--summary-json", str(summary)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, cwd=tmp_path)
+    proc = _start(tmp_path, pipeline, proxy, r, summary)
     try:
         output = _break_and_wait(proc, RunStore(redis.Redis.from_url(r.url), identity_of(pipeline)), proxy, r, fault,
                                  seconds)
@@ -129,10 +134,7 @@ def test_unwritable_checkpoint_storage_aborts_checkpoints_not_the_run(
     storage = tmp_path / "checkpoints"
     storage.write_text("storage unavailable")
     summary = tmp_path / "summary.json"
-    proc = subprocess.Popen([sys.executable, "-m", "ftpipeline.cli", "run", str(pipeline), "--no-progress",
-                             "--run-dir", str(tmp_path / "run"), "--redis-url", r.url, "--zookeeper", proxy.address,
-                             "--summary-json", str(summary)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, cwd=tmp_path)
+    proc = _start(tmp_path, pipeline, proxy, r, summary)
     try:
         store = RunStore(redis.Redis.from_url(r.url), identity_of(pipeline))
         deadline = time.monotonic() + 300
