@@ -345,12 +345,15 @@ class Sidecar:
         return {"ok": True}
 
     def _do_snapshot_failed(self, body: dict[str, Any]) -> dict[str, Any]:
-        epoch = int(body["epoch"])
+        self._storage_failed(int(body["epoch"]), "snapshot", str(body["error"]))
+        return {"ok": True}
+
+    def _storage_failed(self, epoch: int, what: str, error: str) -> None:
+        """A snapshot or an in-flight message of ``epoch`` could not be written: that cut cannot complete."""
         with self._cv:
             self._deficits.pop(epoch, None)
-        log.error("checkpoint snapshot failed", extra={"worker": self.worker, "epoch": epoch, "error": body["error"]})
-        self.store.send({"t": "checkpoint_failed", "w": self.worker, "epoch": epoch, "error": body["error"]})
-        return {"ok": True}
+        log.error(f"checkpoint {what} not written", extra={"worker": self.worker, "epoch": epoch, "error": error})
+        self.store.send({"t": "checkpoint_failed", "w": self.worker, "epoch": epoch, "error": error})
 
     # --- tasks -------------------------------------------------------------
     def _refresh(self, force: bool = False) -> None:
@@ -411,7 +414,7 @@ class Sidecar:
             try:
                 saved = {inputs[i][0]: self._save_inflight(epoch, *inputs[i]) for i in seen.inflight}
             except OSError as exc:  # storage unwritable: this cut cannot complete, the task runs all the same
-                self._do_snapshot_failed({"epoch": epoch, "error": one_line(exc)})
+                self._storage_failed(epoch, "in-flight message", one_line(exc))
             else:
                 self.store.send({"t": "inflight", "w": self.worker, "epoch": epoch, "objects": saved})
         return extra
