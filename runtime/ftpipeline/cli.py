@@ -125,6 +125,8 @@ _OVERRIDES = (("workers", "workers"), ("steps", "max_steps"), ("redis_url", "red
 def _override(spec: PipelineSpec, args: argparse.Namespace) -> PipelineSpec:
     changes: dict[str, Any] = {field: getattr(args, option) for option, field in _OVERRIDES
                                if getattr(args, option) is not None}
+    if getattr(args, "no_chaining", False):
+        changes["chaining"] = False
     if args.mode is not None:
         changes["mode"] = args.mode
         changes["window"] = (args.window or 3) if args.mode == "pipelined" else 1
@@ -365,6 +367,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--strategy", choices=["lineage", "checkpoint", "auto"], help="override spec.recovery.strategy")
     run.add_argument("--mode", choices=["lockstep", "pipelined"], help="override spec.steps.mode")
     run.add_argument("--window", type=int, help="pipelined: uncommitted steps in flight (overrides spec.steps.window)")
+    run.add_argument("--no-chaining", action="store_true",
+                     help="run every stage as a task of its own (sets spec.chaining to false)")
     run.add_argument("--resume", action="store_true",
                      help="continue a previous run of this pipeline from its newest checkpoint on disk")
     run.add_argument("--from-checkpoint", type=int, metavar="EPOCH",

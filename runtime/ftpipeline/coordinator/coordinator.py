@@ -131,7 +131,7 @@ class Coordinator:
         compact_every: int = 50,
     ) -> None:
         self.spec = spec
-        self.graph = Graph(spec)
+        self.graph = Graph.physical(spec)
         self.store = store
         self.tables = tables
         self.cluster = cluster

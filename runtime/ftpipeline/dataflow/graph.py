@@ -5,12 +5,17 @@ questions the runtime asks of them: in which order stages run within a step,
 which objects a task reads and writes (their names are fully determined by the
 task and the edges, which is why lineage can be replayed anywhere), and which
 stages keep state.
+
+The runtime asks them of the *physical* pipeline (``Graph.physical``: chains
+of one-to-one stages as single stages, ``dataflow/chains.py``); the oracle
+asks them of the pipeline as written.
 """
 
 from __future__ import annotations
 
 from functools import cached_property
 
+from ftpipeline.dataflow.chains import physical
 from ftpipeline.lineage.naming import Channel, ObjectName, Task, TaskKind
 from ftpipeline.spec.model import Edge, Partition, PipelineSpec, StageKind, StageSpec
 
@@ -30,6 +35,11 @@ class Graph:
         for stage in spec.stages:
             for edge in stage.inputs:
                 self._down[edge.upstream].append(edge)
+
+    @classmethod
+    def physical(cls, spec: PipelineSpec) -> Graph:
+        """The graph the runtime plans, runs and recovers: one stage per chain."""
+        return cls(physical(spec))
 
     # --- structure ---------------------------------------------------------
     def stage(self, name: str) -> StageSpec:
@@ -63,7 +73,8 @@ class Graph:
         return [s for s in self.spec.stages if s.kind is StageKind.SOURCE]
 
     def sinks(self) -> list[StageSpec]:
-        return [s for s in self.spec.stages if s.kind is StageKind.SINK]
+        """Every sink, including those run inside a chain."""
+        return [m for s in self.spec.stages for m in s.members if m.kind is StageKind.SINK]
 
     def is_stateful(self, stage: str) -> bool:
         return self._stages[stage].kind is StageKind.AGGREGATE

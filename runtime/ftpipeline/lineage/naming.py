@@ -8,7 +8,9 @@ the name alone, which is what lets the cemetery (``cemetery.py``) store
 consumption as a set of sequence numbers per *edge*
 ``(actor, channel, target_actor, partition_fn, target_channel)``.
 
-A *task* is ``(kind, stage, channel, step range)``. Ordinary tasks cover one
+A *task* is ``(kind, stage, channel, step range)``, where the stage is a
+stage of the physical pipeline: a chain of one-to-one stages counts as one,
+named after its first (``dataflow/chains.py``). Ordinary tasks cover one
 step. A ``rebuild`` task covers ``first..step`` and exists only in recovery: it
 folds every kept input of a stateful channel into its state in one Spark job
 rather than one job per lost step. ``emit`` restricts which outputs a

@@ -311,6 +311,7 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
         stages=tuple(stages),
         base_dir=base_dir,
         fault_tolerance=spec.get("faultTolerance", True),
+        chaining=spec.get("chaining", True),
         mode=steps.get("mode", "lockstep"),
         window=steps.get("window", 3) if steps.get("mode") == "pipelined" else 1,
         max_steps=steps.get("maxSteps"),
@@ -383,6 +384,8 @@ def load_pipeline(path: str | Path, check_entry_point: bool = True) -> PipelineS
 
 def worker_spec(config: Mapping[str, Any]) -> PipelineSpec:
     """The spec a worker is given by the coordinator (``create``/``hello``): the document, and the
-    identity its state is keyed by, which the document alone does not carry."""
+    identity its state is keyed by and how its stages are chained, which the document alone does not carry
+    (``ftpipeline run --no-chaining`` overrides it): the workers' tasks must be the coordinator's."""
     spec = parse_pipeline(config["spec"], Path(config["base_dir"]), check_entry_point=False)
-    return replace(spec, identity=config.get("identity", ""), label=config.get("label", ""))
+    return replace(spec, identity=config.get("identity", ""), label=config.get("label", ""),
+                   chaining=bool(config.get("chaining", spec.chaining)))

@@ -87,6 +87,12 @@ class StageSpec:
     function: str | None = None
     aggregate: AggregateOp | None = None
     sink: ParquetSink | None = None
+    chain: tuple[StageSpec, ...] = ()  # stages run in this one's task, in order (``dataflow/chains.py``)
+
+    @property
+    def members(self) -> tuple[StageSpec, ...]:
+        """This stage and the ones chained after it: what one of its tasks runs."""
+        return (self, *self.chain)
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,7 @@ class PipelineSpec:
     max_steps: int | None = None
     trigger: Trigger = field(default_factory=Trigger)
     recovery_strategy: str = "lineage"
+    chaining: bool = True            # run one-to-one neighbours as one task (``dataflow/chains.py``)
     heartbeat_timeout_ms: int = 6000  # ZooKeeper session timeout of each worker (its heartbeat)
     restart_max: int = 5             # replacements allowed within restart_window_s
     restart_window_s: int = 600

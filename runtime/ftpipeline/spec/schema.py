@@ -235,6 +235,10 @@ SPEC_SCHEMA: Schema = _obj(
                     "maximum": MAX_WORKERS},
         "faultTolerance": _bool("Keep lineage and buffered objects so a lost worker is recovered (default true). "
                                 "Off only for measuring its cost: a lost worker then fails the run.", True),
+        "chaining": _bool("Run neighbouring stages joined one-to-one (a forward edge that is the upstream's only "
+                          "output and the downstream's only input; the downstream a transform or a sink) as one "
+                          "task and one Spark job, as Flink chains operators (default true). Lineage is then kept "
+                          "at the chains' boundaries. Off: every stage is a task of its own.", True),
         "suspend": _bool("Stop the workers and keep the pipeline's state (Redis, checkpoints, output). Setting it "
                          "back to false resumes from the newest checkpoint and the step log.", False),
         "checkpointNonce": _str("Change this value (any string) to take a checkpoint now."),

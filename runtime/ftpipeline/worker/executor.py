@@ -17,6 +17,9 @@ A task runs as follows:
 - rebuild: the same ``groupBy`` over all kept inputs of steps ``1..k``;
   the result *is* the state at k;
 - sink: stage this channel's part of the step behind the barrier;
+- then the stages chained after it (``dataflow/chains.py``): a transform's
+  function applied to the DataFrame so far (no Arrow in between, so Spark
+  runs the chain as one job), a sink staging it;
 
 then the output is split per downstream channel (``dataflow.partition``) and
 written as Arrow IPC objects. A user exception is reported as a task
@@ -50,7 +53,7 @@ from ftpipeline.lineage.naming import Channel, Task, TaskKind
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.spec.load import load_entry_module, worker_spec
-from ftpipeline.spec.model import PipelineSpec
+from ftpipeline.spec.model import PipelineSpec, StageKind, StageSpec
 from ftpipeline.worker.buffer import ObjectBuffer, read_ipc
 from ftpipeline.worker.transport import SidecarClient
 
@@ -71,7 +74,7 @@ class TaskRunner:
         self.spark = spark
         self.may_write = may_write  # the fence: a worker the cluster declared dead writes no output
         self.spec = spec
-        self.graph = Graph(spec)
+        self.graph = Graph.physical(spec)
         self.module = module
         self.buffer = buffer
         self.readers: dict[str, SourceReader] = {s.name: make_reader(s, module) for s in self.graph.sources()}
@@ -135,22 +138,21 @@ class TaskRunner:
             batch = self.readers[task.stage].read(task.channel, task.step, lo, hi)
             data, dead, rows_in = batch.table, batch.dead_letters, hi - lo
         elif task.kind is TaskKind.TRANSFORM:
-            assert table is not None and stage.function is not None
-            fn = getattr(self.module, stage.function)
-            try:
-                data = fn(to_dataframe(self.spark, table))
-            except Exception as exc:
-                raise UserCodeError(f"stage {task.stage!r}: {stage.function}() raised {type(exc).__name__}: {exc}") from exc
-            if not hasattr(data, "toArrow"):
-                raise UserCodeError(f"stage {task.stage!r}: {stage.function}() returned {type(data).__name__}, expected a DataFrame")
+            assert table is not None
+            data = self._transform(stage, table)
         elif task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD):
             assert stage.aggregate is not None
             data, dead = self._aggregate(task, table, stage.aggregate)
         elif task.kind is TaskKind.SINK:
             assert table is not None
-            if not self.may_write():
-                raise Fenced(f"sink write of {task.id} refused: this worker was fenced off")
-            self.sinks[task.stage].stage(task.step, task.channel, table)
+            self._sink(task, stage, table)
+        if task.kind is not TaskKind.REBUILD:  # a rebuild restores state; its chain ran when the steps did
+            for member in stage.chain:
+                if member.kind is StageKind.SINK:
+                    self._sink(task, member, data.toArrow() if hasattr(data, "toArrow") else data)
+                    data = None
+                else:
+                    data = self._transform(member, data)
         if dead and task.kind is not TaskKind.REBUILD:
             write_dead_letters(self.dead_letters, task.stage, task.step, task.channel, dead)
         outputs = []
@@ -159,6 +161,25 @@ class TaskRunner:
                 self.buffer.put(name, obj)
                 outputs.append([name, obj.num_rows])
         return {"task": task.to_json(), "outputs": outputs, "rows_in": rows_in, "dead_letters": len(dead)}
+
+    def _transform(self, stage: StageSpec, data: Any) -> Any:
+        """The stage's user function on ``data`` (an Arrow table, or the DataFrame of the stage chained before:
+        Spark then plans both functions as one job)."""
+        assert stage.function is not None
+        fn = getattr(self.module, stage.function)
+        df = to_dataframe(self.spark, data) if isinstance(data, pa.Table) else data
+        try:
+            out = fn(df)
+        except Exception as exc:
+            raise UserCodeError(f"stage {stage.name!r}: {stage.function}() raised {type(exc).__name__}: {exc}") from exc
+        if not hasattr(out, "toArrow"):
+            raise UserCodeError(f"stage {stage.name!r}: {stage.function}() returned {type(out).__name__}, expected a DataFrame")
+        return out
+
+    def _sink(self, task: Task, stage: StageSpec, table: pa.Table) -> None:
+        if not self.may_write():
+            raise Fenced(f"sink write of {task.id} ({stage.name}) refused: this worker was fenced off")
+        self.sinks[stage.name].stage(task.step, task.channel, table)
 
     def _aggregate(self, task: Task, table: pa.Table | None, op: Any) -> tuple[pa.Table | None, list[DeadLetter]]:
         base = self.storage.read_state({"path": task.base}) if task.base else None

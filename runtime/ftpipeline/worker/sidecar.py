@@ -149,7 +149,7 @@ class Sidecar:
 
     def _do_create(self, body: dict[str, Any]) -> dict[str, Any]:
         spec = worker_spec(body)
-        graph = Graph(spec)
+        graph = Graph.physical(spec)
         owned = self._owned()
         with self._cv:
             self.buffer.reset()

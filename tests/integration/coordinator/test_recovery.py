@@ -7,7 +7,11 @@ real CLI. The oracle is the same pipeline as one plain PySpark batch job
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +19,7 @@ import pytest
 from ftpipeline.oracle import compare
 from ftpipeline.spec import load_pipeline
 
-from ..pipelines import clickstream, run_cli, sampled
+from ..pipelines import EXAMPLE, CliRun, clickstream, run_cli, sampled
 
 
 @pytest.mark.parametrize("seed", sampled(list(range(5)), [0, 3]))
@@ -77,3 +81,59 @@ def test_losing_a_worker_without_fault_tolerance_fails_clearly(tmp_path: Path, r
     run = run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url, "--kill-at-step", "3")
     assert run.code == 1
     assert "faultTolerance is false" in run.output
+
+
+# The clean stage of the example, but its 4th call in a worker marks the file MARK with the worker's
+# process group and waits: the test kills the worker there, after the chain's source has read its rows
+# and before the chain's output exists.
+MID_CHAIN = '''
+import os, sys, time
+sys.path.insert(0, {example!r})
+from clickstream import generate_events, clean_events as _clean
+
+_calls = 0
+
+
+def clean_events(df):
+    global _calls
+    _calls += 1
+    if _calls == 4:
+        try:
+            fd = os.open({mark!r}, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return _clean(df)
+        os.write(fd, str(os.getpgid(0)).encode())
+        os.close(fd)
+        time.sleep(60)
+    return _clean(df)
+'''
+
+
+def test_a_kill_in_the_middle_of_a_chain_reruns_the_chain_whole(tmp_path: Path, redis_url: str, spark: object) -> None:
+    """events -> clean run as one chained task; the worker is SIGKILLed inside it, between the two stages."""
+    mark = tmp_path / "mid-chain"
+    module = tmp_path / "midchain.py"
+    module.write_text(MID_CHAIN.format(example=str(EXAMPLE), mark=str(mark)))
+    pipeline = clickstream(tmp_path, "midchain", steps=12, parallelism={"events": 3, "clean": 3, "per-user": 2, "output": 2})
+    pipeline.write_text(pipeline.read_text().replace(str(EXAMPLE / "clickstream.py"), str(module)))
+    done: list[CliRun] = []
+    runner = threading.Thread(target=lambda: done.append(run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url)))
+    runner.start()
+    deadline = time.monotonic() + 600
+    while not (mark.exists() and mark.read_text()) and runner.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert mark.exists(), "no worker reached the middle of a chain"
+    pgid = int(mark.read_text())
+    killed = next(p.parent.name for p in (tmp_path / "run" / "workers").glob("*/pgid") if int(p.read_text()) == pgid)
+    os.killpg(pgid, signal.SIGKILL)
+    runner.join(900)
+    [run] = done
+    assert run.code == 0, run.output
+    [recovery] = run.summary["recoveries"]
+    assert recovery["worker"] == killed
+    moved = set(recovery["moved"])
+    assert moved and all(c.split(".")[0] in ("events", "per-user") for c in moved), moved  # chains, not stages
+    assert run.summary["committed"] == 12
+    [result] = compare(spark, load_pipeline(pipeline), 12)
+    assert result.duplicates == 0, result
+    assert result.equal, result
