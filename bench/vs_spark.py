@@ -7,6 +7,7 @@ in the machine's load hits both alike).
 
     python bench/vs_spark.py [--workloads aggregate six-stage stateless] [--sizes 5000 50000]
                              [--steps 20] [--warmup 3] [--pairs 2] [--parallelism 2] [--json FILE]
+                             [--ours-args=--no-chaining]
     python bench/vs_spark.py --recovery [--kills 5] [--kill-step 6] [--sizes 50000]
 
 Workloads (``bench/vs_spark_workloads.py``), each at every ``--sizes`` rows per step:
@@ -128,8 +129,8 @@ def out_rows(directory: Path) -> dict[str, int]:
             for d in sorted(directory.iterdir()) if d.is_dir() and not d.name.startswith(("_", "."))}
 
 
-def run_ours(pipeline: Path, work: Path, rows_per_step: int, warmup: int) -> Side:
-    command(ours_command(pipeline, work), "ftpipeline run")
+def run_ours(pipeline: Path, work: Path, rows_per_step: int, warmup: int, extra: list[str]) -> Side:
+    command(ours_command(pipeline, work, *extra), "ftpipeline run")
     summary = json.loads((work / "summary.json").read_text())
     seconds = [float(s) for s in summary["step_seconds"][warmup:]]
     return Side(rows_per_step * len(seconds), seconds, sum(seconds), out_rows(work / "out"))
@@ -189,7 +190,7 @@ def compare(workload: str, size: int, data: Path, tmp: Path, args: argparse.Name
             pipeline = wl.pipeline(work / "pipeline.yaml", workload, data, work / "out", size, args.steps,
                                    args.parallelism)
             if side == "ours":
-                ours.append(run_ours(pipeline, work, size, args.warmup))
+                ours.append(run_ours(pipeline, work, size, args.warmup, args.ours_args))
             else:
                 spark.append(run_spark(pipeline, work, size, args.warmup, args.parallelism))
             got = (ours if side == "ours" else spark)[-1]
@@ -323,6 +324,8 @@ def main() -> None:
                                                                 "the last --sizes value)")
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--kill-step", type=int, default=6)
+    parser.add_argument("--ours-args", nargs="*", default=[], metavar="ARG",
+                        help="extra options of ftpipeline run (e.g. --ours-args=--no-chaining)")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
     if args.steps <= args.warmup or args.kill_step < 2 or min(args.pairs, args.kills, args.parallelism) < 1:

@@ -150,13 +150,14 @@ class CheckpointManager:
         """Begin a checkpoint at ``boundary`` and tell every worker (Feldera's ``checkpoint()``)."""
         settle = self.needs_settle
         epoch = self.begin(boundary, self.members.workers)
-        for w in self.members.workers:
-            try:
-                self.members.client(w).call("checkpoint", {"epoch": epoch, "settle": settle})
-            except Unreachable as exc:  # dying right now: its loss is detected next; this cut cannot complete
-                log.warning("checkpoint call failed: the worker does not answer", extra={"worker": w, "error": str(exc)})
+        answers = self.members.call_all(self.members.workers, "checkpoint", {"epoch": epoch, "settle": settle})
+        for w, answer in answers.items():
+            if isinstance(answer, Unreachable):  # dying right now: its loss is detected next; this cut cannot complete
+                log.warning("checkpoint call failed: the worker does not answer", extra={"worker": w, "error": str(answer)})
                 self.abort(f"worker {w} did not answer the checkpoint call")
                 return
+            if isinstance(answer, Exception):
+                raise answer
         self.needs_settle = False
 
     def begin(self, boundary: int, workers: list[WorkerId]) -> int:

@@ -78,6 +78,10 @@ __all__ = ["Coordinator", "Interrupted", "Observer", "PipelineFailed", "RunResul
 
 log = logging.getLogger("ftpipeline.coordinator")
 
+# Longest wait for a worker event (BLPOP on the inbox, which returns as soon as one arrives): bounds how late
+# timers (trigger, checkpoints, detection) are looked at.
+POLL_S = 0.02
+
 
 class Observer:
     """Receives progress events (the CLI draws them; the operator turns them into status)."""
@@ -352,11 +356,9 @@ class Coordinator:
         self.metrics.current.set(step)
         self.metrics.triggers.labels(self.spec.metrics_label, reason.value).inc()
         self.observer.on_step_started(step, reason, rows)
-        for w in list(self.workers):
-            try:
-                self.client(w).call("step", {"step": step})
-            except Exception as exc:  # a worker dying right now is found by the cluster backend
-                log.warning("step call failed", extra={"worker": w, "error": str(exc)})
+        for w, answer in self.members.call_all(self.workers, "step", {"step": step}).items():
+            if isinstance(answer, Exception):  # a worker dying right now is found by the cluster backend
+                log.warning("step call failed", extra={"worker": w, "error": str(answer)})
         if not self.outstanding or self.last_progress < now - 1:
             self.last_progress = now
 
@@ -425,7 +427,7 @@ class Coordinator:
         trigger.start(self.clock())
         self.last_progress = self.clock()
         while True:
-            self._poll(0.005)
+            self._poll(POLL_S)
             self.check_stop()
             self._commit_ready()
             self.members.start_replacements(self.committed)

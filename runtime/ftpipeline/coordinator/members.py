@@ -15,12 +15,16 @@ Replacements are rationed by the restart budget (``restarts.py``): the run
 fails once it is spent. A replacement is not waited for; once it joins it is
 a *newcomer* until it took stateless channels back at a step boundary
 (``lineage/placement.py``).
+
+Calls that go to every worker (a step started, a checkpoint, a wake-up after
+a recovery) are fanned out at once (``call_all``): a step starts on all
+workers after one round trip, not one per worker.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ftpipeline.cluster.base import ClusterBackend
@@ -30,7 +34,7 @@ from ftpipeline.coordinator.restarts import BudgetExhausted, RestartBudget, Rest
 from ftpipeline.lineage.naming import Channel, WorkerId
 from ftpipeline.lineage.placement import hand_back
 from ftpipeline.spec.model import PipelineSpec
-from ftpipeline.worker.transport import SidecarClient
+from ftpipeline.worker.transport import SidecarClient, call_each
 
 log = logging.getLogger("ftpipeline.coordinator")
 
@@ -64,6 +68,19 @@ class Members:
 
     def clients_for(self, workers: list[WorkerId]) -> dict[WorkerId, SidecarClient]:
         return {w: self.client(w) for w in workers}
+
+    def call_all(self, workers: Iterable[WorkerId], action: str, body: dict[str, Any] | None = None,
+                 timeout_s: float | None = None) -> dict[WorkerId, Any]:
+        """Call ``action`` on every one of ``workers`` at once; each one's answer, or the exception its
+        call raised (the caller decides what a worker that did not answer means)."""
+        clients: dict[WorkerId, Any] = {}
+        for w in workers:
+            try:
+                clients[w] = self.client(w)
+            except PipelineFailed as exc:  # no address registered
+                clients[w] = exc
+        reachable = {w: c for w, c in clients.items() if isinstance(c, SidecarClient)}
+        return {**clients, **call_each(reachable, action, body, timeout_s)}
 
     def call_any(self, action: str, body: dict[str, Any], what: str) -> Any:
         """Call ``action`` on the first member that answers: for idempotent work any worker can do."""
@@ -187,3 +204,4 @@ class Members:
                 pass
         for c in self._clients.values():
             c.close()
+

@@ -40,7 +40,7 @@ from ftpipeline.dataflow.graph import Graph
 from ftpipeline.lineage.naming import Channel, Task, TaskKind, WorkerId
 from ftpipeline.lineage.planner import TablesView, plan_recovery
 from ftpipeline.lineage.tables import LineageTables
-from ftpipeline.worker.transport import SidecarClient, Unreachable
+from ftpipeline.worker.transport import SidecarClient, Unreachable, call_each
 
 log = logging.getLogger("ftpipeline.recovery")
 
@@ -103,11 +103,9 @@ def choose_strategy(strategy: str, graph: Graph, view: TablesView, dead: WorkerI
 
 
 def wake(clients: Mapping[WorkerId, SidecarClient]) -> None:
-    for worker, client in clients.items():
-        try:
-            client.call("wake", timeout_s=5)
-        except Exception as exc:  # a survivor dying now is the next failure; the backend reports it
-            log.warning("wake failed", extra={"worker": worker, "error": str(exc)})
+    for worker, answer in call_each(clients, "wake", timeout_s=5).items():
+        if isinstance(answer, Exception):  # a survivor dying now is the next failure; the backend reports it
+            log.warning("wake failed", extra={"worker": worker, "error": str(answer)})
 
 
 def recover_lineage(

@@ -154,6 +154,16 @@ class LineageTables:
         ]
         return int(self._complete(keys=keys, args=args))
 
+    @property
+    def ready_channel(self) -> str:
+        """The pub/sub channel a completion that produced objects is announced on (``announce``); under the
+        pipeline's prefix like its keys, so one pattern covers both for whoever scopes access per pipeline."""
+        return self.k("ready")
+
+    def announce(self, worker: WorkerId) -> None:
+        """Tell every worker that new objects exist: a task waiting for them may be ready now."""
+        self.r.publish(self.ready_channel, worker)
+
     def clocks(self, names: Sequence[str]) -> list[str | None]:
         """The vector clocks stamped on objects (None where none was recorded)."""
         if not names:

@@ -6,12 +6,15 @@ every input is readable locally: objects of this worker are read in place,
 objects of another worker are fetched into the cache (and deleted once the
 task completes), objects saved in a checkpoint are read from its storage.
 An input whose holder is unreachable (just lost) simply makes the task not
-ready yet; recovery will move or regenerate it.
+ready yet; recovery will move or regenerate it. A task's remote inputs are
+fetched at once, each from its holder, so a hash edge's P objects cost one
+round trip, not P.
 """
 
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow.flight as flight
@@ -34,6 +37,7 @@ class InputResolver:
         self.buffer = buffer
         self.storage: CheckpointStorage | None = None
         self._peers: dict[str, SidecarClient] = {}
+        self._fetches = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fetch")
         self.inflight_epoch = 0  # which checkpoint's in-flight objects PT's STORAGE_NODE refers to
 
     def resolve(self, names: list[str]) -> list[list[str]] | None:
@@ -42,6 +46,7 @@ class InputResolver:
         if any(w is None for w in where):
             return None
         out = []
+        fetch: list[tuple[str, WorkerId, Path]] = []
         for name, holder in zip(names, where):
             if holder == self.worker:
                 path = self.buffer.object_path(name)
@@ -56,10 +61,14 @@ class InputResolver:
                     return None
             else:
                 path = self.buffer.cache_path(name)
-                if not path.exists() and not self._fetch(name, WorkerId(str(holder)), path):
-                    return None
+                if not path.exists():
+                    fetch.append((name, WorkerId(str(holder)), path))
             out.append([name, str(path)])
-        return out
+        if len(fetch) == 1:
+            fetched = [self._fetch(*fetch[0])]
+        else:
+            fetched = list(self._fetches.map(lambda f: self._fetch(*f), fetch))
+        return out if all(fetched) else None
 
     def _fetch(self, name: str, holder: WorkerId, path: Path) -> bool:
         address = self.store.address(holder)

@@ -25,6 +25,7 @@ from ftpipeline.commandlog.zkclient import connect as zk_connect
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.obs.metrics import WorkerMetrics
+from ftpipeline.worker.background import Background
 from ftpipeline.worker.buffer import read_ipc
 from ftpipeline.worker.sidecar import Sidecar
 
@@ -78,7 +79,9 @@ def main(argv: list[str] | None = None) -> None:
     sidecar.store.register(sidecar.worker, {"address": sidecar.address, "pid": os.getpid()})
     (args.dir / "sidecar.addr.tmp").write_text(sidecar.address)
     os.replace(args.dir / "sidecar.addr.tmp", args.dir / "sidecar.addr")
-    threading.Thread(target=sidecar.background, name="background", daemon=True).start()
+    background = Background(sidecar)
+    threading.Thread(target=background.run, name="background", daemon=True).start()
+    threading.Thread(target=background.listen, name="listen", daemon=True).start()
     if args.zookeeper:
         zk = zk_connect(args.zookeeper, timeout_s=args.heartbeat_timeout_ms / 1000)
         Peer(zk, args.pipeline, sidecar.worker, on_fenced=sidecar.fence, still_member=sidecar.still_member).start()

@@ -10,13 +10,16 @@ in a separate process that never runs user code. It
   Arrow Flight server (``server.py``);
 - pulls its tasks from its NTT (Quokka: "things in the NTT must be executed
   by the node"), hands the Spark process a task only when every input is
-  readable locally (``inputs.py``);
+  readable locally (``inputs.py``). It looks again when something may have
+  made one ready — new tasks (the coordinator's ``step`` and ``wake``), a
+  completion here, or one announced by another worker (pub/sub,
+  ``background.py``) — and otherwise only every ``SAFETY_POLL_S``;
 - takes part in checkpoints (``epochs.py``): stamps vector clocks on outputs,
   asks the Spark process to snapshot its state before the first task of a
   newer epoch, saves in-flight inputs, reports deficits;
 - records each completion atomically (outputs in PT/NOT/LT with their clock,
   inputs into the cemetery, the stateful channel's step) with one script;
-- collects garbage: drops consumed objects, in shared mode of the PT lock;
+- collects garbage and reports to the coordinator unasked (``background.py``);
 - for fault-injection tests (``FTPIPELINE_CHAOS=seed,max_ms``), delivers
   messages late and out of order: the next ready task is drawn at random
   and handed out after a random delay;
@@ -51,8 +54,6 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-import redis
-
 from ftpipeline.barrier import ParquetBundleSink
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.checkpoint.clock import VectorClock
@@ -75,6 +76,8 @@ from ftpipeline.worker.epochs import EpochKeeper
 from ftpipeline.worker.inputs import InputResolver
 
 log = logging.getLogger("ftpipeline.sidecar")
+
+SAFETY_POLL_S = 0.1  # how often a waiting next_task looks again with no announcement (one may be lost)
 
 
 class WorkerState(str, enum.Enum):
@@ -118,9 +121,8 @@ class Sidecar:
         self._opening: dict[str, Any] | None = None
         self._joined = False
         self._last_refresh = 0.0
-        self._sent: dict[Channel, tuple[Any, ...]] = {}
-        self._replayed = 0
         self.stopping = threading.Event()
+        self._ready = threading.Event()           # something may have made a queued task ready
         self.fenced: str | None = None            # why this worker no longer belongs to the run (a zombie)
         chaos = os.environ.get("FTPIPELINE_CHAOS")  # "seed,max delay ms": see _pick
         self._chaos = (random.Random(int(chaos.split(",")[0]) * 1000 + zlib.crc32(worker.encode()) % 1000),
@@ -132,13 +134,34 @@ class Sidecar:
             log.info("state", extra={"worker": self.worker, "from": self._state.value, "to": state.value, "step": step})
         self._state, self._step = state, step
 
+    @property
+    def step(self) -> int:
+        return self._step
+
+    @property
+    def is_open(self) -> bool:
+        return self._state is WorkerState.OPEN
+
+    @property
+    def busy(self) -> bool:
+        """Has the Spark process a task of this worker's in hand?"""
+        return bool(self._running)
+
+    @property
+    def readers(self) -> dict[str, SourceReader]:
+        return self._readers
+
+    def wake_up(self) -> None:
+        """Something may have made a queued task ready: a waiting ``next_task`` looks again now."""
+        self._ready.set()
+
     def handle(self, action: str, body: dict[str, Any]) -> Any:
         handler = getattr(self, f"_do_{action}", None) or getattr(self.files, f"_do_{action}", None)
         if handler is None:
             raise KeyError(f"unknown action {action!r}")
         return handler(body)
 
-    def _owned(self) -> list[Channel]:
+    def owned(self) -> list[Channel]:
         return [ch for ch, w in self.tables.placement().items() if w == self.worker]
 
     # --- the coordinator's calls -------------------------------------------
@@ -150,7 +173,7 @@ class Sidecar:
     def _do_create(self, body: dict[str, Any]) -> dict[str, Any]:
         spec = worker_spec(body)
         graph = Graph.physical(spec)
-        owned = self._owned()
+        owned = self.owned()
         with self._cv:
             self.buffer.reset()
             self.spec, self.graph, self._config = spec, graph, dict(body)
@@ -175,7 +198,7 @@ class Sidecar:
         assert self.graph is not None
         manifest = body.get("manifest") or {"epoch": 0, "boundary": 0, "states": {}}
         graph = self.graph
-        owned = [ch for ch in self._owned() if graph.is_stateful(ch.stage)]
+        owned = [ch for ch in self.owned() if graph.is_stateful(ch.stage)]
         states = {ch.key(): manifest["states"].get(ch.key(), {"channel": ch.key(), "step": 0, "path": ""})
                   for ch in owned}
         with self._cv:
@@ -188,17 +211,20 @@ class Sidecar:
             self.inputs.inflight_epoch = int(manifest["epoch"])
             self._opening = {"states": states, "boundary": int(manifest["boundary"])}
             self._set_state(WorkerState.OPENING, int(manifest["boundary"]))
+        self._ready.set()
         return {"ok": True}
 
     def _do_step(self, body: dict[str, Any]) -> dict[str, Any]:
         with self._cv:
             if self._state is not WorkerState.OPENING:
                 self._set_state(WorkerState.RUNNING, int(body["step"]))
-        self._refresh(force=True)
+        self.refresh(force=True)
+        self._ready.set()
         return {"ok": True}
 
     def _do_wake(self, body: dict[str, Any]) -> dict[str, Any]:
-        self._refresh(force=True)
+        self.refresh(force=True)
+        self._ready.set()
         return {"ok": True}
 
     def _do_checkpoint(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -211,7 +237,7 @@ class Sidecar:
         with self._cv:
             if body.get("settle"):
                 self._keeper.settle(epoch)
-            if self._owned():
+            if self.owned():
                 return {"now": False}
             deficit = self._keeper.checkpoint_now(epoch)
         if deficit is not None:
@@ -255,16 +281,18 @@ class Sidecar:
     def _do_next_task(self, body: dict[str, Any]) -> dict[str, Any] | None:
         deadline = time.monotonic() + body.get("timeout_ms", 1000) / 1000
         while not self.stopping.is_set():
+            self._ready.clear()  # before looking: a wake-up during the look is not lost
             with self._cv:
                 if self._opening is not None:
                     return {"open": self._opening}
-            self._refresh()
+            self.refresh()
             picked = self._pick()
             if picked is not None:
                 return picked
-            if time.monotonic() > deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 return None
-            time.sleep(0.005)
+            self._ready.wait(min(left, SAFETY_POLL_S))
         return {"shutdown": True}
 
     def still_member(self) -> bool:
@@ -324,6 +352,10 @@ class Sidecar:
                 self.buffer.uncache(name)
             if result == 1 and stateful:
                 self._state_steps[task.ref] = task.step
+        if result == 1:
+            self._ready.set()
+            if body["outputs"]:
+                self.tables.announce(self.worker)
         if result == -1:
             log.error("fenced", extra={"worker": self.worker, "task": task.id})
             self.stopping.set()
@@ -356,7 +388,7 @@ class Sidecar:
         self.store.send({"t": "checkpoint_failed", "w": self.worker, "epoch": epoch, "error": error})
 
     # --- tasks -------------------------------------------------------------
-    def _refresh(self, force: bool = False) -> None:
+    def refresh(self, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._last_refresh < 0.1:
             return
@@ -427,61 +459,3 @@ class Sidecar:
         shutil.copyfile(path, tmp)
         os.replace(tmp, dst)
         return int(read_ipc(dst).num_rows)
-
-    # --- background work ---------------------------------------------------
-    def collect_garbage(self) -> int:
-        dropped = self.tables.collect(self.worker)
-        for name in dropped or []:
-            self.buffer.drop(name)
-        return len(dropped or [])
-
-    def report_sources(self) -> None:
-        """Feldera's received(step, n): records available to this worker's source channels."""
-        if self.graph is None:
-            return
-        owned = [ch for ch in self._owned() if ch.stage in self._readers]
-        if not owned:
-            return
-        offsets = self.store.next_offsets()
-        now = time.monotonic()
-        for ch in owned:
-            start = offsets.get(ch, 0)
-            reader = self._readers[ch.stage]
-            n = reader.available(ch.index, start)
-            report = (start, -1 if n is None else n, reader.exhausted(ch.index, start))
-            last = self._sent.get(ch)
-            if last is None or last[:3] != report or now - last[3] > 1.0:
-                self._sent[ch] = (*report, now)
-                self.store.send({"t": "received", "w": self.worker, "step": self._step + 1, "ch": ch.key(),
-                                 "start": report[0], "n": report[1], "exhausted": report[2]})
-
-    def report_replay(self) -> None:
-        """Feldera's replay(step): the step log already holds the next step's offsets.
-
-        That happens when a step was recorded and then the coordinator went away
-        before committing it, or after a rollback to a checkpoint: the next step
-        must re-run with exactly those offsets, at once.
-        """
-        if self._state is not WorkerState.OPEN or self._replayed == self._step + 1:
-            return
-        if self.store.step(self._step + 1) is not None:
-            self._replayed = self._step + 1
-            self.store.send({"t": "replay", "w": self.worker, "step": self._replayed})
-
-    def background(self) -> None:
-        next_gc = 0.0
-        while not self.stopping.is_set():
-            if self.fenced is not None and not self._running:
-                log.error("stopping: fenced off", extra={"worker": self.worker, "reason": self.fenced})
-                self.stopping.set()
-                break
-            try:
-                self._refresh()
-                self.report_sources()
-                self.report_replay()
-                if self.spec is not None and time.monotonic() >= next_gc:
-                    self.collect_garbage()
-                    next_gc = time.monotonic() + self.spec.gc_interval_ms / 1000
-            except redis.RedisError as exc:
-                log.error("redis unavailable", extra={"error": str(exc)})
-            time.sleep(0.05)

@@ -9,7 +9,8 @@ One Flight server per worker (in its sidecar) carries both kinds of traffic:
   local Spark process (``hello``, ``next_task``, ``task_done``,
   ``task_failed``).
 
-Actions carry small JSON documents; objects never go through JSON.
+Actions carry small JSON documents; objects never go through JSON. A call
+meant for every worker goes to all of them at once (``call_each``).
 
 A call that gets no answer (the worker's process or pod is gone, stopped, or
 cut off) raises :class:`Unreachable`, not one of Flight's transport errors:
@@ -20,7 +21,9 @@ an error the worker *answered* with is a fault of the call itself.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -61,3 +64,21 @@ class SidecarClient:
 
     def close(self) -> None:
         self._client.close()
+
+
+K = TypeVar("K")
+_FAN_OUT = ThreadPoolExecutor(max_workers=16, thread_name_prefix="call-each")
+
+
+def call_each(clients: Mapping[K, SidecarClient], action: str, body: dict[str, Any] | None = None,
+              timeout_s: float | None = None) -> dict[K, Any]:
+    """Call ``action`` on every client at once: each one's answer, or the exception its call raised."""
+    def one(client: SidecarClient) -> Any:
+        try:
+            return client.call(action, body, timeout_s=timeout_s)
+        except Exception as exc:
+            return exc
+
+    if len(clients) <= 1:
+        return {k: one(c) for k, c in clients.items()}
+    return dict(zip(clients, _FAN_OUT.map(one, clients.values())))

@@ -160,6 +160,15 @@ class Workers:
     def client(self, worker: WorkerId) -> Worker:
         return self.by_name[worker]
 
+    def call_all(self, workers: list[WorkerId], action: str, body: dict[str, Any] | None = None) -> dict[WorkerId, Any]:
+        answers: dict[WorkerId, Any] = {}
+        for w in workers:
+            try:
+                answers[w] = self.by_name[w].call(action, body)
+            except Exception as exc:
+                answers[w] = exc
+        return answers
+
 
 def test_a_worker_that_does_not_answer_the_checkpoint_call_aborts_the_checkpoint_not_the_run(tmp_path: Path) -> None:
     """Killed a moment before the checkpoint starts (pipelined steps run ahead of the kill): the call is

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pyarrow.flight as flight
 import pytest
 
-from ftpipeline.worker.transport import SidecarClient, Unreachable
+from ftpipeline.worker.transport import SidecarClient, Unreachable, call_each
 
 
 def free_port() -> int:
@@ -47,3 +47,24 @@ def test_an_error_the_worker_answers_with_is_not_unreachable() -> None:
         client.close()
     finally:
         server.shutdown()
+
+
+class Meeting:
+    """A client whose call returns only once every other client's call has begun: serial calls never meet."""
+
+    def __init__(self, barrier: threading.Barrier, fail: bool = False) -> None:
+        self.barrier, self.fail = barrier, fail
+
+    def call(self, action: str, body: dict[str, object] | None = None, timeout_s: float | None = None) -> str:
+        self.barrier.wait(timeout=10)
+        if self.fail:
+            raise Unreachable("127.0.0.1:1", action, ConnectionRefusedError("refused"))
+        return f"{action} done"
+
+
+def test_call_each_calls_every_worker_at_once_and_returns_each_answer_or_exception() -> None:
+    barrier = threading.Barrier(4)
+    clients = {f"w{i}": Meeting(barrier, fail=i == 2) for i in range(4)}
+    answers = call_each(clients, "step")  # type: ignore[arg-type]
+    assert [answers[f"w{i}"] for i in (0, 1, 3)] == ["step done"] * 3
+    assert isinstance(answers["w2"], Unreachable)

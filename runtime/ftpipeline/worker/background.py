@@ -1,0 +1,117 @@
+"""A sidecar's unasked work: reports, garbage collection, and listening for announcements.
+
+The sidecar (``sidecar.py``) answers calls; these two loops run beside its
+Flight server for the process's life (``server.py`` starts them):
+
+- ``run``, every 50 ms: re-reads its NTT, reports the records available to
+  its source channels (Feldera's ``received(step, n)``) and a recorded but
+  uncommitted next step (``replay(step)``), and collects garbage (drops
+  consumed objects, in shared mode of the PT lock) every ``gc.intervalMs``;
+- ``listen``: wakes the task hand-out whenever another worker announces a
+  completion (``LineageTables.announce``), since its outputs may be the
+  missing inputs of a task queued here. That is what lets a waiting
+  ``next_task`` sleep instead of polling Redis. Redis going away costs only
+  the wake-ups until it is back; the hand-out's safety poll carries on.
+
+They read the sidecar's state under its lock where the sidecar itself does;
+they are the sidecar's own loops, kept in a file of their own.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from ftpipeline.lineage.naming import Channel
+
+if TYPE_CHECKING:
+    from ftpipeline.worker.sidecar import Sidecar
+
+log = logging.getLogger("ftpipeline.sidecar")
+
+
+class Background:
+    def __init__(self, sidecar: Sidecar) -> None:
+        self.s = sidecar
+        self._sent: dict[Channel, tuple[Any, ...]] = {}  # the last 'received' report per source channel
+        self._replayed = 0
+
+    def collect_garbage(self) -> int:
+        s = self.s
+        dropped = s.tables.collect(s.worker)
+        for name in dropped or []:
+            s.buffer.drop(name)
+        return len(dropped or [])
+
+    def report_sources(self) -> None:
+        """Feldera's received(step, n): records available to this worker's source channels."""
+        s = self.s
+        if s.graph is None:
+            return
+        readers = s.readers
+        owned = [ch for ch in s.owned() if ch.stage in readers]
+        if not owned:
+            return
+        offsets = s.store.next_offsets()
+        now = time.monotonic()
+        for ch in owned:
+            start = offsets.get(ch, 0)
+            reader = readers[ch.stage]
+            n = reader.available(ch.index, start)
+            report = (start, -1 if n is None else n, reader.exhausted(ch.index, start))
+            last = self._sent.get(ch)
+            if last is None or last[:3] != report or now - last[3] > 1.0:
+                self._sent[ch] = (*report, now)
+                s.store.send({"t": "received", "w": s.worker, "step": s.step + 1, "ch": ch.key(),
+                              "start": report[0], "n": report[1], "exhausted": report[2]})
+
+    def report_replay(self) -> None:
+        """Feldera's replay(step): the step log already holds the next step's offsets.
+
+        That happens when a step was recorded and then the coordinator went away
+        before committing it, or after a rollback to a checkpoint: the next step
+        must re-run with exactly those offsets, at once.
+        """
+        s = self.s
+        if not s.is_open or self._replayed == s.step + 1:
+            return
+        if s.store.step(s.step + 1) is not None:
+            self._replayed = s.step + 1
+            s.store.send({"t": "replay", "w": s.worker, "step": self._replayed})
+
+    def run(self) -> None:
+        s = self.s
+        next_gc = 0.0
+        while not s.stopping.is_set():
+            if s.fenced is not None and not s.busy:
+                log.error("stopping: fenced off", extra={"worker": s.worker, "reason": s.fenced})
+                s.stopping.set()
+                break
+            try:
+                s.refresh()
+                self.report_sources()
+                self.report_replay()
+                if s.spec is not None and time.monotonic() >= next_gc:
+                    self.collect_garbage()
+                    next_gc = time.monotonic() + s.spec.gc_interval_ms / 1000
+            except redis.RedisError as exc:
+                log.error("redis unavailable", extra={"error": str(exc)})
+            time.sleep(0.05)
+
+    def listen(self) -> None:
+        s = self.s
+        while not s.stopping.is_set():
+            pubsub = s.r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+            try:
+                pubsub.subscribe(s.tables.ready_channel)
+                while not s.stopping.is_set():
+                    if pubsub.get_message(timeout=1.0) is not None:
+                        s.wake_up()
+            except redis.RedisError as exc:
+                log.warning("announcements unavailable: polling until Redis answers", extra={"error": str(exc)})
+                s.stopping.wait(1.0)
+            finally:
+                pubsub.close()
