@@ -104,8 +104,10 @@ def _declare_dead(c: Coordinator, worker: WorkerId, why: str) -> None:
     c.heartbeat_losses += 1
     c.metrics.heartbeat_losses.inc()
     c.cluster.declare_lost(worker, why)
-    c.cluster.kill_worker(worker)  # make sure: a hung pod or process must not linger
     c.lost(worker, "heartbeat expired")  # this reason tells the journal the ring closed around it already
+    # then make sure: a hung pod or process must not linger. Fenced first (recovery took it out of the
+    # run), so one that wakes up instead of dying (a healed partition) can commit nothing
+    c.cluster.kill_worker(worker)
 
 
 def inject_faults(c: Coordinator) -> None:

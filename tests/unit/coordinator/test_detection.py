@@ -98,6 +98,7 @@ class FakeCoordinator:
         return self._clients[worker]
 
     def lost(self, worker: WorkerId, reason: str) -> None:
+        assert worker not in self.cluster.killed, "fenced (recovered around) before it is killed or woken"
         self.lost_workers.append(worker)
 
 
