@@ -8,17 +8,32 @@ them completes. The Spark process and the sidecar share the directory (in a
 pod, an ``emptyDir`` volume): the Spark process writes outputs, the sidecar
 serves and collects them.
 
+One task writes one *bundle* file, not one file per object: a record batch
+per object (objects with the same rows, a forward and a broadcast edge,
+share one batch), and the names in the file's schema metadata. So a hash
+edge of P producers and C consumers costs P files a step, not P × C, while
+lineage still names, locates, fetches and collects each object on its own.
+A bundle is deleted when the last of its objects is collected.
+
+    WRITTEN  --task_done: the sidecar indexes its objects-->  HELD(objects)
+    HELD(n)  --GC drops one object-->  HELD(n - 1)  ...  HELD(0): the file is deleted
+
 Files are written to a temporary name and renamed, so a reader never sees a
-partial object, and an object file exists iff it is complete.
+partial bundle, and a bundle file exists iff it is complete.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import pyarrow as pa
+
+WHOLE = -1  # a location's batch for a file that is one object (a fetched copy, a saved in-flight message)
+_NAMES = b"ftpipeline.objects"
 
 
 def write_ipc(path: Path, table: pa.Table) -> int:
@@ -30,9 +45,45 @@ def write_ipc(path: Path, table: pa.Table) -> int:
     return path.stat().st_size
 
 
-def read_ipc(path: Path) -> pa.Table:
+def read_ipc(path: Path, batch: int = WHOLE) -> pa.Table:
+    """The whole file, or the one object at ``batch`` of a bundle."""
     with pa.memory_map(str(path), "r") as source:
-        return pa.ipc.open_file(source).read_all()
+        reader = pa.ipc.open_file(source)
+        if batch == WHOLE:
+            return reader.read_all()
+        meta = {k: v for k, v in (reader.schema.metadata or {}).items() if k != _NAMES}
+        return pa.Table.from_batches([reader.get_batch(batch)], schema=reader.schema.with_metadata(meta))
+
+
+def _one_batch(table: pa.Table) -> pa.RecordBatch:
+    if table.num_rows == 0:
+        return pa.RecordBatch.from_pylist([], schema=table.schema)
+    [batch] = table.combine_chunks().to_batches(max_chunksize=table.num_rows)
+    return batch
+
+
+def write_bundle(path: Path, objects: dict[str, pa.Table]) -> dict[str, int]:
+    """Write ``objects`` (one schema) as one file; returns each object's batch index."""
+    tables = list(objects.values())
+    schema = tables[0].schema
+    batches: list[pa.RecordBatch] = []
+    index: dict[str, int] = {}
+    seen: dict[int, int] = {}  # id(table) -> its batch: an edge that sends every row shares the batch
+    for name, table in objects.items():
+        if not table.schema.equals(schema):
+            raise ValueError(f"object {name} has another schema than the rest of its bundle")
+        if id(table) not in seen:
+            seen[id(table)] = len(batches)
+            batches.append(_one_batch(table))
+        index[name] = seen[id(table)]
+    meta = {_NAMES: json.dumps(index, separators=(",", ":")).encode()}
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with pa.OSFile(str(tmp), "wb") as sink:
+        with pa.ipc.new_file(sink, schema.with_metadata({**(schema.metadata or {}), **meta})) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+    os.replace(tmp, path)
+    return index
 
 
 class ObjectBuffer:
@@ -40,24 +91,94 @@ class ObjectBuffer:
         self.root = root
         self.objects = root / "objects"
         self.cache = root / "cache"
+        self._lock = threading.Lock()
+        self._where: dict[str, tuple[Path, int]] = {}  # object -> (bundle, batch)
+        self._members: dict[Path, set[str]] = {}        # bundle -> its objects not yet collected
 
     def reset(self) -> None:
+        with self._lock:
+            self._where.clear()
+            self._members.clear()
         for d in (self.objects, self.cache):
             if d.exists():
                 shutil.rmtree(d)
             d.mkdir(parents=True)
 
-    def object_path(self, name: str) -> Path:
-        return self.objects / f"{name}.arrow"
+    # --- the Spark process -------------------------------------------------
+    def put_bundle(self, key: str, objects: dict[str, pa.Table]) -> list[list[object]]:
+        """Write one task's output objects; returns ``[name, rows, bundle file, batch]`` for each."""
+        if not objects:
+            return []
+        by_schema: dict[pa.Schema, dict[str, pa.Table]] = {}
+        for name, table in objects.items():
+            group = next((g for s, g in by_schema.items() if s.equals(table.schema)), None)
+            if group is None:
+                group = by_schema[table.schema] = {}
+            group[name] = table
+        out: list[list[object]] = []
+        for group in by_schema.values():
+            path, n = self.objects / f"{key}.arrow", 0
+            while path.exists():  # the same task again on this worker (a recovery): never overwrite what is indexed
+                n += 1
+                path = self.objects / f"{key}.{n}.arrow"
+            for name, batch in write_bundle(path, group).items():
+                out.append([name, objects[name].num_rows, path.name, batch])
+        return out
+
+    # --- the sidecar -------------------------------------------------------
+    def index(self, outputs: list[list[object]]) -> None:
+        """A task's objects, as ``put_bundle`` returned them, are held here from now on. An object held
+        already (the same task ran twice here) keeps its first copy: tasks are deterministic."""
+        with self._lock:
+            for name, _, file, batch in outputs:
+                if str(name) not in self._where:
+                    path = self.objects / str(file)
+                    self._where[str(name)] = (path, int(str(batch)))
+                    self._members.setdefault(path, set()).add(str(name))
+        self._delete_unused({str(o[2]) for o in outputs})
+
+    def locate(self, name: str) -> tuple[Path, int] | None:
+        """Where a held object is: (bundle, batch), or None if this worker does not hold it."""
+        with self._lock:
+            return self._where.get(name)
+
+    def read(self, name: str) -> pa.Table | None:
+        where = self.locate(name)
+        return None if where is None else read_ipc(*where)
+
+    def unindex(self, outputs: list[list[object]]) -> None:
+        """A completion the lineage tables refused: its objects are nobody's (unless held from before)."""
+        with self._lock:
+            for name, _, file, batch in outputs:
+                path = self.objects / str(file)
+                if self._where.get(str(name)) == (path, int(str(batch))):
+                    del self._where[str(name)]
+                    self._members.get(path, set()).discard(str(name))
+        self._delete_unused({str(o[2]) for o in outputs})
+
+    def _delete_unused(self, files: set[str]) -> None:
+        for file in files:
+            path = self.objects / file
+            with self._lock:
+                if self._members.get(path):
+                    continue
+                self._members.pop(path, None)
+            path.unlink(missing_ok=True)
+
+    def drop(self, name: str) -> None:
+        with self._lock:
+            where = self._where.pop(name, None)
+            if where is None:
+                return
+            members = self._members.get(where[0], set())
+            members.discard(name)
+            if members:
+                return
+            self._members.pop(where[0], None)
+        where[0].unlink(missing_ok=True)
 
     def cache_path(self, name: str) -> Path:
         return self.cache / f"{name}.arrow"
-
-    def put(self, name: str, table: pa.Table) -> int:
-        return write_ipc(self.object_path(name), table)
-
-    def drop(self, name: str) -> None:
-        self.object_path(name).unlink(missing_ok=True)
 
     def uncache(self, name: str) -> None:
         self.cache_path(name).unlink(missing_ok=True)
@@ -66,4 +187,5 @@ class ObjectBuffer:
         return sum(p.stat().st_size for p in self.objects.glob("*.arrow"))
 
     def held(self) -> int:
-        return sum(1 for _ in self.objects.glob("*.arrow"))
+        with self._lock:
+            return len(self._where)

@@ -120,14 +120,14 @@ class TaskRunner:
         self.states = {Channel.parse(c): self.storage.read_state(s) for c, s in states.items()}
         self.state_steps = {Channel.parse(c): int(s["step"]) for c, s in states.items()}
 
-    def _inputs(self, inputs: list[list[str]]) -> tuple[pa.Table | None, int]:
-        tables = [read_ipc(Path(path)) for _, path in inputs]
+    def _inputs(self, inputs: list[list[Any]]) -> tuple[pa.Table | None, int]:
+        tables = [read_ipc(Path(path), int(batch)) for _, path, batch in inputs]
         if not tables:
             return None, 0
         table = pa.concat_tables(tables, promote_options="permissive")
         return table, table.num_rows
 
-    def run(self, task: Task, inputs: list[list[str]]) -> dict[str, Any]:
+    def run(self, task: Task, inputs: list[list[Any]]) -> dict[str, Any]:
         stage = self.graph.stage(task.stage)
         data: Any = None
         dead: list[DeadLetter] = []
@@ -155,11 +155,10 @@ class TaskRunner:
                     data = self._transform(member, data)
         if dead and task.kind is not TaskKind.REBUILD:
             write_dead_letters(self.dead_letters, task.stage, task.step, task.channel, dead)
-        outputs = []
+        outputs: list[list[Any]] = []
         if data is not None:
-            for name, obj in split(self.graph, task, data, self.spark).items():
-                self.buffer.put(name, obj)
-                outputs.append([name, obj.num_rows])
+            key = f"{task.stage}.{task.channel}.{task.step}.{task.epoch}"
+            outputs = self.buffer.put_bundle(key, split(self.graph, task, data, self.spark))
         return {"task": task.to_json(), "outputs": outputs, "rows_in": rows_in, "dead_letters": len(dead)}
 
     def _transform(self, stage: StageSpec, data: Any) -> Any:

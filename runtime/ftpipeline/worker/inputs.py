@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pyarrow.flight as flight
 
@@ -23,7 +24,7 @@ from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.control.store import RunStore
 from ftpipeline.lineage.naming import STORAGE_NODE, WorkerId
 from ftpipeline.lineage.tables import LineageTables
-from ftpipeline.worker.buffer import ObjectBuffer, write_ipc
+from ftpipeline.worker.buffer import WHOLE, ObjectBuffer, write_ipc
 from ftpipeline.worker.transport import SidecarClient
 
 log = logging.getLogger("ftpipeline.sidecar")
@@ -40,18 +41,21 @@ class InputResolver:
         self._fetches = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fetch")
         self.inflight_epoch = 0  # which checkpoint's in-flight objects PT's STORAGE_NODE refers to
 
-    def resolve(self, names: list[str]) -> list[list[str]] | None:
-        """``[[name, local path], ...]`` for every input, or None if any is not available yet."""
+    def resolve(self, names: list[str]) -> list[list[Any]] | None:
+        """``[[name, local path, batch], ...]`` for every input (``batch``: the object's place in a bundle
+        of this worker, or ``WHOLE`` for a file that is the object), or None if any is not available yet."""
         where = self.tables.locate(names)
         if any(w is None for w in where):
             return None
         out = []
         fetch: list[tuple[str, WorkerId, Path]] = []
         for name, holder in zip(names, where):
+            batch = WHOLE
             if holder == self.worker:
-                path = self.buffer.object_path(name)
-                if not path.exists():
+                held = self.buffer.locate(name)
+                if held is None:
                     return None
+                path, batch = held
             elif holder == STORAGE_NODE:
                 if self.storage is None:
                     return None
@@ -63,7 +67,7 @@ class InputResolver:
                 path = self.buffer.cache_path(name)
                 if not path.exists():
                     fetch.append((name, WorkerId(str(holder)), path))
-            out.append([name, str(path)])
+            out.append([name, str(path), batch])
         if len(fetch) == 1:
             fetched = [self._fetch(*fetch[0])]
         else:

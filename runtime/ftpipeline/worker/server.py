@@ -26,7 +26,6 @@ from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.obs.metrics import WorkerMetrics
 from ftpipeline.worker.background import Background
-from ftpipeline.worker.buffer import read_ipc
 from ftpipeline.worker.sidecar import Sidecar
 
 log = logging.getLogger("ftpipeline.sidecar")
@@ -39,10 +38,10 @@ class _FlightServer(flight.FlightServerBase):  # type: ignore[misc]
 
     def do_get(self, context: Any, ticket: flight.Ticket) -> flight.RecordBatchStream:
         name = ticket.ticket.decode()
-        path = self.sidecar.buffer.object_path(name)
-        if not path.exists():
+        table = self.sidecar.buffer.read(name)
+        if table is None:
             raise flight.FlightServerError(f"object {name} is not held by {self.sidecar.worker}")
-        return flight.RecordBatchStream(read_ipc(path))
+        return flight.RecordBatchStream(table)
 
     def do_action(self, context: Any, action: flight.Action) -> Any:
         raw = action.body.to_pybytes() if action.body is not None else b""

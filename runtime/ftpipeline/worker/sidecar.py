@@ -47,7 +47,6 @@ import enum
 import logging
 import os
 import random
-import shutil
 import threading
 import time
 import zlib
@@ -70,7 +69,7 @@ from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.metrics import WorkerMetrics
 from ftpipeline.spec.load import worker_spec
 from ftpipeline.spec.model import PipelineSpec
-from ftpipeline.worker.buffer import ObjectBuffer, read_ipc
+from ftpipeline.worker.buffer import ObjectBuffer, read_ipc, write_ipc
 from ftpipeline.worker.checkpoint_files import CheckpointFiles
 from ftpipeline.worker.epochs import EpochKeeper
 from ftpipeline.worker.inputs import InputResolver
@@ -334,15 +333,16 @@ class Sidecar:
             stats["recovery_tasks"] = 1
         if self.metrics is not None:
             self.metrics.task_done(rows_in, task.recovery)
+        self.buffer.index(body["outputs"])  # before PT says so: a consumer that looks finds them
         with self._cv:  # atomic w.r.t. _refresh: the task leaves NTT and _running together
             clock = self._keeper.clock if task.recovery else self._keeper.produce(len(body["outputs"]))
             done = Completion(
                 task=task,
-                outputs=[(name, rows) for name, rows in body["outputs"]],
+                outputs=[(name, rows) for name, rows, *_ in body["outputs"]],
                 consumed=[] if keeps_inputs else inputs,
                 state_step=task.step if stateful else None,
                 event={"t": "done", "w": self.worker, "id": task.id, "step": task.step, "kind": task.kind.value,
-                       "rows_in": rows_in, "rows_out": sum(r for _, r in body["outputs"]), "recovery": task.recovery},
+                       "rows_in": rows_in, "rows_out": sum(r for _, r, *_ in body["outputs"]), "recovery": task.recovery},
                 stats=stats,
                 clock=clock.encode(),
                 dead_letters=int(body.get("dead_letters", 0)),
@@ -356,6 +356,8 @@ class Sidecar:
             self._ready.set()
             if body["outputs"]:
                 self.tables.announce(self.worker)
+        else:
+            self.buffer.unindex(body["outputs"])
         if result == -1:
             log.error("fenced", extra={"worker": self.worker, "task": task.id})
             self.stopping.set()
@@ -423,7 +425,7 @@ class Sidecar:
             with self._cv:
                 if self._queue.pop(task.id, None) is None:
                     continue
-                self._running[task.id] = [n for n, p in inputs if Path(p).parent == self.buffer.cache]
+                self._running[task.id] = [n for n, p, _ in inputs if Path(p).parent == self.buffer.cache]
                 if task.kind is TaskKind.REBUILD:
                     self._state_steps.pop(task.ref, None)
                 reply: dict[str, Any] = {"task": task.to_json(), "inputs": inputs}
@@ -432,7 +434,7 @@ class Sidecar:
             return reply
         return None
 
-    def _consume(self, task: Task, names: list[str], inputs: list[list[str]]) -> dict[str, Any]:
+    def _consume(self, task: Task, names: list[str], inputs: list[list[Any]]) -> dict[str, Any]:
         """The checkpoint algorithm at task start (see ``epochs.py``); called under the lock."""
         clocks = [VectorClock.decode(c) for c in self.tables.clocks(names)] if names else []
         source_epoch = task.ckpt if task.kind is TaskKind.SOURCE else None
@@ -451,11 +453,10 @@ class Sidecar:
                 self.store.send({"t": "inflight", "w": self.worker, "epoch": epoch, "objects": saved})
         return extra
 
-    def _save_inflight(self, epoch: int, name: str, path: str) -> int:
+    def _save_inflight(self, epoch: int, name: str, path: str, batch: int) -> int:
         assert self.inputs.storage is not None
         dst = self.inputs.storage.inflight_path(epoch, name)
         dst.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dst.with_name(f".{dst.name}.tmp")
-        shutil.copyfile(path, tmp)
-        os.replace(tmp, dst)
-        return int(read_ipc(dst).num_rows)
+        table = read_ipc(Path(path), batch)
+        write_ipc(dst, table)
+        return int(table.num_rows)

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from ftpipeline.dataflow.frames import to_dataframe
 from ftpipeline.lineage.naming import Channel, Task, TaskKind
 from ftpipeline.spec.load import parse_pipeline
-from ftpipeline.worker.buffer import ObjectBuffer, write_ipc
+from ftpipeline.worker.buffer import WHOLE, ObjectBuffer, write_ipc
 from ftpipeline.worker.executor import TaskRunner
 
 PIPELINE = """
@@ -67,7 +67,7 @@ def test_a_rebuild_folds_every_row_of_inputs_that_include_an_empty_object(spark:
             n = 0 if step == 2 else 6  # step 2 of each edge produced nothing for this channel
             path = tmp_path / f"{edge}.0.{step}.per-user.1.0.arrow"
             write_ipc(path, rows(step, n, tagged))
-            inputs.append([path.stem, str(path)])
+            inputs.append([path.stem, str(path), WHOLE])
     rebuild = Task(TaskKind.REBUILD, "per-user", 0, 4, first=1)
 
     result = runner.run(rebuild, inputs)
