@@ -155,12 +155,12 @@ def rollback(
     # a survivor that does not answer is the next loss, not this recovery's failure: the backend or its
     # heartbeat reports it, and that recovery plans its tasks again
     answering = dict(clients)
-    for worker, client in clients.items():
-        try:
-            client.call("open", {"manifest": manifest})
-        except Unreachable as exc:
-            log.warning("open failed: the worker does not answer", extra={"worker": worker, "error": str(exc)})
+    for worker, answer in call_each(clients, "open", {"manifest": manifest}).items():
+        if isinstance(answer, Unreachable):
+            log.warning("open failed: the worker does not answer", extra={"worker": worker, "error": str(answer)})
             answering.pop(worker)
+        elif isinstance(answer, Exception):
+            raise answer
     deadline = time.monotonic() + open_timeout_s
     for worker, client in answering.items():
         try:

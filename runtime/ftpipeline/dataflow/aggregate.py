@@ -1,11 +1,23 @@
-"""Keyed running aggregation: Spark computes each step's partial, Arrow merges it.
+"""Keyed running aggregation: each step's partial, merged into the running state with Arrow.
 
 Every supported aggregate (count, sum, min, max) is *mergeable*: the total
-after step S is ``merge(total after S-1, partial of S)``. So a step runs one
-Spark ``groupBy`` over that step's rows only, and the running state — one row
-per key, kept as an Arrow table in the worker's Spark process — absorbs the
-small partial with an Arrow join. The step emits the merged rows of the keys
-it touched (update mode, as Spark Structured Streaming's ``update`` output).
+after step S is ``merge(total after S-1, partial of S)``. So a step groups
+that step's rows only, and the running state — one row per key, kept as an
+Arrow table in the worker's Spark process — absorbs the small partial with an
+Arrow join. The step emits the merged rows of the keys it touched (update
+mode, as Spark Structured Streaming's ``update`` output).
+
+The partial is Arrow's hash aggregation (``partial_arrow``) whenever its
+result is the one Spark's ``groupBy`` would give: integer, string, boolean
+and date keys; ``sum`` of integers (to int64) and of floating point (to
+double); ``min``/``max`` of integers, strings, booleans and dates. A step's
+rows are already an Arrow table in the worker, so this costs a few
+milliseconds where a Spark job (rows into the JVM, a shuffle, rows back)
+costs a hundred: the per-step cost that made small steps slow. Any other
+type (decimals, timestamps, floating-point ``min``/``max``, whose NaN Spark
+orders above every number) takes Spark's ``groupBy`` (``partial``), so the
+result never depends on which path ran. Stream processors do the same: the
+aggregation is the engine's own keyed operator, not a batch job per step.
 
 Mergeability is also what makes lineage recovery of state cheap to express:
 a ``rebuild`` task folds *all* kept inputs of steps ``1..k`` with the same
@@ -40,6 +52,55 @@ def partial(df: Any, op: AggregateOp) -> Any:
         else:
             exprs.append(getattr(F, agg.op)(F.col(str(agg.column))).alias(agg.name))
     return df.groupBy(*op.key_by).agg(*exprs)
+
+
+_KEY_TYPES = (pa.types.is_signed_integer, pa.types.is_string, pa.types.is_boolean, pa.types.is_date32)
+_ORDERED = _KEY_TYPES  # min/max: the same types, none with a NaN
+
+
+def partial_arrow(table: pa.Table, op: AggregateOp) -> pa.Table | None:
+    """``partial``'s result computed with Arrow, or None when a column's type needs Spark's rules."""
+    schema = table.schema
+    if not all(_has(schema, k, _KEY_TYPES) for k in op.key_by):
+        return None
+    specs: list[tuple[Any, str]] = [([], "count_all")]
+    names, types = [ROWS], [pa.int64()]
+    for agg in op.aggregations:
+        if agg.op == "count":
+            specs.append(([], "count_all"))
+            types.append(pa.int64())
+        else:
+            if schema.get_field_index(str(agg.column)) < 0:
+                return None  # Spark's error names the missing column
+            kind = schema.field(str(agg.column)).type
+            if agg.op == "sum" and pa.types.is_signed_integer(kind):
+                types.append(pa.int64())
+            elif agg.op == "sum" and pa.types.is_floating(kind):
+                types.append(pa.float64())
+            elif agg.op in ("min", "max") and _has(schema, str(agg.column), _ORDERED):
+                types.append(kind)
+            else:
+                return None
+            specs.append((str(agg.column), agg.op))
+        names.append(agg.name)
+    grouped = table.group_by(list(op.key_by), use_threads=False).aggregate(specs)
+    keys = len(op.key_by)  # the result holds the keys, then the aggregates in the order asked
+    columns = [grouped.column(i) for i in range(keys)]
+    columns += [grouped.column(keys + i).cast(t) for i, t in enumerate(types)]
+    return pa.Table.from_arrays(columns, names=[*op.key_by, *names])
+
+
+def _has(schema: pa.Schema, name: str, types: tuple[Any, ...]) -> bool:
+    i = schema.get_field_index(name)
+    return i >= 0 and any(ok(schema.field(i).type) for ok in types)
+
+
+def null_key_rows(table: pa.Table, op: AggregateOp) -> pa.Table:
+    """The rows of ``table`` with a null in any key column."""
+    mask = pc.is_null(table.column(op.key_by[0]))
+    for key in op.key_by[1:]:
+        mask = pc.or_(mask, pc.is_null(table.column(key)))
+    return table.filter(mask)
 
 
 def null_key_filter(op: AggregateOp) -> Any:

@@ -12,9 +12,10 @@ A task runs as follows:
 - source: read the recorded offset range (generated or from files), send
   malformed records to the dead-letter output;
 - transform: inputs -> a DataFrame (``dataflow.frames``) -> user function;
-- aggregate: one Spark ``groupBy`` on the step's rows, merged into the
+- aggregate: the step's rows grouped (Arrow's hash aggregation, or Spark's
+  ``groupBy`` for the types that need Spark's rules), merged into the
   channel's running state with Arrow (``dataflow.aggregate``);
-- rebuild: the same ``groupBy`` over all kept inputs of steps ``1..k``;
+- rebuild: the same grouping over all kept inputs of steps ``1..k``;
   the result *is* the state at k;
 - sink: stage this channel's part of the step behind the barrier;
 - then the stages chained after it (``dataflow/chains.py``): a transform's
@@ -186,11 +187,14 @@ class TaskRunner:
         if table is None:  # a rebuild with nothing after its base (or from nothing)
             self.states[task.ref] = base
             return None, []
-        df = to_dataframe(self.spark, table)
-        part, nulls = agg.split_null_keys(agg.partial(df, op).toArrow(), op)
+        partial = agg.partial_arrow(table, op)
+        if partial is None:  # a type whose result only Spark's rules give (aggregate.py)
+            partial = agg.partial(to_dataframe(self.spark, table), op).toArrow()
+        part, nulls = agg.split_null_keys(partial, op)
         dead = []
         if nulls and task.kind is TaskKind.AGGREGATE:
-            for row in df.filter(agg.null_key_filter(op)).toArrow().to_pylist():
+            # through Spark, as the rows would have reached a Spark function: the record is Spark's JSON of it
+            for row in to_dataframe(self.spark, agg.null_key_rows(table, op)).toArrow().to_pylist():
                 dead.append(DeadLetter(json.dumps(row, default=str), f"null key in {', '.join(op.key_by)}", f"{task.stage}.{task.channel}"))
         if task.kind is TaskKind.REBUILD:
             self.states[task.ref] = agg.merge(base, part, op)[0]

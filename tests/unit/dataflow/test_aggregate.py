@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ftpipeline.dataflow.aggregate import ROWS, empty_state, merge, split_null_keys
+from ftpipeline.dataflow.aggregate import ROWS, empty_state, merge, partial_arrow, split_null_keys
 from ftpipeline.spec.model import AggregateOp, Aggregation
 
 OP = AggregateOp(
@@ -219,3 +220,37 @@ def test_merging_partials_equals_aggregating_all_rows(batches: list[list[tuple[s
         assert by_key(updated) == {k: totals[k] for k in {k for k, _ in batch}}
     assert state is not None
     assert by_key(state) == aggregate_rows(seen)
+
+
+@pytest.mark.parametrize("column, kind", [
+    ("price", pa.decimal128(10, 2)),   # Spark widens a decimal sum's precision
+    ("price", pa.timestamp("us")),     # Spark attaches the session time zone
+])
+def test_a_type_with_sparks_own_rules_is_left_to_spark(column: str, kind: pa.DataType) -> None:
+    table = pa.table({"user": ["a"], "day": [1], "price": pa.array([None], kind)})
+    op = AggregateOp(("user",), (Aggregation("x", "sum" if pa.types.is_decimal(kind) else "min", column),))
+    assert partial_arrow(table, op) is None
+
+
+def test_floating_min_and_max_are_left_to_spark() -> None:
+    op = AggregateOp(("user",), (Aggregation("lo", "min", "price"),))
+    assert partial_arrow(pa.table({"user": ["a"], "price": [float("nan")]}), op) is None
+
+
+def test_arrows_partial_counts_sums_and_orders() -> None:
+    table = pa.table({"user": ["a", "b", "a", None], "amount": pa.array([1, 2, 3, 4], pa.int32()),
+                      "ts": [5, 6, 7, 8]})
+    part = partial_arrow(table, OP)
+    assert part is not None
+    assert part.schema == SCHEMA
+    assert sorted(part.to_pylist(), key=str) == sorted([
+        {"user": "a", ROWS: 2, "n": 2, "total": 4, "lo": 5, "hi": 7},
+        {"user": "b", ROWS: 1, "n": 1, "total": 2, "lo": 6, "hi": 6},
+        {"user": None, ROWS: 1, "n": 1, "total": 4, "lo": 8, "hi": 8},
+    ], key=str)
+
+
+def test_a_missing_column_is_left_to_spark_whose_error_names_it() -> None:
+    op = AggregateOp(("user",), (Aggregation("t", "sum", "amount"),))
+    assert partial_arrow(pa.table({"user": ["a"]}), op) is None
+    assert partial_arrow(pa.table({"amount": [1]}), op) is None
