@@ -36,6 +36,7 @@ from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.session import open_session
 from ftpipeline.coordinator.trigger import Reason
 from ftpipeline.dataflow.deadletter import default_dead_letter_root
+from ftpipeline.dataflow.graph import Graph
 from ftpipeline.embedded.redis import redis_command
 from ftpipeline.embedded.zookeeper import zookeeper_command
 from ftpipeline.lineage.naming import WorkerId
@@ -234,6 +235,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     spec = _override(loaded, args)
     resuming = args.resume or args.from_checkpoint is not None
+    per_step = len(Graph.physical(spec).channels())  # one task per channel of the chained graph
+    if args.kill_at_step is not None and not args.kill_during_checkpoint and args.kill_after_tasks > per_step:
+        console.print(f"[red]error:[/red] --kill-after-tasks {args.kill_after_tasks}: a step of {spec.name} has "
+                      f"{per_step} tasks (chained stages run as one), so the kill would never happen; "
+                      f"use 0..{per_step}")
+        return 2
     if args.overwrite:
         spec = _overwriting(spec)
     if not resuming and not _prepare_outputs(spec, console):

@@ -55,6 +55,15 @@ def test_invalid_pipeline_fails_before_any_worker_starts(tmp_path: Path, edit: s
     assert not (tmp_path / "run" / "workers").exists()
 
 
+def test_a_kill_after_more_tasks_than_a_step_has_is_refused_before_any_worker_starts(tmp_path: Path) -> None:
+    """Chained stages run as one task, so a step of the example has 6 tasks (3 channels twice), not 12."""
+    pipeline = clickstream(tmp_path, "kill-too-late", steps=2)
+    run = run_cli(pipeline, tmp_path / "run", "--kill-at-step", "2", "--kill-after-tasks", "7", timeout_s=60)
+    assert run.code == 2
+    assert "--kill-after-tasks 7: a step of kill-too-late has 6 tasks" in " ".join(run.output.split()), run.output
+    assert not (tmp_path / "run" / "workers").exists()
+
+
 MODULE = '''
 from pyspark.sql import functions as F
 

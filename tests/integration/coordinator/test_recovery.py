@@ -26,7 +26,7 @@ from ..pipelines import EXAMPLE, CliRun, clickstream, run_cli, sampled
 def test_example_survives_a_killed_worker(tmp_path: Path, redis_url: str, spark: object, seed: int) -> None:
     rng = random.Random(seed)
     kill_step = rng.randint(2, 18)
-    after_tasks = rng.randint(1, 10)
+    after_tasks = rng.randint(1, 4)  # of the step's 5 tasks: events+clean chained (3 channels), per-user+output (2)
     pipeline = clickstream(tmp_path, f"kill{seed}", steps=20, parallelism={"events": 3, "clean": 3, "per-user": 2, "output": 2})
     run = run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url, "--kill-at-step", str(kill_step),
                   "--kill-after-tasks", str(after_tasks), "--seed", str(seed))
@@ -49,8 +49,9 @@ def test_recovery_replays_only_the_lost_work_and_does_not_wait_for_the_replaceme
     takes channels back (it runs tasks).
     """
     # three workers; the aggregate and the sink have two channels, so w2 runs events.2 and clean.2 only
-    # 30 steps: the replacement's JVM needs a while on a loaded machine before it can join
-    pipeline = clickstream(tmp_path, "replay", steps=30, parallelism={"events": 3, "clean": 3, "per-user": 2, "output": 2})
+    # 50 steps (~20 s): the replacement's JVM needs a while on a loaded machine before it can join
+    steps = 50
+    pipeline = clickstream(tmp_path, "replay", steps=steps, parallelism={"events": 3, "clean": 3, "per-user": 2, "output": 2})
     run = run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url, "--kill-at-step", "3",
                   "--kill-after-tasks", "3", "--kill-worker", "w2")
     assert run.code == 0, run.output
@@ -63,7 +64,7 @@ def test_recovery_replays_only_the_lost_work_and_does_not_wait_for_the_replaceme
     [join] = run.summary["joins"]
     assert join["worker"] == "w3" and join["committed"] >= 3  # step 3 committed without it
     assert run.summary["tasks_by_worker"].get("w3", 0) > 0
-    [result] = compare(spark, load_pipeline(pipeline), 30)
+    [result] = compare(spark, load_pipeline(pipeline), steps)
     assert result.equal, result
 
 
