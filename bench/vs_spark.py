@@ -8,7 +8,7 @@ in the machine's load hits both alike).
     python bench/vs_spark.py [--workloads aggregate six-stage stateless] [--sizes 5000 50000]
                              [--steps 20] [--warmup 3] [--pairs 2] [--parallelism 2] [--json FILE]
                              [--ours-args=--no-chaining]
-    python bench/vs_spark.py --recovery [--kills 5] [--kill-step 6] [--sizes 50000]
+    python bench/vs_spark.py --recovery [--kills 5] [--kill-step 6] [--sizes 50000] [--checkpoint-every 1]
 
 Workloads (``bench/vs_spark_workloads.py``), each at every ``--sizes`` rows per step:
 
@@ -37,6 +37,10 @@ each at its own pace) and the sum is the time either was busy.
 --seed K``; the seed picks the worker) and the time to the next commit is the summary's
 ``to_commit_seconds``; SS's driver process (with its JVM) is SIGKILLed once batch S is committed,
 restarted on the same checkpoint, and timed from the kill until the next batch is committed.
+SS writes its state store every batch; ftpipeline checkpoints every ``--checkpoint-every`` steps
+(1 by default, the same durability), so the lost worker's aggregate state is restored from the
+newest snapshot and only the steps after it are recomputed. ``--checkpoint-every 0`` shows lineage
+alone, which rebuilds that state from every step's kept inputs.
 """
 
 from __future__ import annotations
@@ -296,21 +300,23 @@ def recovery(args: argparse.Namespace, console: Console, tmp: Path) -> dict[str,
         for side in ("ours", "spark") if seed % 2 == 0 else ("spark", "ours"):
             work = fresh(tmp / side)
             pipeline = wl.pipeline(work / "pipeline.yaml", "aggregate", data, work / "out", size, steps,
-                                   args.parallelism)
+                                   args.parallelism, args.checkpoint_every)
             if side == "ours":
                 ours.append(ours_recovery(pipeline, work, args.kill_step, seed))
             else:
                 spark.append(spark_recovery(pipeline, work, args.parallelism, args.kill_step, "output"))
             console.print(f"kill {seed + 1} {side:5}: {(ours if side == 'ours' else spark)[-1]:.2f} s to the next commit")
     m_ours, m_spark = statistics.median(ours), statistics.median(spark)
-    t = Table(title=f"recovery, aggregate at {size:,} rows/step: kill at step {args.kill_step}, {args.kills} kills")
+    every = f"ftpipeline checkpoints every {args.checkpoint_every} steps" if args.checkpoint_every else "no checkpoints"
+    t = Table(title=f"recovery, aggregate at {size:,} rows/step: kill at step {args.kill_step}, {args.kills} kills, {every}")
     for column in ("side", "what is killed", "median s to next commit", "each (s)"):
         t.add_column(column)
     t.add_row("ftpipeline", "one worker (seeded), mid-step", f"{m_ours:.2f}", " ".join(f"{x:.2f}" for x in ours))
     t.add_row("Spark SS", "the driver + JVM, batch committed", f"{m_spark:.2f}", " ".join(f"{x:.2f}" for x in spark))
     console.print(t)
     console.print(f"ratio ours÷SS: {m_ours / m_spark:.2f}")
-    return {"rows_per_step": size, "kill_step": args.kill_step, "ours_seconds": ours, "spark_seconds": spark,
+    return {"rows_per_step": size, "kill_step": args.kill_step, "checkpoint_every": args.checkpoint_every,
+            "ours_seconds": ours, "spark_seconds": spark,
             "ours_median": m_ours, "spark_median": m_spark, "ratio": m_ours / m_spark}
 
 
@@ -327,6 +333,9 @@ def main() -> None:
                                                                 "the last --sizes value)")
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--kill-step", type=int, default=6)
+    parser.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
+                        help="--recovery: ftpipeline checkpoints every N steps, as SS keeps its state every batch "
+                             "(0: none, lineage alone rebuilds the lost state from step 1)")
     parser.add_argument("--ours-args", nargs="*", default=[], metavar="ARG",
                         help="extra options of ftpipeline run (e.g. --ours-args=--no-chaining)")
     parser.add_argument("--json", type=Path, help="write the results here")
