@@ -97,10 +97,14 @@ def _has(schema: pa.Schema, name: str, types: tuple[Any, ...]) -> bool:
 
 def null_key_rows(table: pa.Table, op: AggregateOp) -> pa.Table:
     """The rows of ``table`` with a null in any key column."""
+    return table.filter(_null_key_mask(table, op))
+
+
+def _null_key_mask(table: pa.Table, op: AggregateOp) -> Any:
     mask = pc.is_null(table.column(op.key_by[0]))
     for key in op.key_by[1:]:
         mask = pc.or_(mask, pc.is_null(table.column(key)))
-    return table.filter(mask)
+    return mask
 
 
 def null_key_filter(op: AggregateOp) -> Any:
@@ -114,9 +118,7 @@ def null_key_filter(op: AggregateOp) -> Any:
 
 def split_null_keys(part: pa.Table, op: AggregateOp) -> tuple[pa.Table, int]:
     """Drop partial rows with a null key; return them counted (rows of the original batch)."""
-    mask = pc.is_null(part.column(op.key_by[0]))
-    for key in op.key_by[1:]:
-        mask = pc.or_(mask, pc.is_null(part.column(key)))
+    mask = _null_key_mask(part, op)
     bad = part.filter(mask)
     return part.filter(pc.invert(mask)), int(pc.sum(bad.column(ROWS)).as_py() or 0)
 
