@@ -128,6 +128,8 @@ def _override(spec: PipelineSpec, args: argparse.Namespace) -> PipelineSpec:
                                if getattr(args, option) is not None}
     if getattr(args, "no_chaining", False):
         changes["chaining"] = False
+    if getattr(args, "no_plan_reuse", False):
+        changes["reuse_plans"] = False
     if args.mode is not None:
         changes["mode"] = args.mode
         changes["window"] = (args.window or 3) if args.mode == "pipelined" else 1
@@ -376,6 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--window", type=int, help="pipelined: uncommitted steps in flight (overrides spec.steps.window)")
     run.add_argument("--no-chaining", action="store_true",
                      help="run every stage as a task of its own (sets spec.chaining to false)")
+    run.add_argument("--no-plan-reuse", action="store_true",
+                     help="call the pipeline's functions for every task (sets spec.reusePlans to false)")
     run.add_argument("--resume", action="store_true",
                      help="continue a previous run of this pipeline from its newest checkpoint on disk")
     run.add_argument("--from-checkpoint", type=int, metavar="EPOCH",

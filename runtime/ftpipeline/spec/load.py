@@ -215,6 +215,16 @@ def _find_cycle(inputs: Mapping[str, Sequence[str]]) -> list[str]:
     return []
 
 
+def _pickle_by_value(module: ModuleType) -> None:
+    """Spark's Python workers cannot import a module loaded from a file under a name of ours, so a UDF
+    defined in it travels by value (its code), not as a reference to the module."""
+    try:
+        from pyspark import cloudpickle
+    except ImportError:  # a process without Spark pickles nothing
+        return
+    cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
+
+
 def load_entry_module(entry_point: str, base_dir: Path) -> ModuleType:
     """Import the entry point: a .py file (relative to ``base_dir``) or a dotted module."""
     if entry_point.endswith(".py") or "/" in entry_point:
@@ -236,6 +246,7 @@ def load_entry_module(entry_point: str, base_dir: Path) -> ModuleType:
         except BaseException:
             del sys.modules[module_name]  # never cache a half-imported module
             raise
+        _pickle_by_value(module)
         return module
     return importlib.import_module(entry_point)
 
@@ -312,6 +323,7 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
         base_dir=base_dir,
         fault_tolerance=spec.get("faultTolerance", True),
         chaining=spec.get("chaining", True),
+        reuse_plans=spec.get("reusePlans", True),
         mode=steps.get("mode", "lockstep"),
         window=steps.get("window", 3) if steps.get("mode") == "pipelined" else 1,
         max_steps=steps.get("maxSteps"),
@@ -384,8 +396,10 @@ def load_pipeline(path: str | Path, check_entry_point: bool = True) -> PipelineS
 
 def worker_spec(config: Mapping[str, Any]) -> PipelineSpec:
     """The spec a worker is given by the coordinator (``create``/``hello``): the document, and the
-    identity its state is keyed by and how its stages are chained, which the document alone does not carry
-    (``ftpipeline run --no-chaining`` overrides it): the workers' tasks must be the coordinator's."""
+    identity its state is keyed by and how its stages are chained and planned, which the document alone does
+    not carry (``ftpipeline run --no-chaining``/``--no-plan-reuse`` override it): the workers' tasks must be
+    the coordinator's."""
     spec = parse_pipeline(config["spec"], Path(config["base_dir"]), check_entry_point=False)
     return replace(spec, identity=config.get("identity", ""), label=config.get("label", ""),
-                   chaining=bool(config.get("chaining", spec.chaining)))
+                   chaining=bool(config.get("chaining", spec.chaining)),
+                   reuse_plans=bool(config.get("reuse_plans", spec.reuse_plans)))

@@ -117,6 +117,7 @@ class PipelineSpec:
     trigger: Trigger = field(default_factory=Trigger)
     recovery_strategy: str = "lineage"
     chaining: bool = True            # run one-to-one neighbours as one task (``dataflow/chains.py``)
+    reuse_plans: bool = True         # build a chain's Spark plan once, run it every step (``dataflow/plans.py``)
     heartbeat_timeout_ms: int = 6000  # ZooKeeper session timeout of each worker (its heartbeat)
     restart_max: int = 5             # replacements allowed within restart_window_s
     restart_window_s: int = 600

@@ -239,6 +239,11 @@ SPEC_SCHEMA: Schema = _obj(
                           "output and the downstream's only input; the downstream a transform or a sink) as one "
                           "task and one Spark job, as Flink chains operators (default true). Lineage is then kept "
                           "at the chains' boundaries. Off: every stage is a task of its own.", True),
+        "reusePlans": _bool("Build each chain's Spark plan once per worker and input schema, and run it on every "
+                            "step's rows, as Structured Streaming runs a query's plan on each micro-batch (default "
+                            "true). The pipeline's functions are then called once, not per step, so they must "
+                            "describe a transformation and not act per call. Off: they are called for every task.",
+                            True),
         "suspend": _bool("Stop the workers and keep the pipeline's state (Redis, checkpoints, output). Setting it "
                          "back to false resumes from the newest checkpoint and the step log.", False),
         "checkpointNonce": _str("Change this value (any string) to take a checkpoint now."),

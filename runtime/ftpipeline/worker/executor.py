@@ -48,7 +48,8 @@ from ftpipeline.dataflow import aggregate as agg
 from ftpipeline.dataflow.deadletter import default_dead_letter_root, write_dead_letters
 from ftpipeline.dataflow.frames import to_dataframe
 from ftpipeline.dataflow.graph import Graph
-from ftpipeline.dataflow.partition import split
+from ftpipeline.dataflow.partition import hashing, split, wanted
+from ftpipeline.dataflow.plans import Plans
 from ftpipeline.dataflow.sources import DeadLetter, SourceReader, make_reader
 from ftpipeline.lineage.naming import Channel, Task, TaskKind
 from ftpipeline.obs.errors import one_line
@@ -78,6 +79,7 @@ class TaskRunner:
         self.graph = Graph.physical(spec)
         self.module = module
         self.buffer = buffer
+        self.plans = Plans(spark, buffer.root / "scan", reuse=spec.reuse_plans)
         self.readers: dict[str, SourceReader] = {s.name: make_reader(s, module) for s in self.graph.sources()}
         self.sinks = {s.name: ParquetBundleSink(s.sink.path) for s in self.graph.sinks() if s.sink}
         self.dead_letters = default_dead_letter_root(spec)
@@ -130,51 +132,63 @@ class TaskRunner:
 
     def run(self, task: Task, inputs: list[list[Any]]) -> dict[str, Any]:
         stage = self.graph.stage(task.stage)
-        data: Any = None
         dead: list[DeadLetter] = []
         table, rows_in = self._inputs(inputs)
         if task.kind is TaskKind.SOURCE:
             assert task.offsets is not None
             lo, hi = task.offsets
             batch = self.readers[task.stage].read(task.channel, task.step, lo, hi)
-            data, dead, rows_in = batch.table, batch.dead_letters, hi - lo
-        elif task.kind is TaskKind.TRANSFORM:
-            assert table is not None
-            data = self._transform(stage, table)
+            table, dead, rows_in = batch.table, batch.dead_letters, hi - lo
         elif task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD):
             assert stage.aggregate is not None
-            data, dead = self._aggregate(task, table, stage.aggregate)
+            table, dead = self._aggregate(task, table, stage.aggregate)  # a rebuild returns none: its chain ran
         elif task.kind is TaskKind.SINK:
             assert table is not None
             self._sink(task, stage, table)
-        if task.kind is not TaskKind.REBUILD:  # a rebuild restores state; its chain ran when the steps did
-            for member in stage.chain:
-                if member.kind is StageKind.SINK:
-                    self._sink(task, member, data.toArrow() if hasattr(data, "toArrow") else data)
-                    data = None
-                else:
-                    data = self._transform(member, data)
+            table = None
+        else:
+            assert table is not None  # a transform: its function opens the chain's program
+        if table is not None:
+            table = self._chain(task, stage, table)
         if dead and task.kind is not TaskKind.REBUILD:
             write_dead_letters(self.dead_letters, task.stage, task.step, task.channel, dead)
         outputs: list[list[Any]] = []
-        if data is not None:
+        if table is not None:
             key = f"{task.stage}.{task.channel}.{task.step}.{task.epoch}"
-            outputs = self.buffer.put_bundle(key, split(self.graph, task, data, self.spark))
+            outputs = self.buffer.put_bundle(key, split(self.graph, task, table))
         return {"task": task.to_json(), "outputs": outputs, "rows_in": rows_in, "dead_letters": len(dead)}
 
-    def _transform(self, stage: StageSpec, data: Any) -> Any:
-        """The stage's user function on ``data`` (an Arrow table, or the DataFrame of the stage chained before:
-        Spark then plans both functions as one job)."""
+    def _chain(self, task: Task, stage: StageSpec, table: pa.Table) -> pa.Table | None:
+        """The rest of the chain after its head's own work, as one program run by Spark
+        (``dataflow/plans.py``): the transforms' functions, then the hash columns of the chain's
+        output edges; then the chain's sink, or the output for the objects downstream wants."""
+        functions = [m for m in (stage, *stage.chain) if m.kind is StageKind.TRANSFORM]
+        sink = stage.chain[-1] if stage.chain and stage.chain[-1].kind is StageKind.SINK else None
+        route = None if sink else hashing(self.graph, task.stage)
+        if sink is None and not wanted(self.graph, task):
+            return None  # nothing downstream asks for this output (a recovery re-run for other objects)
+        program = [self._function(m) for m in functions] + ([route] if route else [])
+        if program:
+            table = self.plans.run(task.stage, _compose(program), table)
+        if sink is not None:
+            self._sink(task, sink, table)
+            return None
+        return table
+
+    def _function(self, stage: StageSpec) -> Callable[[Any], Any]:
+        """The stage's user function on a DataFrame, its failures named after the stage."""
         assert stage.function is not None
         fn = getattr(self.module, stage.function)
-        df = to_dataframe(self.spark, data) if isinstance(data, pa.Table) else data
-        try:
-            out = fn(df)
-        except Exception as exc:
-            raise UserCodeError(f"stage {stage.name!r}: {stage.function}() raised {type(exc).__name__}: {exc}") from exc
-        if not hasattr(out, "toArrow"):
-            raise UserCodeError(f"stage {stage.name!r}: {stage.function}() returned {type(out).__name__}, expected a DataFrame")
-        return out
+
+        def call(df: Any) -> Any:
+            try:
+                out = fn(df)
+            except Exception as exc:
+                raise UserCodeError(f"stage {stage.name!r}: {stage.function}() raised {type(exc).__name__}: {exc}") from exc
+            if not hasattr(out, "toArrow"):
+                raise UserCodeError(f"stage {stage.name!r}: {stage.function}() returned {type(out).__name__}, expected a DataFrame")
+            return out
+        return call
 
     def _sink(self, task: Task, stage: StageSpec, table: pa.Table) -> None:
         if not self.may_write():
@@ -202,6 +216,14 @@ class TaskRunner:
         state, updated = agg.merge(self.states.get(task.ref), part, op)
         self.states[task.ref] = state
         return updated, dead
+
+
+def _compose(program: list[Callable[[Any], Any]]) -> Callable[[Any], Any]:
+    def run(df: Any) -> Any:
+        for step in program:
+            df = step(df)
+        return df
+    return run
 
 
 def build_session(master: str, conf: dict[str, str], work_dir: Path, app: str) -> Any:

@@ -49,8 +49,8 @@ def test_recovery_replays_only_the_lost_work_and_does_not_wait_for_the_replaceme
     takes channels back (it runs tasks).
     """
     # three workers; the aggregate and the sink have two channels, so w2 runs events.2 and clean.2 only
-    # 50 steps (~20 s): the replacement's JVM needs a while on a loaded machine before it can join
-    steps = 50
+    # 100 steps (~20 s): the replacement's JVM needs a while on a loaded machine before it can join
+    steps = 100
     pipeline = clickstream(tmp_path, "replay", steps=steps, parallelism={"events": 3, "clean": 3, "per-user": 2, "output": 2})
     run = run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url, "--kill-at-step", "3",
                   "--kill-after-tasks", "3", "--kill-worker", "w2")
@@ -84,30 +84,43 @@ def test_losing_a_worker_without_fault_tolerance_fails_clearly(tmp_path: Path, r
     assert "faultTolerance is false" in run.output
 
 
-# The clean stage of the example, but its 4th call in a worker marks the file MARK with the worker's
-# process group and waits: the test kills the worker there, after the chain's source has read its rows
-# and before the chain's output exists.
+# The clean stage of the example behind a Python UDF that holds the first row of step 4 or later
+# (event ids count a channel's rows: 3,000 per step here): it marks the file MARK with its worker's
+# process group and waits, so the test kills the worker there, while Spark runs the chain, after the
+# chain's source has read its rows and before the chain's output exists. A UDF runs on every step's
+# rows, whether or not the chain's plan is reused (dataflow/plans.py). It runs in a Python process
+# Spark forks in a process group of its own: the mark holds its pid, and the test kills the worker
+# whose process group holds one of its ancestors (its JVM), then the UDF's process.
 MID_CHAIN = '''
 import os, sys, time
 sys.path.insert(0, {example!r})
+from pyspark.sql import functions as F
 from clickstream import generate_events, clean_events as _clean
 
-_calls = 0
 
-
-def clean_events(df):
-    global _calls
-    _calls += 1
-    if _calls == 4:
+def _hold(event_id):
+    if int(event_id.split("-")[1]) >= 9000 and not os.path.exists({mark!r}):
         try:
             fd = os.open({mark!r}, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
-            return _clean(df)
-        os.write(fd, str(os.getpgid(0)).encode())
+            return True
+        os.write(fd, str(os.getpid()).encode())
         os.close(fd)
         time.sleep(60)
-    return _clean(df)
+    return True
+
+
+def clean_events(df):
+    return _clean(df.filter(F.udf(_hold, "boolean", useArrow=False)(F.col("event_id"))))
 '''
+
+
+def _ancestors(pid: int) -> list[int]:
+    found = []
+    while pid > 1:
+        found.append(pid)
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return found
 
 
 def test_a_kill_in_the_middle_of_a_chain_reruns_the_chain_whole(tmp_path: Path, redis_url: str, spark: object) -> None:
@@ -124,9 +137,12 @@ def test_a_kill_in_the_middle_of_a_chain_reruns_the_chain_whole(tmp_path: Path, 
     while not (mark.exists() and mark.read_text()) and runner.is_alive() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert mark.exists(), "no worker reached the middle of a chain"
-    pgid = int(mark.read_text())
-    killed = next(p.parent.name for p in (tmp_path / "run" / "workers").glob("*/pgid") if int(p.read_text()) == pgid)
+    udf = int(mark.read_text())
+    groups = {int(p.read_text()): p.parent.name for p in (tmp_path / "run" / "workers").glob("*/pgid")}
+    pgid = next(os.getpgid(pid) for pid in _ancestors(udf) if os.getpgid(pid) in groups)
+    killed = groups[pgid]
     os.killpg(pgid, signal.SIGKILL)
+    os.kill(udf, signal.SIGKILL)
     runner.join(900)
     [run] = done
     assert run.code == 0, run.output
