@@ -8,8 +8,10 @@ one of a wider schema (two edges, one of which adds a column) leaves exactly
 such an empty batch behind. A rebuild concatenates many steps, so it met one:
 it folded 315 of its 700 input rows into the state and reported 700.
 
-Every conversion in the runtime goes through ``to_dataframe``, which hands
-Spark only the non-empty batches.
+Every ``createDataFrame`` in the runtime goes through ``to_dataframe``,
+which hands Spark only the non-empty batches. (Most tables reach Spark as a
+Parquet scan instead, ``dataflow/plans.py``: the Parquet writer keeps every
+batch.)
 """
 
 from __future__ import annotations

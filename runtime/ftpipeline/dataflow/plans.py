@@ -36,7 +36,7 @@ not once per step: they must describe a transformation, as a Structured
 Streaming query's do, and not act per call. A pipeline whose functions do
 act per call sets ``spec.reusePlans: false``: every task then calls them,
 still on a Parquet scan of its rows. Rows of a type this path is not proven
-for (``SCANNED``) take ``createDataFrame`` and a call per task, so a result
+for (``scannable``) take ``createDataFrame`` and a call per task, so a result
 never depends on which path ran.
 """
 
@@ -104,9 +104,7 @@ class Plans:
             return self._execute(template.plan).toArrow()
         if template is not None:
             return self._once(key, program, table)
-        self._made += 1
-        template = _Template(self.scan_root / f"{key}-{self._made}")
-        template.scan.mkdir(parents=True, exist_ok=True)
+        template = self._new(key)
         df = self._scan(template, table)
         out = program(df)  # a user error leaves no template: the next task builds one again
         self._templates[slot] = template
@@ -117,15 +115,19 @@ class Plans:
     def _once(self, key: str, program: Program, table: pa.Table) -> pa.Table:
         """The program called on this task's rows alone, in a directory of their own: Spark's cache
         matches a file scan by its directory, so a program that caches never meets an older task's."""
-        self._made += 1
-        once = _Template(self.scan_root / f"{key}-{self._made}")
-        once.scan.mkdir(parents=True, exist_ok=True)
+        once = self._new(key)
         try:
             return program(self._scan(once, table)).toArrow()
         finally:
             shutil.rmtree(once.scan, ignore_errors=True)
 
     # --- the scan directory: one file, this task's rows ------------------------------------------
+
+    def _new(self, key: str) -> _Template:
+        self._made += 1
+        template = _Template(self.scan_root / f"{key}-{self._made}")
+        template.scan.mkdir(parents=True, exist_ok=True)
+        return template
 
     def _write(self, template: _Template, table: pa.Table) -> None:
         self._files += 1  # a new name per task: nothing Spark might keep by path sees stale rows

@@ -11,16 +11,17 @@ A task runs as follows:
 
 - source: read the recorded offset range (generated or from files), send
   malformed records to the dead-letter output;
-- transform: inputs -> a DataFrame (``dataflow.frames``) -> user function;
+- transform: its inputs, concatenated into one Arrow table;
 - aggregate: the step's rows grouped (Arrow's hash aggregation, or Spark's
   ``groupBy`` for the types that need Spark's rules), merged into the
   channel's running state with Arrow (``dataflow.aggregate``);
 - rebuild: the same grouping over all kept inputs of steps ``1..k``;
   the result *is* the state at k;
 - sink: stage this channel's part of the step behind the barrier;
-- then the stages chained after it (``dataflow/chains.py``): a transform's
-  function applied to the DataFrame so far (no Arrow in between, so Spark
-  runs the chain as one job), a sink staging it;
+- then the rest of its chain (``dataflow/chains.py``) as one program run
+  by Spark (``dataflow/plans.py``, the plan built once and reused): the
+  transforms' functions, then the hash columns of the output edges; a
+  chained sink stages the result;
 
 then the output is split per downstream channel (``dataflow.partition``) and
 written as Arrow IPC objects. A user exception is reported as a task
