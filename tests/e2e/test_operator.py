@@ -56,14 +56,32 @@ def _install(namespace: str, *values: str) -> str:
     """The chart installed into the test's namespace (the CRD comes from the crd fixture)."""
     repo, _, tag = IMAGE.rpartition(":")
     release = "ftp"
-    subprocess.run(
+    out = subprocess.run(
         ["helm", "install", release, str(ROOT / "charts" / "ftpipeline"), "--namespace", namespace,
          "--set", f"image.repository={repo},image.tag={tag},image.pullPolicy=Never,crds.enabled=false",
          "--set", "operator.resources.requests.cpu=10m,redis.resources.requests.cpu=10m",
          "--set", "zookeeper.resources.requests.cpu=10m", *values,
          "--wait", "--timeout", "5m"],
-        check=True, capture_output=True, text=True)
+        capture_output=True, text=True)
+    if out.returncode != 0:
+        raise AssertionError(f"helm install into {namespace} failed: {out.stderr.strip()}\n"
+                             + "\n".join(pods_not_ready(namespace)))
     return release
+
+
+def pods_not_ready(namespace: str) -> list[str]:
+    """Why an install did not become ready: each pod's phase and waiting reasons, and the namespace's warnings."""
+    from kubernetes import config
+
+    api = client.CoreV1Api(config.new_client_from_config())
+    lines = []
+    for pod in api.list_namespaced_pod(namespace).items:
+        waiting = [f"{c.name}: {c.state.waiting.reason} {c.state.waiting.message or ''}".strip()
+                   for c in pod.status.container_statuses or [] if c.state and c.state.waiting]
+        lines.append(f"pod {pod.metadata.name} {pod.status.phase} {'; '.join(waiting)}".strip())
+    lines += [f"event {e.involved_object.kind}/{e.involved_object.name} {e.reason}: {e.message}"
+              for e in api.list_namespaced_event(namespace).items if e.type == "Warning"]
+    return lines
 
 
 @pytest.fixture
