@@ -59,6 +59,7 @@ from ftpipeline.commandlog.zklog import CommandLog, Follower
 log = logging.getLogger("ftpipeline.peer")
 
 
+FULL_READ_S = 5.0  # a peer lists the whole log this often even when its watch says nothing changed
 RING_REASONS = ("heartbeat expired", "peer-gc")  # a peer's report of a vanished heartbeat, not a coordinator's verdict
 
 
@@ -90,6 +91,7 @@ class Peer:
         self._reported: set[str] = set()
         self._accepted: set[str] = set()
         self._retry_at = 0.0
+        self._full_read_at = 0.0
         self._run_epoch: int | None = None
         self._thread: threading.Thread | None = None
 
@@ -179,10 +181,15 @@ class Peer:
                     self._expired.clear()
                     self._come_back_or_fence("the ZooKeeper session expired")
                     continue
-                self.follower.refresh()
+                if time.monotonic() >= self._full_read_at:  # the safety net under the watch
+                    self._full_read_at = time.monotonic() + FULL_READ_S
+                    self.follower.refresh()
+                elif self.follower.changed.is_set():
+                    self.follower.catch_up()
                 self.react(self.follower.state)
             except Exception as exc:  # a connection blip: the next wake tries again
                 log.warning("peer step failed", extra={"peer": self.id, "error": repr(exc)})
+                self._full_read_at = 0.0  # what the failed read missed: read it all next time
                 time.sleep(0.2)
                 self.wake.set()
 

@@ -17,7 +17,15 @@ snapshot and folds only the tail. Compaction may run while others read: a
 reader that finds a command gone (``NoNodeError``), or a snapshot newer than
 its position, reloads from the snapshot. (Sequence numbers are not
 contiguous — the parent's counter also counts deletions — so a gap in the
-numbers proves nothing.)
+numbers proves nothing. The converse does: when the first command after a
+reader's position is numbered position + 1, nothing between was deleted, and
+the reader need not look at the snapshot.)
+
+Reading is the log's main cost: every append wakes every follower (the
+coordinator and one peer per worker), two appends per step. A follower
+therefore folds from the children list its watch delivered
+(:meth:`Follower.catch_up`) instead of listing again, and skips the
+snapshot when the numbers run on: one read of the new command per append.
 
     EMPTY --append--> LOG(tail) --compact(N)--> SNAPSHOT(N) + LOG(tail > N)
 """
@@ -100,9 +108,11 @@ class CommandLog:
             return ClusterState()
         return ClusterState.from_json(json.dumps(json.loads(data)["state"]))
 
-    def read_after(self, seq: int) -> list[Command] | None:
-        """Commands after ``seq`` in order, or None if some were compacted away (reload the snapshot)."""
-        names = [n for n in self._children() if int(n[len(PREFIX):]) > seq]
+    def read_after(self, seq: int, listed: list[str] | None = None) -> list[Command] | None:
+        """Commands after ``seq`` in order, or None if some were compacted away (reload the snapshot).
+        ``listed``: the log's children as a watch just delivered them (else they are listed here)."""
+        children = self._children() if listed is None else sorted(c for c in listed if c.startswith(PREFIX))
+        names = [n for n in children if int(n[len(PREFIX):]) > seq]
         out: list[Command] = []
         for name in names:
             try:
@@ -111,6 +121,8 @@ class CommandLog:
                 return None
             d = json.loads(data)
             out.append(Command(int(name[len(PREFIX):]), d.pop("k"), d))
+        if out and out[0].seq == seq + 1:
+            return out  # nothing between seq and the tail was deleted: no compaction passed seq
         if self._snapshot_seq() > seq:
             return None  # a compaction deleted commands after seq (sequence numbers have gaps anyway)
         return out
@@ -138,9 +150,11 @@ class Follower:
         self.changed = threading.Event()
         self.on_change = on_change
         self._watching = True
+        self._listed: list[str] | None = None  # the children the watch delivered last, not yet folded
         self.log.zk.ChildrenWatch(self.log.dir, self._on_children, send_event=False)
 
     def _on_children(self, children: list[str]) -> bool:
+        self._listed = children
         self.changed.set()
         if self.on_change is not None:
             self.on_change()
@@ -149,7 +163,18 @@ class Follower:
     def refresh(self) -> list[tuple[Command, ClusterState]]:
         """Fold commands appended since the last call; returns each with the state *before* it."""
         self.changed.clear()
-        tail = self.log.read_after(self.state.seq)
+        self._listed = None
+        return self._fold(None)
+
+    def catch_up(self) -> list[tuple[Command, ClusterState]]:
+        """:meth:`refresh` as far as the watch's last list reaches (a later append wakes the watch
+        again), without listing the log once more; with no list delivered since, a refresh."""
+        self.changed.clear()  # first: a list delivered from now on sets it again
+        listed, self._listed = self._listed, None
+        return self._fold(listed)
+
+    def _fold(self, listed: list[str] | None) -> list[tuple[Command, ClusterState]]:
+        tail = self.log.read_after(self.state.seq, listed)
         if tail is None:  # compacted past our position: continue from the snapshot
             snap = self.log.snapshot()
             if snap.seq > self.state.seq:

@@ -113,7 +113,7 @@ class Journal:
         follower = self.follower
         if follower is None or not follower.changed.is_set():
             return out
-        for cmd, before in self._zk(follower.refresh, "reading the command log"):
+        for cmd, before in self._zk(follower.catch_up, "reading the command log"):
             if cmd.kind != "leave" or cmd.get("by") == "coordinator":
                 continue
             worker = WorkerId(str(before.members.get(str(cmd.get("peer"))) or ""))

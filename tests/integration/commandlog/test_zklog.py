@@ -87,6 +87,38 @@ def test_a_follower_behind_a_compaction_continues_from_the_snapshot(zk: KazooCli
     other.close()
 
 
+def test_a_follower_catching_up_from_its_watch_folds_every_command_across_compactions(
+        zk: KazooClient, zookeeper: str) -> None:
+    """catch_up folds from the list the watch delivered and skips the snapshot while the numbers run
+    on; a compaction that passes it in between must still leave it equal to the whole log."""
+    name = f"log{uuid.uuid4().hex[:8]}"
+    log = CommandLog(zk, name)
+    other = client(zookeeper)
+    follower = Follower(CommandLog(other, name))
+    reads: list[str] = []
+    real_get = other.get
+    other.get = lambda path, *a, **k: (reads.append(path), real_get(path, *a, **k))[1]  # type: ignore[method-assign]
+    for step in range(1, 61):
+        log.append("step-started", step=step, offsets={"s.0": [step - 1, step]})
+        log.append("step-committed", step=step)
+        if step % 20 == 0:  # the follower lags: the compaction deletes commands it has not read
+            log.compact(log.load())
+        elif step % 3 == 0:
+            wait_for(follower.changed.is_set)
+            follower.catch_up()
+            assert follower.state.committed <= step
+    wait_for(lambda: follower.changed.is_set() or follower.state == log.load())
+    follower.catch_up()
+    wait_for(lambda: follower.catch_up() is not None and follower.state == log.load())
+    assert follower.state.committed == 60
+    snapshot_reads = [r for r in reads if r.endswith("log-snapshot")]
+    command_reads = [r for r in reads if "/log/" in r]
+    # 17 catch-ups in the loop: only those behind one of the 3 compactions (and the waits' last ones) look
+    assert command_reads and len(snapshot_reads) <= 8, (len(snapshot_reads), len(command_reads))
+    other.stop()
+    other.close()
+
+
 def test_peers_form_a_ring_and_a_silent_peer_is_reported_by_its_watcher(zookeeper: str, zk: KazooClient) -> None:
     name = f"ring{uuid.uuid4().hex[:8]}"
     fenced: list[str] = []
