@@ -35,7 +35,8 @@ Run progress
 ``run-started`` opens a run epoch (a coordinator started or restarted; a
 fresh run forgets progress, a resumed one keeps it) and dissolves the ring:
 peers of an earlier run are no longer members, so they stop. ``step-started``
-is written before a step's tasks are handed out and carries its offsets (kept
+is sent as a step's tasks are handed out, accepted before any later command
+(so before the step's ``step-committed``), and carries its offsets (kept
 for every step after the newest checkpoint, so a resume re-runs those steps
 exactly, even if Redis lost its step log);
 ``step-committed`` before its output is released; ``recovery`` before a

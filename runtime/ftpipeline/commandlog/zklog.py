@@ -39,6 +39,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
+from kazoo.interfaces import IAsyncResult
 from kazoo.retry import KazooRetry
 
 from ftpipeline.commandlog.state import KINDS, ClusterState, Command, apply
@@ -69,6 +70,14 @@ class CommandLog:
         data = json.dumps({"k": kind, **body}, sort_keys=True).encode()
         path = self.retry(self.zk.create, f"{self.dir}/{PREFIX}", data, sequence=True)
         return int(str(path).rsplit(PREFIX, 1)[1])
+
+    def append_async(self, kind: str, **body: Any) -> IAsyncResult:
+        """Send one command without waiting; the result's ``get()`` gives its path once accepted.
+        ZooKeeper applies one session's requests in the order they were sent."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown command kind {kind!r}")
+        data = json.dumps({"k": kind, **body}, sort_keys=True).encode()
+        return self.zk.create_async(f"{self.dir}/{PREFIX}", data, sequence=True)
 
     def compact(self, state: ClusterState) -> int:
         """Make ``state`` (a fold up to ``state.seq``) the snapshot and delete the commands it covers."""

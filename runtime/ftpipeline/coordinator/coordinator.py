@@ -340,8 +340,9 @@ class Coordinator:
 
     def _trigger(self, trigger: StepTrigger, step: int, reason: Reason, offsets: dict[Channel, tuple[int, int]]) -> None:
         now = self.clock()
-        self.journal.append("step-started", step=step, offsets={c.key(): list(o) for c, o in offsets.items()})
         self.store.record_step(StepRecord(step, offsets, reason.value))  # before the step runs
+        # in the command log while the tasks run; settled before anything else is logged (journal.py)
+        self.journal.append_ahead("step-started", step=step, offsets={c.key(): list(o) for c, o in offsets.items()})
         for ch, (_, hi) in offsets.items():
             self.next_offsets[ch] = hi
         self.triggered = step

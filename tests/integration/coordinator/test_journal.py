@@ -1,0 +1,77 @@
+"""The coordinator's journal on a real ZooKeeper: a step's start sent ahead keeps the log's order."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss
+
+from ftpipeline.commandlog.state import fold
+from ftpipeline.commandlog.zklog import CommandLog
+from ftpipeline.coordinator.journal import Journal
+from ftpipeline.obs.metrics import RunMetrics
+
+
+@pytest.fixture
+def zk(zookeeper: str) -> Iterator[KazooClient]:
+    c = KazooClient(hosts=zookeeper, timeout=10.0)
+    c.start(timeout=10)
+    yield c
+    c.stop()
+    c.close()
+
+
+def journal(log: CommandLog) -> Journal:
+    return Journal(log, tables=None, store=None, metrics=RunMetrics("journal-test"),  # type: ignore[arg-type]
+                   pipeline="journal-test")
+
+
+def kinds(log: CommandLog) -> list[tuple[str, Any]]:
+    commands = log.read_after(-1)
+    assert commands is not None
+    return [(c.kind, c.body.get("step")) for c in commands]
+
+
+def test_a_start_sent_ahead_lands_before_the_commands_that_follow_it(zk: KazooClient) -> None:
+    log = CommandLog(zk, f"journal{uuid.uuid4().hex[:8]}")
+    j = journal(log)
+    for step in range(1, 31):
+        j.append_ahead("step-started", step=step, offsets={"events.0": [step - 1, step]})
+        j.append("step-committed", step=step)
+    j.append_ahead("step-started", step=31, offsets={"events.0": [30, 31]})
+    j.append("suspended", reason="test")
+    expected = [(k, s) for step in range(1, 31) for k, s in (("step-started", step), ("step-committed", step))]
+    assert kinds(log) == expected + [("step-started", 31), ("suspended", None)]
+    state = log.load()
+    assert state.committed == 30 and state.started[31] == {"events.0": (30, 31)}
+    assert j._appended == 62
+
+
+class Lost:
+    """A send whose connection dropped: ZooKeeper may or may not have taken it."""
+
+    def get(self, timeout: float | None = None) -> str:
+        raise ConnectionLoss()
+
+
+def test_a_start_whose_send_was_lost_is_appended_again_before_the_commit(zk: KazooClient) -> None:
+    log = CommandLog(zk, f"journal{uuid.uuid4().hex[:8]}")
+    j = journal(log)
+    j.append_ahead("step-started", step=1, offsets={"events.0": [0, 5]})
+    j.append("step-committed", step=1)
+    real = log.append_async
+    log.append_async = lambda kind, **body: (real(kind, **body), Lost())[1]  # type: ignore[method-assign]
+    j.append_ahead("step-started", step=2, offsets={"events.0": [5, 9]})  # taken, but reported lost
+    log.append_async = real  # type: ignore[method-assign]
+    j.append("step-committed", step=2)
+    # the start is in the log twice (the server took the first send), both before the commit
+    assert kinds(log) == [("step-started", 1), ("step-committed", 1), ("step-started", 2), ("step-started", 2),
+                          ("step-committed", 2)]
+    commands = log.read_after(-1)
+    assert commands is not None
+    state = fold(commands)
+    assert state.committed == 2 and state.conflicting_starts == 0
