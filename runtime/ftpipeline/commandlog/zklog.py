@@ -12,7 +12,8 @@ appends: one total order that every reader sees.
 
 Compaction answers the seed's open question (a new peer would otherwise
 replay the whole history): :meth:`CommandLog.compact` writes the fold up to
-some N as the snapshot, then deletes the commands <= N. A reader loads the
+some N as the snapshot, then deletes the commands <= N (in transactions of
+up to ``TXN_DELETES``, so followers wake once per batch). A reader loads the
 snapshot and folds only the tail. Compaction may run while others read: a
 reader that finds a command gone (``NoNodeError``), or a snapshot newer than
 its position, reloads from the snapshot. (Sequence numbers are not
@@ -45,6 +46,7 @@ from kazoo.retry import KazooRetry
 from ftpipeline.commandlog.state import KINDS, ClusterState, Command, apply
 
 PREFIX = "c-"
+TXN_DELETES = 500  # commands deleted per transaction by a compaction
 
 
 def base_path(pipeline: str) -> str:
@@ -89,14 +91,29 @@ class CommandLog:
             self.retry(self.zk.set, self.snapshot_path, data)
         else:
             self.retry(self.zk.create, self.snapshot_path, data)
-        deleted = 0
-        for name in self._children():
-            if int(name[len(PREFIX):]) <= state.seq:
-                try:
-                    self.zk.delete(f"{self.dir}/{name}")
-                    deleted += 1
-                except NoNodeError:
-                    pass
+        covered = [n for n in self._children() if int(n[len(PREFIX):]) <= state.seq]
+        if not covered:
+            return 0
+        # in transactions: one write to ZooKeeper's log and one wake-up of each follower per
+        # TXN_DELETES commands, not per command (and each request well under ZooKeeper's 1 MB)
+        def delete_all(names: list[str]) -> list[Any]:  # a transaction commits once: a retry builds another
+            txn = self.zk.transaction()
+            for name in names:
+                txn.delete(f"{self.dir}/{name}")
+            return list(txn.commit())
+
+        rest: list[str] = []
+        for i in range(0, len(covered), TXN_DELETES):
+            chunk = covered[i:i + TXN_DELETES]
+            if any(isinstance(r, Exception) for r in self.retry(delete_all, chunk)):
+                rest += chunk
+        deleted = len(covered) - len(rest)
+        for name in rest:  # another compactor took some of them: the rest one by one
+            try:
+                self.zk.delete(f"{self.dir}/{name}")
+                deleted += 1
+            except NoNodeError:
+                pass
         return deleted
 
     # --- reading -------------------------------------------------------------

@@ -87,6 +87,22 @@ def test_a_follower_behind_a_compaction_continues_from_the_snapshot(zk: KazooCli
     other.close()
 
 
+def test_a_compaction_racing_another_deletes_the_rest_and_the_log_still_folds_whole(zk: KazooClient) -> None:
+    """Compaction deletes in transactions; when another compactor took some commands first, the
+    transaction fails as a whole and the rest go one by one."""
+    log = CommandLog(zk, f"log{uuid.uuid4().hex[:8]}")
+    for step in range(1, 61):
+        log.append("step-started", step=step, offsets={"s.0": [step - 1, step]})
+        log.append("step-committed", step=step)
+    whole = log.load()
+    commands = log.read_after(-1)
+    assert commands is not None
+    for cmd in commands[10:20]:  # the other compactor's work, part done
+        zk.delete(f"{log.dir}/c-{cmd.seq:010d}")
+    assert log.compact(fold(commands[:100])) == 90
+    assert log.znodes() == 20 and log.load() == whole
+
+
 def test_a_follower_catching_up_from_its_watch_folds_every_command_across_compactions(
         zk: KazooClient, zookeeper: str) -> None:
     """catch_up folds from the list the watch delivered and skips the snapshot while the numbers run
