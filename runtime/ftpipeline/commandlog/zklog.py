@@ -65,21 +65,21 @@ class CommandLog:
         self.retry(self.zk.ensure_path, self.peers)
 
     # --- writing -------------------------------------------------------------
-    def append(self, kind: str, **body: Any) -> int:
-        """Append one command; returns its sequence number once ZooKeeper has accepted it."""
+    @staticmethod
+    def _encode(kind: str, body: dict[str, Any]) -> bytes:
         if kind not in KINDS:
             raise ValueError(f"unknown command kind {kind!r}")
-        data = json.dumps({"k": kind, **body}, sort_keys=True).encode()
-        path = self.retry(self.zk.create, f"{self.dir}/{PREFIX}", data, sequence=True)
+        return json.dumps({"k": kind, **body}, sort_keys=True).encode()
+
+    def append(self, kind: str, **body: Any) -> int:
+        """Append one command; returns its sequence number once ZooKeeper has accepted it."""
+        path = self.retry(self.zk.create, f"{self.dir}/{PREFIX}", self._encode(kind, body), sequence=True)
         return int(str(path).rsplit(PREFIX, 1)[1])
 
     def append_async(self, kind: str, **body: Any) -> IAsyncResult:
         """Send one command without waiting; the result's ``get()`` gives its path once accepted.
         ZooKeeper applies one session's requests in the order they were sent."""
-        if kind not in KINDS:
-            raise ValueError(f"unknown command kind {kind!r}")
-        data = json.dumps({"k": kind, **body}, sort_keys=True).encode()
-        return self.zk.create_async(f"{self.dir}/{PREFIX}", data, sequence=True)
+        return self.zk.create_async(f"{self.dir}/{PREFIX}", self._encode(kind, body), sequence=True)
 
     def compact(self, state: ClusterState) -> int:
         """Make ``state`` (a fold up to ``state.seq``) the snapshot and delete the commands it covers."""
@@ -117,8 +117,10 @@ class CommandLog:
         return deleted
 
     # --- reading -------------------------------------------------------------
-    def _children(self) -> list[str]:
-        return sorted(c for c in self.retry(self.zk.get_children, self.dir) if c.startswith(PREFIX))
+    def _children(self, listed: list[str] | None = None) -> list[str]:
+        """The commands' names in order: of ``listed`` if given, else of a fresh listing."""
+        names = self.retry(self.zk.get_children, self.dir) if listed is None else listed
+        return sorted(c for c in names if c.startswith(PREFIX))
 
     def _snapshot_seq(self) -> int:
         try:
@@ -137,8 +139,7 @@ class CommandLog:
     def read_after(self, seq: int, listed: list[str] | None = None) -> list[Command] | None:
         """Commands after ``seq`` in order, or None if some were compacted away (reload the snapshot).
         ``listed``: the log's children as a watch just delivered them (else they are listed here)."""
-        children = self._children() if listed is None else sorted(c for c in listed if c.startswith(PREFIX))
-        names = [n for n in children if int(n[len(PREFIX):]) > seq]
+        names = [n for n in self._children(listed) if int(n[len(PREFIX):]) > seq]
         out: list[Command] = []
         for name in names:
             try:
