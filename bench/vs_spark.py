@@ -69,6 +69,8 @@ sys.path.insert(0, str(BENCH))
 
 import vs_spark_workloads as wl  # noqa: E402
 
+from ftpipeline.obs.spans import busy_seconds, step_spans  # noqa: E402
+
 SS_SIDE = BENCH / "ss_side.py"
 
 
@@ -137,8 +139,9 @@ def out_rows(directory: Path) -> dict[str, int]:
 def run_ours(pipeline: Path, work: Path, rows_per_step: int, warmup: int, extra: list[str]) -> Side:
     command(ours_command(pipeline, work, *extra), "ftpipeline run")
     summary = json.loads((work / "summary.json").read_text())
-    seconds = [float(s) for s in summary["step_seconds"][warmup:]]
-    return Side(rows_per_step * len(seconds), seconds, sum(seconds), out_rows(work / "out"))
+    spans = step_spans(summary["commit_at"], summary["step_seconds"])[warmup:]
+    seconds = [end - start for start, end in spans]
+    return Side(rows_per_step * len(spans), seconds, busy_seconds(spans), out_rows(work / "out"))
 
 
 def batches(reports: list[dict[str, Any]]) -> dict[int, tuple[float, float]]:
@@ -149,16 +152,6 @@ def batches(reports: list[dict[str, Any]]) -> dict[int, tuple[float, float]]:
             start = datetime.fromisoformat(p["timestamp"]).timestamp()
             spans[p["batchId"]] = (start, start + p["durationMs"]["triggerExecution"] / 1000)
     return spans
-
-
-def busy_seconds(spans: list[tuple[float, float]]) -> float:
-    """Length of the union of the intervals."""
-    total, reach = 0.0, float("-inf")
-    for start, end in sorted(spans):
-        if end > reach:
-            total += end - max(start, reach)
-            reach = end
-    return total
 
 
 def run_spark(pipeline: Path, work: Path, rows_per_step: int, warmup: int, cores: int) -> Side:

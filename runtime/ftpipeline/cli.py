@@ -43,6 +43,7 @@ from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.obs.metrics import RunMetrics
+from ftpipeline.obs.spans import busy_seconds, step_spans
 from ftpipeline.spec.load import SpecError, load_pipeline
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.worker.executor import build_session
@@ -164,7 +165,7 @@ def _prepare_outputs(spec: PipelineSpec, console: Console) -> bool:
 
 def _summary(console: Console, spec: PipelineSpec, result: RunResult) -> None:
     table = Table(title=f"{spec.name}: {result.committed} steps committed", show_header=False)
-    rate = result.source_rows / max(sum(result.step_seconds), 1e-9)
+    rate = result.source_rows / max(busy_seconds(step_spans(result.commit_at, result.step_seconds)), 1e-9)
     table.add_row("rows read", f"{result.source_rows:,} ({rate:,.0f} rows/s over the steps)")
     table.add_row("wall time", f"{result.seconds:.1f} s")
     table.add_row("recoveries", str(len(result.recoveries)))

@@ -39,7 +39,8 @@ is sent as a step's tasks are handed out, accepted before any later command
 (so before the step's ``step-committed``), and carries its offsets (kept
 for every step after the newest checkpoint, so a resume re-runs those steps
 exactly, even if Redis lost its step log);
-``step-committed`` before its output is released; ``recovery`` before a
+``step-committed`` is sent as the next step's tasks go out and accepted
+before the step's output is released; ``recovery`` before a
 recovery plan is applied, starting a new epoch; ``resumed`` when a restarted
 coordinator reopened a cut (the steps after it commit again). A worker that is not a
 member of the current epoch's ring (a *zombie*) is fenced off.

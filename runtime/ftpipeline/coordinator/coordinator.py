@@ -2,9 +2,10 @@
 
 One loop, one thread, so every decision is taken in a definite order. Each
 turn it (1) handles the workers' messages and any lost worker, (2) commits
-every step whose tasks are all done, in order (the barrier releases it),
-(3) moves the current checkpoint along, (4) triggers the next step if the
-window allows and a trigger reason holds. Lockstep is a window of one step;
+every step whose tasks are all done, in order, sending each commit to the
+command log, (3) moves the current checkpoint along, (4) triggers the next
+step if the window allows and a trigger reason holds, (5) once the commits
+are in the log, releases their steps (the barrier). Lockstep is a window of one step;
 pipelined mode keeps up to ``window`` uncommitted steps in flight, and its
 checkpoints stay consistent through vector clocks (``checkpoint/``).
 
@@ -190,6 +191,7 @@ class Coordinator:
         self._step_rows: dict[int, int] = {}
         self._done_in_step: dict[int, int] = {}
         self._step_seconds: list[float] = []
+        self._unreleased: list[int] = []  # committed this turn, released once their commits are in the log
         self._commit_at: list[float] = []
         self._replay_until = 0        # steps up to this one are re-run after a rollback
         self._recomputed_rows = 0     # rows read again by recovery: re-run tasks and replayed steps
@@ -367,16 +369,28 @@ class Coordinator:
         self.members.call_any("release", {"step": step}, f"release step {step}")  # idempotent
 
     def _commit_ready(self) -> None:
+        """Decide every step whose tasks are all done, in order: its commit is sent to the command
+        log without waiting, so the next step can go out while ZooKeeper writes it; the output
+        is released by :meth:`_release_committed` once the commit is in the log."""
         while self.committed < self.triggered:
             step = self.committed + 1
             if any(t.step <= step for t in self.outstanding.values()):
                 return
-            self.journal.append("step-committed", step=step)  # decided: a restart re-releases it if need be
+            self.journal.append_ahead("step-committed", step=step)  # decided: a restart re-releases it if need be
+            self.committed = step
+            self._unreleased.append(step)
+
+    def _release_committed(self) -> None:
+        """Release the steps decided since the last call, once their commits are in the log."""
+        if not self._unreleased:
+            return
+        self.journal.settle()
+        steps, self._unreleased = self._unreleased, []
+        for step in steps:
             if step > self.released:
                 self._release(step)
                 self.released = step
             self.store.commit(step)
-            self.committed = step
             now = self.clock()
             elapsed = now - self._step_started.pop(step, now)
             self._step_seconds.append(elapsed)
@@ -433,9 +447,12 @@ class Coordinator:
             self._commit_ready()
             self.members.start_replacements(self.committed)
             self._checkpoint_tick()
-            if self._finished():
+            finished = self._finished()
+            if not finished:
+                self._maybe_trigger(trigger)  # the next step goes out while the last one's commit is written
+            self._release_committed()
+            if finished:
                 break
-            self._maybe_trigger(trigger)
             if self.outstanding and self.clock() - self.last_progress > self.stall_timeout_s:
                 pending = ", ".join(sorted(self.outstanding)[:10])
                 raise PipelineFailed(f"no progress for {self.stall_timeout_s:.0f}s; pending: {pending}")

@@ -7,9 +7,13 @@ reports become lost workers:
     OPEN    --open(resume)--> run-started (a new run epoch; on a resume the steps after the
                               resume point get back the offsets they were started with)
     any decision --append--> a command, before the decision is acted on
-    a step's start --append_ahead--> a command sent while the step's tasks run: settled (its
-                              acceptance awaited, or the append redone) before any other command
-                              and so before the step commits; the log's order is unchanged
+    a step's start, a step's commit --append_ahead--> sent without waiting: a start while the
+                              step's tasks run, a commit while the next step's tasks go out
+    sends in flight --settle--> each one's acceptance awaited in order (ZooKeeper applies one
+                              session's requests in the order sent); from the first that failed on,
+                              appended again the waiting way. Run before any other command, and
+                              before a committed step's output is released; the log's order is
+                              the order of the calls
     a ring member's 'leave' --deaths()--> a worker the coordinator must treat as lost
     every ``compact_every`` commands --> the fold written as a snapshot, the covered commands deleted
 
@@ -54,7 +58,7 @@ class Journal:
         self.log_znodes_max = 0
         self._appended = 0
         self._crash = CrashPoint.from_env()
-        self._ahead: tuple[str, dict[str, Any], Any] | None = None  # sent, not yet known accepted
+        self._ahead: list[tuple[str, dict[str, Any], Any]] = []  # sent in this order, not yet known accepted
 
     def _zk(self, fn: Callable[[], T], what: str) -> T:
         """``fn`` against ZooKeeper; while it is out of reach the run waits here (``outages.py``)."""
@@ -70,35 +74,45 @@ class Journal:
             self._appended_one(kind)
 
     def append_ahead(self, kind: str, **body: Any) -> None:
-        """Send ``kind`` and go on; :meth:`settle` (run by the next append) makes sure it landed.
+        """Send ``kind`` and go on; :meth:`settle` makes sure it landed, and in order.
 
         For a step's start: its offsets are in Redis's step log before its tasks run, and a step
-        commits only after its start is in this log, so waiting for ZooKeeper's write here would
-        only hold the tasks back (two fsyncs of the log per step were a tenth of a step's time)."""
+        commits only after its start is in this log. For a step's commit: its output is released
+        only after :meth:`settle`, so the next step's tasks go out while ZooKeeper writes it.
+        Waiting for each write instead held every step back by two fsyncs of ZooKeeper's log."""
         if self.commands is not None:
-            self.settle()
+            if any(sent is None for _, _, sent in self._ahead):  # an earlier one could not be sent
+                self._ahead.append((kind, body, None))
+                return
             try:
-                self._ahead = (kind, body, self.commands.append_async(kind, **body))
-            except Exception as exc:  # the client would not even queue it: the waiting way
+                self._ahead.append((kind, body, self.commands.append_async(kind, **body)))
+            except Exception as exc:  # the client would not even queue it: settle appends it
                 log.warning("command not sent ahead", extra={"kind": kind, "error": repr(exc)})
-                self.append(kind, **body)
+                self._ahead.append((kind, body, None))
 
     def settle(self) -> None:
-        """Wait until the command sent ahead is accepted; if sending it failed (ZooKeeper out of
-        reach), append it again the waiting way (``outages.py``). A retry after a lost connection
-        may log it twice: a repeated step start with the same offsets folds to the same state."""
-        ahead, self._ahead = self._ahead, None
-        if ahead is None:
-            return
-        kind, body, sent = ahead
-        try:
-            sent.get(timeout=SETTLE_TIMEOUT_S)
-        except Exception as exc:
-            log.warning("command sent ahead not accepted: appending it again",
-                        extra={"kind": kind, "error": repr(exc)})
-            self.append(kind, **body)
-            return
-        self._appended_one(kind)
+        """Wait until every command sent ahead is accepted, in the order sent. From the first whose
+        send failed (ZooKeeper out of reach) on, append them again the waiting way (``outages.py``):
+        ZooKeeper applies a session's requests in order, so none after a failed one was applied
+        without it. A retry after a lost connection may log one twice: a repeated step start with
+        the same offsets, or a repeated commit, folds to the same state."""
+        ahead, self._ahead = self._ahead, []
+        for i, (kind, body, sent) in enumerate(ahead):
+            try:
+                if sent is None:
+                    raise RuntimeError("not sent")
+                sent.get(timeout=SETTLE_TIMEOUT_S)
+            except Exception as exc:
+                log.warning("command sent ahead not accepted: appending it again",
+                            extra={"kind": kind, "error": repr(exc)})
+                for again_kind, again_body, _ in ahead[i:]:
+                    self.append(again_kind, **again_body)
+                return
+            self._appended_one(kind)
+
+    @property
+    def unsettled(self) -> int:
+        return len(self._ahead)
 
     def _appended_one(self, kind: str) -> None:
         self._appended += 1

@@ -1,4 +1,4 @@
-"""The coordinator's journal on a real ZooKeeper: a step's start sent ahead keeps the log's order."""
+"""The coordinator's journal on a real ZooKeeper: commands sent ahead keep the log's order."""
 
 from __future__ import annotations
 
@@ -36,13 +36,17 @@ def kinds(log: CommandLog) -> list[tuple[str, Any]]:
     return [(c.kind, c.body.get("step")) for c in commands]
 
 
-def test_a_start_sent_ahead_lands_before_the_commands_that_follow_it(zk: KazooClient) -> None:
+def test_starts_and_commits_sent_ahead_land_in_the_order_sent(zk: KazooClient) -> None:
     log = CommandLog(zk, f"journal{uuid.uuid4().hex[:8]}")
     j = journal(log)
+    j.append_ahead("step-started", step=1, offsets={"events.0": [0, 1]})
     for step in range(1, 31):
-        j.append_ahead("step-started", step=step, offsets={"events.0": [step - 1, step]})
-        j.append("step-committed", step=step)
-    j.append_ahead("step-started", step=31, offsets={"events.0": [30, 31]})
+        # as the coordinator does: a step's commit, then the next step's start, both in flight
+        j.append_ahead("step-committed", step=step)
+        j.append_ahead("step-started", step=step + 1, offsets={"events.0": [step, step + 1]})
+        assert j.unsettled == (3 if step == 1 else 2)
+        j.settle()  # before the step's output is released
+        assert j.unsettled == 0
     j.append("suspended", reason="test")
     expected = [(k, s) for step in range(1, 31) for k, s in (("step-started", step), ("step-committed", step))]
     assert kinds(log) == expected + [("step-started", 31), ("suspended", None)]
@@ -52,7 +56,8 @@ def test_a_start_sent_ahead_lands_before_the_commands_that_follow_it(zk: KazooCl
 
 
 class Lost:
-    """A send whose connection dropped: ZooKeeper may or may not have taken it."""
+    """A send whose connection dropped: ZooKeeper may or may not have taken it (the test decides
+    whether the real send went out)."""
 
     def get(self, timeout: float | None = None) -> str:
         raise ConnectionLoss()
@@ -75,3 +80,28 @@ def test_a_start_whose_send_was_lost_is_appended_again_before_the_commit(zk: Kaz
     assert commands is not None
     state = fold(commands)
     assert state.committed == 2 and state.conflicting_starts == 0
+
+
+def test_sends_from_the_first_that_failed_on_are_appended_again_in_order(zk: KazooClient) -> None:
+    log = CommandLog(zk, f"journal{uuid.uuid4().hex[:8]}")
+    j = journal(log)
+    j.append_ahead("step-started", step=1, offsets={"events.0": [0, 5]})
+    real = log.append_async
+    log.append_async = lambda kind, **body: Lost()  # type: ignore[method-assign,assignment]  # never sent
+    j.append_ahead("step-committed", step=1)
+    j.append_ahead("step-started", step=2, offsets={"events.0": [5, 9]})
+    log.append_async = real  # type: ignore[method-assign]
+    assert kinds(log) == [("step-started", 1)]  # the lost ones are not there yet
+    j.settle()
+    assert kinds(log) == [("step-started", 1), ("step-committed", 1), ("step-started", 2)]
+
+    def refuse(kind: str, **body: Any) -> Any:
+        raise ConnectionLoss()
+    log.append_async = refuse  # type: ignore[method-assign]
+    j.append_ahead("step-committed", step=2)   # could not be queued
+    log.append_async = real  # type: ignore[method-assign]
+    j.append_ahead("step-started", step=3, offsets={"events.0": [9, 12]})  # queued behind it, not sent
+    j.append("step-committed", step=3)
+    assert kinds(log)[3:] == [("step-committed", 2), ("step-started", 3), ("step-committed", 3)]
+    state = log.load()
+    assert state.committed == 3 and state.duplicate_commits == 0
