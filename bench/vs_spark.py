@@ -28,10 +28,11 @@ fresh process each time, as ftpipeline starts fresh workers each run.
 Cores: the machine has two, so both sides get two Spark cores: ftpipeline ``--parallelism``
 (2) workers of ``local[1]`` each, every stage 2 channels; SS ``local[2]`` with
 ``spark.sql.shuffle.partitions`` 2. Throughput is the rows of the measured steps (the first
-``--warmup`` are dropped on both sides) over the sum of their step seconds: ftpipeline's
-trigger-to-commit time, SS's ``triggerExecution``; a pipeline with two sinks is two SS queries,
-so there a step's latency is the longer of the two queries' batch k (they run side by side,
-each at its own pace) and the sum is the time either was busy.
+``--warmup`` are dropped on both sides) over the time the steps cover, the union of their
+spans: ftpipeline's trigger-to-release (a step goes out while its predecessor's commit is
+written, so spans overlap), SS's ``triggerExecution``; a pipeline with two sinks is two SS
+queries, so there a step's latency is the longer of the two queries' batch k (they run side
+by side, each at its own pace) and the union is the time either was busy.
 
 ``--recovery`` (aggregate workload): ftpipeline loses a worker mid-step S (``--kill-at-step S
 --seed K``; the seed picks the worker) and the time to the next commit is the summary's
