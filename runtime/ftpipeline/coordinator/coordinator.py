@@ -23,8 +23,9 @@ the steps commit when the re-run work is done. Under checkpoint recovery
 every worker reopens the newest committed cut and the steps after it replay
 from the step log. A replacement worker is not waited for: it is started
 once the next step has committed (so its JVM start does not slow the
-survivors down); when it joins it is created and, at a step boundary with no
-checkpoint in progress, takes stateless channels back.
+survivors down); when it joins it is created and, once a step is released
+with no checkpoint in progress, takes stateless channels back (from the next
+step handed out).
 
 Every decision is written to the command log (``commandlog/``) before it is
 acted on: the run's start, each step with its offsets before its tasks go
@@ -312,6 +313,8 @@ class Coordinator:
     def _maybe_trigger(self, trigger: StepTrigger) -> None:
         if self.triggered - self.committed >= self.spec.window:
             return
+        if not self.control.available("zookeeper"):
+            return  # its start could not be logged: no step goes out while the log is out of reach
         if self.spec.max_steps is not None and self.triggered >= self.spec.max_steps:
             return
         step = self.triggered + 1

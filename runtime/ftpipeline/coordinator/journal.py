@@ -25,12 +25,16 @@ method is a no-op.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from kazoo.handlers.threading import KazooTimeoutError
 
 from ftpipeline.commandlog.zkclient import UNREACHABLE
 from ftpipeline.commandlog.zklog import CommandLog, Follower
 from ftpipeline.control.store import RunStore, StepRecord
+from ftpipeline.coordinator.errors import Interrupted
 from ftpipeline.coordinator.faults import CrashPoint
 from ftpipeline.coordinator.outages import ControlPlane
 from ftpipeline.coordinator.trigger import Reason
@@ -41,6 +45,7 @@ from ftpipeline.obs.metrics import RunMetrics
 log = logging.getLogger("ftpipeline.coordinator")
 T = TypeVar("T")
 SETTLE_TIMEOUT_S = 30.0  # then the append is redone through the outage handling, which waits as long as it takes
+WAIT_SLICE_S = 0.5       # how often a wait for a send looks for a stop request
 
 
 class Journal:
@@ -92,16 +97,23 @@ class Journal:
 
     def settle(self) -> None:
         """Wait until every command sent ahead is accepted, in the order sent. From the first whose
-        send failed (ZooKeeper out of reach) on, append them again the waiting way (``outages.py``):
-        ZooKeeper applies a session's requests in order, so none after a failed one was applied
-        without it. A retry after a lost connection may log one twice: a repeated step start with
-        the same offsets, or a repeated commit, folds to the same state."""
+        send failed (ZooKeeper out of reach) on, append them again the waiting way (``outages.py``).
+
+        ZooKeeper applies a session's requests in the order sent, but a lost connection fails the
+        ones on the wire while kazoo holds the ones not yet sent and sends them after it reconnects.
+        So after a lost connection the log may hold a command twice, or a step's start before the
+        previous step's commit; the fold takes both (``commandlog/state.py``): a start repeated with
+        the same offsets changes nothing, a commit out of order is ignored and the one appended again
+        counts, a repeated commit is only counted. The output is released after this returns, so
+        never on a commit that is not in the log."""
         ahead, self._ahead = self._ahead, []
         for i, (kind, body, sent) in enumerate(ahead):
             try:
                 if sent is None:
                     raise RuntimeError("not sent")
-                sent.get(timeout=SETTLE_TIMEOUT_S)
+                self._wait(sent)
+            except Interrupted:
+                raise
             except Exception as exc:
                 log.warning("command sent ahead not accepted: appending it again",
                             extra={"kind": kind, "error": repr(exc)})
@@ -109,6 +121,24 @@ class Journal:
                     self.append(again_kind, **again_body)
                 return
             self._appended_one(kind)
+
+    def _wait(self, sent: Any) -> None:
+        """``sent``'s outcome, within ``SETTLE_TIMEOUT_S`` of ZooKeeper being connected: while it is
+        out of reach kazoo holds the request until the session is back (or fails it when the session
+        expires), so the wait goes on, as a waiting append would; a stop request is honoured meanwhile."""
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        while True:
+            try:
+                sent.get(timeout=WAIT_SLICE_S)
+                return
+            except KazooTimeoutError:
+                if self.control is not None:
+                    self.control.check_stop()
+                    if not self.control.available("zookeeper"):
+                        deadline = time.monotonic() + SETTLE_TIMEOUT_S  # counted again once it is back
+                        continue
+                if time.monotonic() >= deadline:
+                    raise
 
     @property
     def unsettled(self) -> int:
