@@ -100,13 +100,14 @@ def main() -> None:
     parser.add_argument("--work", type=Path, required=True, help="output, checkpoints and Spark's scratch space")
     parser.add_argument("--result", type=Path, help="write every query's progress reports here (JSON)")
     parser.add_argument("--cores", type=int, default=2, help="local[N] (default 2)")
+    parser.add_argument("--java-options", default="", help="JVM options of the driver (default: the JVM's own)")
     args = parser.parse_args()
     spec = load_pipeline(args.pipeline)
     module = load_entry_module(spec.entry_point, spec.base_dir)
     partitions = max(s.parallelism for s in spec.stages)
     spark = build_session(f"local[{args.cores}]", {"spark.sql.shuffle.partitions": str(partitions),
                                                     "spark.sql.streaming.numRecentProgressUpdates": "100000"},
-                          args.work / "spark", "vs-spark-ss")
+                          args.work / "spark", "vs-spark-ss", args.java_options)
     translation = Translation(spark, spec, module)
     queries = []
     for stage in spec.stages:

@@ -7,7 +7,7 @@ in the machine's load hits both alike).
 
     python bench/vs_spark.py [--workloads aggregate six-stage stateless] [--sizes 5000 50000]
                              [--steps 20] [--warmup 3] [--pairs 2] [--parallelism 2] [--json FILE]
-                             [--ours-args=--no-chaining]
+                             [--ours-args=--no-chaining] [--ss-java-options=OPTS]
     python bench/vs_spark.py --recovery [--kills 5] [--kill-step 6] [--sizes 50000] [--checkpoint-every 1]
 
 Workloads (``bench/vs_spark_workloads.py``), each at every ``--sizes`` rows per step:
@@ -71,6 +71,7 @@ sys.path.insert(0, str(BENCH))
 import vs_spark_workloads as wl  # noqa: E402
 
 from ftpipeline.obs.spans import busy_seconds, step_spans  # noqa: E402
+from ftpipeline.worker.executor import WORKER_JAVA_OPTIONS  # noqa: E402
 
 SS_SIDE = BENCH / "ss_side.py"
 
@@ -124,9 +125,11 @@ def ours_command(pipeline: Path, work: Path, *extra: str) -> list[str]:
             "--run-dir", str(work / "run"), "--summary-json", str(work / "summary.json"), *extra]
 
 
-def spark_command(pipeline: Path, work: Path, cores: int, result: Path | None = None) -> list[str]:
+def spark_command(pipeline: Path, work: Path, cores: int, result: Path | None = None,
+                  java_options: str = "") -> list[str]:
     return [sys.executable, str(SS_SIDE), str(pipeline), "--work", str(work), "--cores", str(cores),
-            *(["--result", str(result)] if result else [])]
+            *(["--result", str(result)] if result else []),
+            *([f"--java-options={java_options}"] if java_options else [])]
 
 
 def out_rows(directory: Path) -> dict[str, int]:
@@ -155,9 +158,9 @@ def batches(reports: list[dict[str, Any]]) -> dict[int, tuple[float, float]]:
     return spans
 
 
-def run_spark(pipeline: Path, work: Path, rows_per_step: int, warmup: int, cores: int) -> Side:
+def run_spark(pipeline: Path, work: Path, rows_per_step: int, warmup: int, cores: int, java_options: str) -> Side:
     result = work / "progress.json"
-    command(spark_command(pipeline, work, cores, result), "Spark Structured Streaming")
+    command(spark_command(pipeline, work, cores, result, java_options), "Spark Structured Streaming")
     queries = [batches(r) for r in json.loads(result.read_text()).values()]
     ids = sorted(set.intersection(*(set(q) for q in queries)))[warmup:]
     # a step's latency: the longest of its queries' batch k (they run side by side, each at its own
@@ -193,7 +196,7 @@ def compare(workload: str, size: int, data: Path, tmp: Path, args: argparse.Name
             if side == "ours":
                 ours.append(run_ours(pipeline, work, size, args.warmup, args.ours_args))
             else:
-                spark.append(run_spark(pipeline, work, size, args.warmup, args.parallelism))
+                spark.append(run_spark(pipeline, work, size, args.warmup, args.parallelism, args.ss_java_options))
             got = (ours if side == "ours" else spark)[-1]
             console.print(f"{workload} {size:,} rows/step, pair {pair + 1}, {side:5}: {got.rate:>10,.0f} rows/s, "
                           f"out {got.out_rows}")
@@ -269,9 +272,9 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def spark_recovery(pipeline: Path, work: Path, cores: int, step: int, sink: str) -> float:
+def spark_recovery(pipeline: Path, work: Path, cores: int, step: int, sink: str, java_options: str = "") -> float:
     commits = work / "checkpoints" / sink / "commits"
-    start = spark_command(pipeline, work, cores)
+    start = spark_command(pipeline, work, cores, java_options=java_options)
     proc = subprocess.Popen(start, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_commit(commits, step - 1, proc)  # batch ids count from 0: step S is batch S-1
@@ -298,7 +301,8 @@ def recovery(args: argparse.Namespace, console: Console, tmp: Path) -> dict[str,
             if side == "ours":
                 ours.append(ours_recovery(pipeline, work, args.kill_step, seed))
             else:
-                spark.append(spark_recovery(pipeline, work, args.parallelism, args.kill_step, "output"))
+                spark.append(spark_recovery(pipeline, work, args.parallelism, args.kill_step, "output",
+                                            args.ss_java_options))
             console.print(f"kill {seed + 1} {side:5}: {(ours if side == 'ours' else spark)[-1]:.2f} s to the next commit")
     m_ours, m_spark = statistics.median(ours), statistics.median(spark)
     every = f"ftpipeline checkpoints every {args.checkpoint_every} steps" if args.checkpoint_every else "no checkpoints"
@@ -332,6 +336,9 @@ def main() -> None:
                              "(0: none, lineage alone rebuilds the lost state from step 1)")
     parser.add_argument("--ours-args", nargs="*", default=[], metavar="ARG",
                         help="extra options of ftpipeline run (e.g. --ours-args=--no-chaining)")
+    parser.add_argument("--ss-java-options", default="", metavar="OPTS",
+                        help="JVM options of SS's driver (default: the JVM's own; ftpipeline's workers run with "
+                             f"{WORKER_JAVA_OPTIONS!r}, e.g. --ss-java-options='{WORKER_JAVA_OPTIONS}')")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
     if args.steps <= args.warmup or args.kill_step < 2 or min(args.pairs, args.kills, args.parallelism) < 1:
