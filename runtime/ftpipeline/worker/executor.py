@@ -229,10 +229,10 @@ def _compose(program: list[Callable[[Any], Any]]) -> Callable[[Any], Any]:
 
 # A worker's JVM runs one small Spark job per task: planning, analysis and codegen, far more than
 # tight loops over rows. Its C2 compiler kept recompiling that code for minutes, on cores the
-# other workers need (each worker is a JVM of its own); with C1 alone and the serial collector
-# (one executor thread, a small heap) a 25k-row stateless task took 0.15-0.17 s instead of
-# 0.21-0.22 s after 60 steps, and 0.21-0.23 s instead of 0.33-0.35 s over the first 20 steps
-# (two workers on two cores). FTPIPELINE_WORKER_JAVA_OPTIONS replaces them.
+# other workers need (each worker is a JVM of its own). With C1 alone and the serial collector
+# (one executor thread, a small heap), a stateless step of 25k rows per worker (two workers, two
+# cores) took 0.15-0.17 s instead of 0.21-0.22 s after 60 steps, and 0.21-0.23 s instead of
+# 0.33-0.35 s over the first 20. FTPIPELINE_WORKER_JAVA_OPTIONS replaces them.
 WORKER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
