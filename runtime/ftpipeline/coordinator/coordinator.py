@@ -83,6 +83,7 @@ log = logging.getLogger("ftpipeline.coordinator")
 # Longest wait for a worker event (BLPOP on the inbox, which returns as soon as one arrives): bounds how late
 # timers (trigger, checkpoints, detection) are looked at.
 POLL_S = 0.02
+RELEASE_RETRY_S = 0.5  # a release no worker answered is tried again after this (the losses are handled first)
 
 
 class Observer:
@@ -192,7 +193,8 @@ class Coordinator:
         self._step_rows: dict[int, int] = {}
         self._done_in_step: dict[int, int] = {}
         self._step_seconds: list[float] = []
-        self._unreleased: list[int] = []  # committed this turn, released once their commits are in the log
+        self._unreleased: list[int] = []  # committed, released once their commits are in the log
+        self._release_retry_at = self._release_failing_since = 0.0
         self._commit_at: list[float] = []
         self._replay_until = 0        # steps up to this one are re-run after a rollback
         self._recomputed_rows = 0     # rows read again by recovery: re-run tasks and replayed steps
@@ -277,6 +279,8 @@ class Coordinator:
         self.outstanding = {t.id: t for _, t in record.tasks}
         self.committed = self.triggered = boundary
         self.released = max(gt_last, boundary)
+        self._unreleased = []  # every step after the boundary commits again
+        self._release_failing_since = 0.0
         offsets = (manifest or {}).get("offsets", {})
         self.next_offsets = {Channel.parse(c): int(v) for c, v in offsets.items()}
         self.store.set_offsets(self.next_offsets)
@@ -368,8 +372,14 @@ class Coordinator:
         if not self.outstanding or self.last_progress < now - 1:
             self.last_progress = now
 
-    def _release(self, step: int) -> None:
-        self.members.call_any("release", {"step": step}, f"release step {step}")  # idempotent
+    def _release(self, step: int) -> bool:
+        """Release ``step`` through any worker (idempotent); False when none answers."""
+        try:
+            self.members.call_any("release", {"step": step}, f"release step {step}")
+        except PipelineFailed as exc:  # every worker just died: their losses are found next turn
+            log.warning("release deferred: no worker answers", extra={"step": step, "error": str(exc)})
+            return False
+        return True
 
     def _commit_ready(self) -> None:
         """Decide every step whose tasks are all done, in order: its commit is sent to the command
@@ -384,15 +394,25 @@ class Coordinator:
             self._unreleased.append(step)
 
     def _release_committed(self) -> None:
-        """Release the steps decided since the last call, once their commits are in the log."""
-        if not self._unreleased:
+        """Release the steps decided so far, in order, once their commits are in the log. When no
+        worker answers (all of them died), the rest wait: the losses are found next turn, and the
+        rollback that follows re-runs those steps, which commit and are released again."""
+        if not self._unreleased or self.clock() < self._release_retry_at:
             return
         self.journal.settle()
-        steps, self._unreleased = self._unreleased, []
-        for step in steps:
+        while self._unreleased:
+            step = self._unreleased[0]
             if step > self.released:
-                self._release(step)
+                if not self._release(step):
+                    now = self.clock()
+                    self._release_failing_since = self._release_failing_since or now
+                    if now - self._release_failing_since > self.stall_timeout_s:  # workers answer, but not this
+                        raise PipelineFailed(f"no worker could release step {step} for {self.stall_timeout_s:.0f}s")
+                    self._release_retry_at = now + RELEASE_RETRY_S
+                    return
                 self.released = step
+                self._release_failing_since = 0.0
+            self._unreleased.pop(0)
             self.store.commit(step)
             now = self.clock()
             elapsed = now - self._step_started.pop(step, now)
@@ -454,7 +474,7 @@ class Coordinator:
             if not finished:
                 self._maybe_trigger(trigger)  # the next step goes out while the last one's commit is written
             self._release_committed()
-            if finished:
+            if finished and not self._unreleased:
                 break
             if self.outstanding and self.clock() - self.last_progress > self.stall_timeout_s:
                 pending = ", ".join(sorted(self.outstanding)[:10])
