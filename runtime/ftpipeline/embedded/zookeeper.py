@@ -46,6 +46,25 @@ def zookeeper_command(data_dir: Path, port: int) -> list[str]:
             str(port), str(data_dir), str(TICK_MS)]
 
 
+def serving(port: int) -> bool:
+    """Whether the server on ``port`` serves sessions, not only listens.
+
+    It accepts connections before its database is loaded and closes them
+    until then; a client started in that window waits out its whole
+    connect timeout. ``srvr`` (the one four-letter word allowed by default)
+    reports a ``Mode`` only once it serves.
+    """
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2.0) as s:
+            s.sendall(b"srvr")
+            reply = b""
+            while chunk := s.recv(4096):
+                reply += chunk
+    except OSError:
+        return False
+    return b"Mode:" in reply
+
+
 class EmbeddedZooKeeper:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -68,13 +87,11 @@ class EmbeddedZooKeeper:
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"ZooKeeper exited with {self._proc.returncode}; see {self.directory / 'zookeeper.log'}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
-            except OSError:
-                time.sleep(0.1)
+            if serving(self.port):
+                return self
+            time.sleep(0.1)
         self.stop()
-        raise TimeoutError(f"ZooKeeper did not listen on {self.port} within {timeout_s}s")
+        raise TimeoutError(f"ZooKeeper did not serve on {self.port} within {timeout_s}s")
 
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
