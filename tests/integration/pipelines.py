@@ -42,6 +42,8 @@ def clickstream(
     strategy: str = "lineage",
     restart_budget: dict[str, int] | None = None,
     heartbeat_ms: int | None = None,
+    ttl_steps: int = 0,
+    state_backend: str | None = None,
 ) -> Path:
     """The example pipeline with test-sized knobs, writing into ``directory``."""
     doc = yaml.safe_load((EXAMPLE / "pipeline.yaml").read_text())
@@ -62,8 +64,12 @@ def clickstream(
     if checkpoint_every:
         spec["checkpoint"] = {"intervalSteps": checkpoint_every, "retain": retain,
                               "storage": {"path": str(directory / "checkpoints")}}
+    if state_backend is not None:
+        spec["state"] = {"backend": state_backend}
     for stage in spec["stages"]:
         stage["parallelism"] = (parallelism or {}).get(stage["name"], stage["parallelism"])
+        if "aggregate" in stage and ttl_steps:
+            stage["aggregate"]["ttl"] = {"steps": ttl_steps}
         if "source" in stage:
             stage["source"]["generator"]["rowsPerStep"] = rows_per_step
         if "sink" in stage:

@@ -2,9 +2,9 @@
 
 Every supported aggregate (count, sum, min, max) is *mergeable*: the total
 after step S is ``merge(total after S-1, partial of S)``. So a step groups
-that step's rows only, and the running state — one row per key, kept as an
-Arrow table in the worker's Spark process — absorbs the small partial with an
-Arrow join. The step emits the merged rows of the keys it touched (update
+that step's rows only, and the running state — one row per key, held by the
+pipeline's state backend (``state/``) — absorbs the small partial: the rows
+of the keys it touches are read, merged column by column, written back. The step emits the merged rows of the keys it touched (update
 mode, as Spark Structured Streaming's ``update`` output).
 
 The partial is Arrow's hash aggregation (``partial_arrow``) whenever its
@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ftpipeline.spec.model import AggregateOp
+from ftpipeline.state.backend import STEP, KeyedState
 
 ROWS = "__ftp_rows"
 
@@ -131,25 +132,36 @@ def _merge_column(kind: str, a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.Chunk
     return fn(a, b, skip_nulls=True)
 
 
-def merge(state: pa.Table | None, part: pa.Table, op: AggregateOp) -> tuple[pa.Table, pa.Table]:
-    """Fold a partial into the running state; return (new state, rows of the touched keys)."""
+def state_schema(part: pa.Table, op: AggregateOp) -> pa.Schema:
+    """The rows a channel's state holds: the keys, the aggregates, the step that last updated them."""
+    names = [*op.key_by, *(a.name for a in op.aggregations)]
+    return pa.schema([part.schema.field(n) for n in names] + [pa.field(STEP, pa.int64())])
+
+
+def merge(state: KeyedState, part: pa.Table, op: AggregateOp, step: int) -> pa.Table:
+    """Fold a partial into the running state; return the rows of the keys it touched.
+
+    Only those keys are read and written (``state.get``/``put``): what a step
+    costs follows the keys it touches on a backend that can (``rocksdb``).
+    With a TTL, a key last updated before ``step - ttl`` starts anew, whether
+    or not eviction has removed it yet: the output never depends on when
+    eviction ran.
+    """
     keys = list(op.key_by)
     cols = [a.name for a in op.aggregations]
-    part = part.select([*keys, *cols])
-    if state is None or state.num_rows == 0:
-        return part, part
     if part.num_rows == 0:
-        return state, part
-    joined = part.join(state, keys=keys, join_type="left outer", right_suffix="__state", coalesce_keys=True)
-    merged = {k: joined.column(k) for k in keys}
+        return part.select([*keys, *cols])
+    part = part.select([*keys, *cols]).cast(pa.schema([state.schema.field(n) for n in [*keys, *cols]]))
+    current = state.get(part)
+    alive = None
+    if op.ttl_steps:  # a row last updated more than ttl steps ago is forgotten, evicted yet or not
+        alive = pc.fill_null(pc.greater_equal(current.column(STEP), step - op.ttl_steps), False)
+    merged = {k: part.column(k) for k in keys}
     for agg in op.aggregations:
-        merged[agg.name] = _merge_column(agg.op, joined.column(agg.name), joined.column(agg.name + "__state"))
+        held = current.column(agg.name)
+        if alive is not None:
+            held = pc.if_else(alive, held, pa.nulls(len(held), held.type))
+        merged[agg.name] = _merge_column(agg.op, part.column(agg.name), held)
     updated = pa.table(merged).cast(part.schema)
-    kept = state.join(part.select(keys), keys=keys, join_type="left anti")
-    new_state = pa.concat_tables([kept.select([*keys, *cols]).cast(part.schema), updated])
-    return new_state, updated
-
-
-def empty_state(part_schema: pa.Schema, op: AggregateOp) -> pa.Table:
-    names = [*op.key_by, *(a.name for a in op.aggregations)]
-    return pa.Table.from_batches([], schema=pa.schema([part_schema.field(n) for n in names]))
+    state.put(updated.append_column(STEP, pa.array([step] * updated.num_rows, pa.int64())))
+    return updated

@@ -138,11 +138,14 @@ class WorkerMetrics:
                              "lost work (recovery).", [*labels, "recovery"], registry=self.registry)
         self.records = Counter("ftpipeline_worker_records_total", "Records read by this worker's tasks.", labels,
                                registry=self.registry).labels(pipeline, worker)
+        self.evicted = Counter("ftpipeline_state_evicted_keys_total", "Keys this worker's stateful channels "
+                               "forgot because their TTL passed.", labels, registry=self.registry).labels(pipeline, worker)
         self._labels = (pipeline, worker)
 
-    def task_done(self, rows_in: int, recovery: bool) -> None:
+    def task_done(self, rows_in: int, recovery: bool, evicted: int = 0) -> None:
         self.tasks.labels(*self._labels, "true" if recovery else "false").inc()
         self.records.inc(rows_in)
+        self.evicted.inc(evicted)
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:
         from prometheus_client import start_http_server

@@ -13,7 +13,9 @@ a bounded input), then:
 - an aggregate becomes ``groupBy(keys, _step)`` followed by a running total
   over a window ordered by step: the rows of the keys touched in step k with
   their totals through k — the runtime's update-mode output, derived
-  independently; rows with a null key are its dead letters;
+  independently; with a TTL, a key's steps are cut into sessions wherever
+  more than ttl steps separate two of them, and totals run per session;
+  rows with a null key are its dead letters;
 - a sink's expected rows are those of its input, per step.
 """
 
@@ -105,7 +107,16 @@ def expected(spark: Any, spec: PipelineSpec, steps: int) -> Expected:
                 (F.count(F.lit(1)) if a.op == "count" else getattr(F, a.op)(F.col(str(a.column)))).alias(a.name)
                 for a in op.aggregations
             ])
-            running = Window.partitionBy(*keys).orderBy(STEP).rowsBetween(Window.unboundedPreceding, Window.currentRow)
+            group = list(keys)
+            if op.ttl_steps:  # a key idle for more than ttl steps starts new totals: number its sessions
+                ordered = Window.partitionBy(*keys).orderBy(STEP)
+                previous = F.lag(STEP).over(ordered)
+                partial = partial.withColumn("_fresh", (previous.isNull() | (F.col(STEP) - previous > op.ttl_steps))
+                                             .cast("int"))
+                partial = partial.withColumn("_session", F.sum("_fresh").over(
+                    ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+                group.append("_session")
+            running = Window.partitionBy(*group).orderBy(STEP).rowsBetween(Window.unboundedPreceding, Window.currentRow)
             merge = {"count": F.sum, "sum": F.sum, "min": F.min, "max": F.max}
             df = partial.select(*keys, STEP, *[merge[a.op](F.col(a.name)).over(running).alias(a.name) for a in op.aggregations])
         frames[name] = df

@@ -305,6 +305,7 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
             aggregate = AggregateOp(
                 tuple(a["keyBy"]),
                 tuple(Aggregation(x["name"], x["op"], x.get("column")) for x in a["aggregations"]),
+                a.get("ttl", {}).get("steps", 0),
             )
         else:
             sink = ParquetSink(_resolve(base_dir, raw["sink"]["parquet"]["path"]),
@@ -346,6 +347,7 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
         checkpoint_retain=spec.get("checkpoint", {}).get("retain", 2),
         checkpoint_path=_resolve(base_dir, spec["checkpoint"]["storage"]["path"])
         if "storage" in spec.get("checkpoint", {}) else None,
+        state_backend=spec.get("state", {}).get("backend", "rocksdb"),
         zookeeper=spec.get("zookeeper", {}).get("connect") or None,
         source_text=text,
     )

@@ -68,6 +68,7 @@ class Aggregation:
 class AggregateOp:
     key_by: tuple[str, ...]
     aggregations: tuple[Aggregation, ...]
+    ttl_steps: int = 0  # a key not updated in this many steps is forgotten (0: never)
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,7 @@ class PipelineSpec:
     checkpoint_ms: int = 0
     checkpoint_retain: int = 2
     checkpoint_path: Path | None = None
+    state_backend: str = "rocksdb"   # ``state/backend.py``
     zookeeper: str | None = None
     source_text: str = ""
     identity: str = ""  # what the pipeline's shared state is keyed by (store_key); set by whoever runs it

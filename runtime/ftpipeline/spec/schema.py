@@ -194,6 +194,12 @@ STAGE_SCHEMA: Schema = _obj(
                           "items": {"type": "string"}},
                 "aggregations": {"type": "array", "description": "Aggregate columns.", "minItems": 1, "maxItems": 64,
                                  "items": _AGGREGATION},
+                "ttl": _obj(
+                    "State time-to-live: a key not updated for longer is forgotten (its next row starts new "
+                    "totals) and leaves the state and its checkpoints.",
+                    {"steps": _int("Forget a key once this many steps passed without an update to it.", minimum=1)},
+                    ["steps"],
+                ),
             },
             ["keyBy", "aggregations"],
         ),
@@ -314,6 +320,15 @@ SPEC_SCHEMA: Schema = _obj(
                     {"path": _str("Directory; relative paths are resolved against the pipeline file.", minLength=1)},
                     ["path"],
                 ),
+            },
+        ),
+        "state": _obj(
+            "Where stateful stages keep their per-key state.",
+            {
+                "backend": _str("rocksdb: an embedded RocksDB per stateful channel on the worker's disk (state larger "
+                                "than memory, a step costs what it touches, incremental checkpoints). memory: one "
+                                "Arrow table in the Spark process (tiny state, tests).",
+                                enum=["rocksdb", "memory"], default="rocksdb"),
             },
         ),
         "zookeeper": _obj(

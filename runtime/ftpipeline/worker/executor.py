@@ -14,9 +14,11 @@ A task runs as follows:
 - transform: its inputs, concatenated into one Arrow table;
 - aggregate: the step's rows grouped (Arrow's hash aggregation, or Spark's
   ``groupBy`` for the types that need Spark's rules), merged into the
-  channel's running state with Arrow (``dataflow.aggregate``);
-- rebuild: the same grouping over all kept inputs of steps ``1..k``;
-  the result *is* the state at k;
+  rows of the keys it touches in the channel's state (``dataflow.aggregate``,
+  held by the pipeline's state backend, ``state/``);
+- rebuild: the state restored from its newest snapshot (or empty), then the
+  same grouping over the kept inputs since, merged: the result *is* the
+  state at k;
 - sink: stage this channel's part of the step behind the barrier;
 - then the rest of its chain (``dataflow/chains.py``) as one program run
   by Spark (``dataflow/plans.py``, the plan built once and reused): the
@@ -38,6 +40,7 @@ import os
 import time
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +48,7 @@ import pyarrow as pa
 
 from ftpipeline.barrier import ParquetBundleSink
 from ftpipeline.checkpoint.storage import CheckpointStorage
+from ftpipeline.checkpoint.tracker import ChannelSnapshot
 from ftpipeline.dataflow import aggregate as agg
 from ftpipeline.dataflow.deadletter import default_dead_letter_root, write_dead_letters
 from ftpipeline.dataflow.frames import to_dataframe
@@ -52,15 +56,19 @@ from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.partition import hashing, split, wanted
 from ftpipeline.dataflow.plans import Plans
 from ftpipeline.dataflow.sources import DeadLetter, SourceReader, make_reader
-from ftpipeline.lineage.naming import Channel, Task, TaskKind
+from ftpipeline.lineage.naming import Channel, ObjectName, Task, TaskKind
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.spec.load import load_entry_module, worker_spec
 from ftpipeline.spec.model import PipelineSpec, StageKind, StageSpec
+from ftpipeline.state.backend import KeyedState, make_backend
 from ftpipeline.worker.buffer import ObjectBuffer, read_ipc
 from ftpipeline.worker.transport import SidecarClient
 
 log = logging.getLogger("ftpipeline.executor")
+
+
+EVICT_EVERY = 10  # steps between evictions of a state with a TTL (and at every checkpoint)
 
 
 class UserCodeError(RuntimeError):
@@ -85,24 +93,37 @@ class TaskRunner:
         self.sinks = {s.name: ParquetBundleSink(s.sink.path) for s in self.graph.sinks() if s.sink}
         self.dead_letters = default_dead_letter_root(spec)
         self.storage = CheckpointStorage(spec.checkpoint_root, spec.store_key)
-        self.states: dict[Channel, pa.Table | None] = {}
+        self.backend = make_backend(spec.state_backend, buffer.root)
+        self.states: dict[Channel, KeyedState | None] = {}
         self.state_steps: dict[Channel, int] = {}
+        self.evicted = 0  # keys forgotten by TTL since the last task reported
 
     def snapshot(self, epoch: int, done: Callable[[list[dict[str, Any]]], None],
                  failed: Callable[[str], None]) -> threading.Thread:
         """Write every state this process holds, asynchronously; call ``done`` with the snapshots.
 
-        States are immutable Arrow tables (each step builds a new one), so the
-        references taken here are the checkpoint, while the next task runs.
-        A write that fails (storage gone, full, read-only) calls ``failed``
-        with the error, which names the path: the coordinator aborts this
-        checkpoint and the run goes on to the next one.
+        Each state is frozen here, before the next task runs (an Arrow
+        table's reference; a RocksDB checkpoint directory of hard links), and
+        written in the background. A freeze or write that fails (storage
+        gone, full, read-only) calls ``failed`` with the error, which names
+        the path: the coordinator aborts this checkpoint and the run goes on
+        to the next one.
         """
-        taken = [(ch, self.state_steps.get(ch, 0), table) for ch, table in self.states.items()]
+        try:
+            writers = [self._freeze(epoch, ch, state) for ch, state in self.states.items()]
+        except Exception as exc:
+            log.error("snapshot failed", extra={"epoch": epoch, "error": one_line(exc)})
+            writers = []
+            error: str | None = one_line(exc)
+        else:
+            error = None
 
         def write() -> None:
+            if error is not None:
+                report(failed, error)
+                return
             try:
-                snaps = [vars(self.storage.write_state(epoch, ch.key(), step, table)) for ch, step, table in taken]
+                snaps = [vars(w()) for w in writers]
             except Exception as exc:
                 log.error("snapshot failed", extra={"epoch": epoch, "error": one_line(exc)})
                 report(failed, one_line(exc))
@@ -119,10 +140,36 @@ class TaskRunner:
         thread.start()
         return thread
 
+    def _freeze(self, epoch: int, ch: Channel, state: KeyedState | None) -> Callable[[], ChannelSnapshot]:
+        step = self.state_steps.get(ch, 0)
+        if state is None:
+            return lambda: self.storage.write_state(epoch, ch.key(), step, None)
+        self._evict(ch, state, step)  # expired keys do not reach the checkpoint
+        return state.freeze(self.storage, epoch, ch.key(), step)
+
+    def _evict(self, ch: Channel, state: KeyedState, step: int) -> None:
+        op = self.graph.stage(ch.stage).aggregate
+        if op is not None and op.ttl_steps:
+            self.evicted += state.evict(step - op.ttl_steps)
+
     def open(self, states: dict[str, dict[str, Any]]) -> None:
         """Reopen at a checkpoint: drop every state, load the snapshots of this worker's channels."""
-        self.states = {Channel.parse(c): self.storage.read_state(s) for c, s in states.items()}
+        self.close()
+        self.states = {Channel.parse(c): self._restore(Channel.parse(c), s["path"], int(s["step"]))
+                       for c, s in states.items()}
         self.state_steps = {Channel.parse(c): int(s["step"]) for c, s in states.items()}
+
+    def close(self) -> None:
+        """Release every state (a RocksDB state's directory too)."""
+        for state in self.states.values():
+            if state is not None:
+                state.close()
+        self.states = {}
+
+    def _restore(self, ch: Channel, path: str, step: int) -> KeyedState | None:
+        op = self.graph.stage(ch.stage).aggregate
+        assert op is not None, f"{ch.key()} has a snapshot but no aggregate"
+        return self.backend.restore(ch.key(), self.storage, path, list(op.key_by), step, indexed=op.ttl_steps > 0)
 
     def _inputs(self, inputs: list[list[Any]]) -> tuple[pa.Table | None, int]:
         tables = [read_ipc(Path(path), int(batch)) for _, path, batch in inputs]
@@ -140,6 +187,8 @@ class TaskRunner:
             lo, hi = task.offsets
             batch = self.readers[task.stage].read(task.channel, task.step, lo, hi)
             table, dead, rows_in = batch.table, batch.dead_letters, hi - lo
+        elif task.kind is TaskKind.REBUILD and stage.aggregate is not None and stage.aggregate.ttl_steps:
+            table, dead = self._rebuild_by_step(task, inputs, stage.aggregate)
         elif task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD):
             assert stage.aggregate is not None
             table, dead = self._aggregate(task, table, stage.aggregate)  # a rebuild returns none: its chain ran
@@ -157,7 +206,9 @@ class TaskRunner:
         if table is not None:
             key = f"{task.stage}.{task.channel}.{task.step}.{task.epoch}"
             outputs = self.buffer.put_bundle(key, split(self.graph, task, table))
-        return {"task": task.to_json(), "outputs": outputs, "rows_in": rows_in, "dead_letters": len(dead)}
+        evicted, self.evicted = self.evicted, 0
+        return {"task": task.to_json(), "outputs": outputs, "rows_in": rows_in, "dead_letters": len(dead),
+                "evicted": evicted}
 
     def _chain(self, task: Task, stage: StageSpec, table: pa.Table) -> pa.Table | None:
         """The rest of the chain after its head's own work, as one program run by Spark
@@ -197,10 +248,13 @@ class TaskRunner:
         self.sinks[stage.name].stage(task.step, task.channel, table)
 
     def _aggregate(self, task: Task, table: pa.Table | None, op: Any) -> tuple[pa.Table | None, list[DeadLetter]]:
-        base = self.storage.read_state({"path": task.base}) if task.base else None
+        if task.kind is TaskKind.REBUILD:  # the state is rebuilt from its base: drop what this worker held
+            old = self.states.pop(task.ref, None)
+            if old is not None:
+                old.close()
+            self.states[task.ref] = self._restore(task.ref, task.base, 0) if task.base else None
         self.state_steps[task.ref] = task.step
         if table is None:  # a rebuild with nothing after its base (or from nothing)
-            self.states[task.ref] = base
             return None, []
         partial = agg.partial_arrow(table, op)
         if partial is None:  # a type whose result only Spark's rules give (aggregate.py)
@@ -211,12 +265,32 @@ class TaskRunner:
             # through Spark, as the rows would have reached a Spark function: the record is Spark's JSON of it
             for row in to_dataframe(self.spark, agg.null_key_rows(table, op)).toArrow().to_pylist():
                 dead.append(DeadLetter(json.dumps(row, default=str), f"null key in {', '.join(op.key_by)}", f"{task.stage}.{task.channel}"))
+        state = self.states.get(task.ref)
+        if state is None:
+            if part.num_rows == 0:
+                return (None, []) if task.kind is TaskKind.REBUILD else (part.select([*op.key_by, *(a.name for a in op.aggregations)]), dead)
+            state = self.backend.create(task.ref.key(), agg.state_schema(part, op), list(op.key_by))
+            self.states[task.ref] = state
+        updated = agg.merge(state, part, op, task.step)
         if task.kind is TaskKind.REBUILD:
-            self.states[task.ref] = agg.merge(base, part, op)[0]
             return None, []
-        state, updated = agg.merge(self.states.get(task.ref), part, op)
-        self.states[task.ref] = state
+        if op.ttl_steps and task.step % EVICT_EVERY == 0:
+            self._evict(task.ref, state, task.step)
         return updated, dead
+
+    def _rebuild_by_step(self, task: Task, inputs: list[list[Any]], op: Any) -> tuple[None, list[DeadLetter]]:
+        """A rebuild under a TTL folds its inputs step by step, as the steps did: whether a key
+        expired depends on the steps between its updates, which one merged partial would lose."""
+        by_step: dict[int, list[list[Any]]] = {}
+        for entry in inputs:
+            by_step.setdefault(ObjectName.parse(entry[0]).seq, []).append(entry)
+        self._aggregate(task, None, op)  # the base (or nothing)
+        for step in sorted(by_step):
+            table, _ = self._inputs(by_step[step])
+            self._aggregate(replace(task, kind=TaskKind.AGGREGATE, step=step, base=None), table, op)
+        self.state_steps[task.ref] = task.step
+        self.evicted = 0  # already counted when the steps first ran
+        return None, []
 
 
 def _compose(program: list[Callable[[Any], Any]]) -> Callable[[Any], Any]:
@@ -327,6 +401,7 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> Non
         sidecar.call("task_done", result)
         log.info("task done", extra={"task": task.id, "seconds": round(time.monotonic() - started, 4),
                                      "rows_in": result["rows_in"], "outputs": len(result["outputs"])})
+    runner.close()
     spark.stop()
 
 

@@ -328,11 +328,13 @@ class Sidecar:
         keeps_inputs = lineage and stateful
         rows_in = int(body["rows_in"])
         stats = {"tasks": 1, "rows_in": rows_in}
+        if body.get("evicted"):
+            stats["evicted_keys"] = int(body["evicted"])
         if task.recovery:
             stats["replayed_rows"] = rows_in
             stats["recovery_tasks"] = 1
         if self.metrics is not None:
-            self.metrics.task_done(rows_in, task.recovery)
+            self.metrics.task_done(rows_in, task.recovery, int(body.get("evicted", 0)))
         self.buffer.index(body["outputs"])  # before PT says so: a consumer that looks finds them
         with self._cv:  # atomic w.r.t. _refresh: the task leaves NTT and _running together
             clock = self._keeper.clock if task.recovery else self._keeper.produce(len(body["outputs"]))

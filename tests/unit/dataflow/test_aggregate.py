@@ -1,16 +1,20 @@
-"""The Arrow side of the running aggregation: merging partials into state, and null-key rows."""
+"""The Arrow side of the running aggregation: merging partials into state (on every state
+backend), and null-key rows."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ftpipeline.dataflow.aggregate import ROWS, empty_state, merge, partial_arrow, split_null_keys
+from ftpipeline.dataflow import aggregate
+from ftpipeline.dataflow.aggregate import ROWS, partial_arrow, split_null_keys
 from ftpipeline.spec.model import AggregateOp, Aggregation
+from ftpipeline.state.backend import STEP, KeyedState, StateBackend, make_backend
 
 OP = AggregateOp(
     ("user",),
@@ -37,9 +41,31 @@ def partial(*rows: tuple[Any, ...], schema: pa.Schema = SCHEMA) -> pa.Table:
     return pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
 
 
-def by_key(table: pa.Table, keys: tuple[str, ...] = ("user",)) -> dict[Any, dict[str, Any]]:
+BACKEND: list[StateBackend] = []
+
+
+@pytest.fixture(autouse=True, params=["memory", "rocksdb"])
+def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    BACKEND.append(make_backend(request.param, tmp_path_factory.mktemp("state")))
+    yield
+    BACKEND.clear()
+
+
+def merge(state: KeyedState | None, part: pa.Table, op: AggregateOp) -> tuple[KeyedState, pa.Table]:
+    """Fold a partial into ``state`` (a new one on this test's backend if None), as step state.step + 1."""
+    if state is None:
+        state = BACKEND[0].create("agg.0", aggregate.state_schema(part, op), list(op.key_by))
+    return state, aggregate.merge(state, part, op, step=1)
+
+
+def table(state: KeyedState) -> pa.Table:
+    return pa.Table.from_batches(list(state.scan()), schema=state.schema).drop_columns([STEP])
+
+
+def by_key(held: pa.Table | KeyedState, keys: tuple[str, ...] = ("user",)) -> dict[Any, dict[str, Any]]:
     out: dict[Any, dict[str, Any]] = {}
-    for row in table.to_pylist():
+    rows = held if isinstance(held, pa.Table) else table(held)
+    for row in rows.to_pylist():
         key = tuple(row.pop(k) for k in keys)
         assert key not in out, f"duplicate key {key}"
         out[key if len(keys) > 1 else key[0]] = row
@@ -49,22 +75,14 @@ def by_key(table: pa.Table, keys: tuple[str, ...] = ("user",)) -> dict[Any, dict
 def test_first_partial_becomes_the_state() -> None:
     part = partial(("a", 2, 2, 10, 1, 5), ("b", 1, 1, 3, 7, 7))
     state, updated = merge(None, part, OP)
-    assert state.column_names == ["user", *COLS]  # the hidden row count is not kept
+    assert table(state).column_names == ["user", *COLS]  # the hidden row count is not kept
     assert by_key(state) == {"a": {"n": 2, "total": 10, "lo": 1, "hi": 5}, "b": {"n": 1, "total": 3, "lo": 7, "hi": 7}}
     assert by_key(updated) == by_key(state)
 
 
-def test_empty_state_behaves_like_no_state() -> None:
-    part = partial(("a", 2, 2, 10, 1, 5))
-    state, updated = merge(empty_state(SCHEMA, OP), part, OP)
-    assert by_key(state) == {"a": {"n": 2, "total": 10, "lo": 1, "hi": 5}}
-    assert by_key(updated) == by_key(state)
-
-
-def test_empty_state_schema() -> None:
-    state = empty_state(SCHEMA, OP)
-    assert state.num_rows == 0
-    assert state.schema == pa.schema([SCHEMA.field(n) for n in ["user", *COLS]])
+def test_state_schema_has_keys_aggregates_and_the_step() -> None:
+    assert aggregate.state_schema(partial(), OP) == pa.schema(
+        [SCHEMA.field(n) for n in ["user", *COLS]] + [pa.field(STEP, pa.int64())])
 
 
 def test_empty_partial_keeps_the_state_and_touches_nothing() -> None:
@@ -103,15 +121,15 @@ def test_updated_has_exactly_the_touched_keys() -> None:
     assert by_key(updated)["b"] == {"n": 2, "total": 2, "lo": 1, "hi": 1}
     assert by_key(updated)["z"] == {"n": 1, "total": 1, "lo": 1, "hi": 1}
     assert set(by_key(new_state)) == set("abcdez")  # by_key also checks one row per key
-    assert new_state.num_rows == 6
+    assert table(new_state).num_rows == 6
     assert by_key(new_state)["a"] == {"n": 1, "total": 1, "lo": 1, "hi": 1}  # untouched keys unchanged
 
 
 def test_state_keeps_the_partial_schema() -> None:
     state, _ = merge(None, partial(("a", 1, 1, 1, 1, 1)), OP)
     new_state, updated = merge(state, partial(("a", 1, 1, 1, 1, 1), ("b", 1, 1, 1, 1, 1)), OP)
-    assert new_state.schema == state.schema
-    assert updated.schema == state.schema
+    assert table(new_state).schema == table(state).schema
+    assert updated.schema == table(state).schema
 
 
 def test_null_partial_values_keep_the_state() -> None:
@@ -148,7 +166,7 @@ def test_multi_column_keys() -> None:
         ("b", 1): {"n": 1, "total": 4.0},
         ("b", 2): {"n": 1, "total": 1.0},
     }
-    assert new_state.schema.field("day").type == pa.int32()
+    assert table(new_state).schema.field("day").type == pa.int32()
 
 
 # -- null keys ------------------------------------------------------------------------
@@ -209,6 +227,7 @@ def as_partial(rows: list[tuple[str, int | None]]) -> pa.Table:
     return partial(*[(k, a["n"], a["n"], a["total"], a["lo"], a["hi"]) for k, a in agg.items()])
 
 
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)  # the fixture picks the backend
 @given(steps)
 def test_merging_partials_equals_aggregating_all_rows(batches: list[list[tuple[str, int | None]]]) -> None:
     state = None
@@ -254,3 +273,31 @@ def test_a_missing_column_is_left_to_spark_whose_error_names_it() -> None:
     op = AggregateOp(("user",), (Aggregation("t", "sum", "amount"),))
     assert partial_arrow(pa.table({"user": ["a"]}), op) is None
     assert partial_arrow(pa.table({"amount": [1]}), op) is None
+
+
+# -- TTL: a key idle for more than ttl steps starts anew -----------------------------------
+
+ttl_steps = st.lists(st.lists(st.sampled_from("abc"), max_size=4), min_size=1, max_size=12)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None, max_examples=60)
+@given(ttl_steps, st.integers(1, 3), st.integers(1, 5))
+def test_a_key_idle_past_its_ttl_starts_new_totals_whenever_eviction_runs(
+        batches: list[list[str]], ttl: int, evict_every: int) -> None:
+    op = AggregateOp(("user",), (Aggregation("n", "count"),), ttl_steps=ttl)
+    schema = pa.schema([("user", pa.string()), (ROWS, pa.int64()), ("n", pa.int64())])
+    state = BACKEND[0].create("agg.0", aggregate.state_schema(partial(schema=schema), op), ["user"], indexed=True)
+    model: dict[str, tuple[int, int]] = {}  # key -> (count, last step)
+    for step, batch in enumerate(batches, start=1):
+        counts = {k: batch.count(k) for k in set(batch)}
+        part = partial(*[(k, c, c) for k, c in sorted(counts.items())], schema=schema)
+        updated = aggregate.merge(state, part, op, step)
+        for k, c in counts.items():
+            held, last = model.get(k, (0, step))
+            model[k] = ((held if step - last <= ttl else 0) + c, step)
+        assert by_key(updated) == {k: {"n": model[k][0]} for k in counts}
+        if step % evict_every == 0:
+            state.evict(step - ttl)
+            kept = {k for k, (_, last) in model.items() if last >= step - ttl}
+            assert set(by_key(state)) == kept
+    state.close()
