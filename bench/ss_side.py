@@ -11,7 +11,7 @@ letters. A query has one sink, so each sink is its own query (``update`` output 
 aggregate, else ``append``), written by ``foreachBatch`` as Parquet to ``WORK/out/<sink>/batch=N``
 with its checkpoint in ``WORK/checkpoints/<sink>``.
 
-    python bench/ss_side.py PIPELINE.yaml --work DIR [--result FILE] [--cores 2]
+    python bench/ss_side.py PIPELINE.yaml --work DIR [--result FILE] [--cores 2] [--conf KEY=VALUE ...]
 
 Runs until every input file is processed (``processAllAvailable``), then writes each query's
 progress reports to FILE. Started again with the same ``--work`` it resumes from its checkpoints.
@@ -101,13 +101,15 @@ def main() -> None:
     parser.add_argument("--result", type=Path, help="write every query's progress reports here (JSON)")
     parser.add_argument("--cores", type=int, default=2, help="local[N] (default 2)")
     parser.add_argument("--java-options", default="", help="JVM options of the driver (default: the JVM's own)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting (repeatable), e.g. the state store provider")
     args = parser.parse_args()
     spec = load_pipeline(args.pipeline)
     module = load_entry_module(spec.entry_point, spec.base_dir)
     partitions = max(s.parallelism for s in spec.stages)
-    spark = build_session(f"local[{args.cores}]", {"spark.sql.shuffle.partitions": str(partitions),
-                                                    "spark.sql.streaming.numRecentProgressUpdates": "100000"},
-                          args.work / "spark", "vs-spark-ss", args.java_options)
+    conf = {"spark.sql.shuffle.partitions": str(partitions), "spark.sql.streaming.numRecentProgressUpdates": "100000",
+            **dict(c.split("=", 1) for c in args.conf)}
+    spark = build_session(f"local[{args.cores}]", conf, args.work / "spark", "vs-spark-ss", args.java_options)
     translation = Translation(spark, spec, module)
     queries = []
     for stage in spec.stages:
