@@ -165,7 +165,7 @@ def main() -> None:
     parser.add_argument("--spark-max", type=int, default=10_000_000, help="largest size run on Spark too")
     parser.add_argument("--keep", action="store_true", help="keep the work directories")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=200)
     rows = []
     for size in [int(s) for s in args.sizes.split(",")]:
         fill = min(args.fill, size)
