@@ -13,11 +13,15 @@ Printed per size, over the touched steps after ``--warmup``:
 - ours at N ÷ ours at the smallest N (what a step costs as state grows);
 - our checkpoints in the touched phase: bytes written, keys changed since the
   previous one, bytes per changed key (median and mean: a RocksDB
-  compaction's output is uploaded by the checkpoint after it).
+  compaction's output is uploaded by the checkpoint after it);
+- with ``--kill``: ours once more with w1 (a per-user channel's holder)
+  SIGKILLed between two checkpoints, the time from the kill to the next
+  committed step, and whether the output equals the oracle's.
 
     python bench/state.py                                   # 10k and 1M keys
     python bench/state.py --sizes 10000,1000000,10000000    # the issue's sizes
     python bench/state.py --sizes 50000000 --no-spark       # ours alone
+    python bench/state.py --sizes 10000000 --no-spark --kill
 """
 
 from __future__ import annotations
@@ -108,15 +112,32 @@ def run(cmd: list[str], what: str) -> None:
         raise RuntimeError(f"{what} exited with {done.returncode}:\n{tail}")
 
 
-def ours(directory: Path, entry: Path, fill: int, steps: int, args: Any) -> dict[str, Any]:
+def ours(directory: Path, entry: Path, fill: int, steps: int, args: Any, *extra: str) -> dict[str, Any]:
     pipeline = directory / "ours.yaml"
     source = {"generator": {"function": "state_rows", "rowsPerStep": args.touched, "seed": 0}}
     pipeline.write_text(yaml.safe_dump(document("state-bench", entry, source, directory / "out", steps, args)))
-    run([sys.executable, "-m", "ftpipeline.cli", "run", str(pipeline), "--no-progress", "--overwrite",
-         "--run-dir", str(directory / "run"), "--summary-json", str(directory / "summary.json")], "ftpipeline run")
-    summary = json.loads((directory / "summary.json").read_text())
+    summary_path = directory / "summary.json"
+    summary_path.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "ftpipeline.cli", "run", str(pipeline), "--no-progress", "--overwrite",
+           "--run-dir", str(directory / "run"), "--summary-json", str(summary_path), *extra]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=4 * 3600)
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    if done.returncode != 0 and "verify" not in summary:
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])
+        raise RuntimeError(f"ftpipeline run exited with {done.returncode}:\n{tail}")
     spans = step_spans(summary["commit_at"], summary["step_seconds"])
-    return {"step_seconds": [end - start for start, end in spans], "checkpoints": summary["checkpoints"]}
+    return {"step_seconds": [end - start for start, end in spans], "checkpoints": summary["checkpoints"],
+            "recoveries": summary.get("recoveries", []), "verify": summary.get("verify", [])}
+
+
+def killed(directory: Path, entry: Path, fill: int, steps: int, at: int, args: Any) -> dict[str, Any]:
+    """Ours again, w1 (which holds a per-user channel) SIGKILLed in step ``at``; the output is then
+    compared with the oracle (``--verify``: the same rows as one PySpark batch job)."""
+    mine = ours(directory, entry, fill, steps, args, "--kill-at-step", str(at), "--kill-after-tasks", "1",
+                "--kill-worker", "w1", "--verify")
+    [recovery] = mine["recoveries"]
+    return {"to_commit_s": recovery["to_commit_seconds"], "rebuilt": recovery["rebuilt"],
+            "equal": all(c["equal"] for c in mine["verify"]) and bool(mine["verify"])}
 
 
 def spark(directory: Path, entry: Path, steps: int, args: Any) -> dict[str, Any]:
@@ -163,6 +184,9 @@ def main() -> None:
     parser.add_argument("--backend", default="rocksdb", choices=["rocksdb", "memory"])
     parser.add_argument("--no-spark", action="store_true", help="ours alone")
     parser.add_argument("--spark-max", type=int, default=10_000_000, help="largest size run on Spark too")
+    parser.add_argument("--kill", action="store_true",
+                        help="run ours once more, killing a worker that holds a per-user channel mid-run; "
+                             "report the time from the kill to the next commit and whether the output equals the oracle")
     parser.add_argument("--keep", action="store_true", help="keep the work directories")
     args = parser.parse_args()
     console = Console(width=200)
@@ -189,6 +213,10 @@ def main() -> None:
             rows.append({"keys": size, "touched_keys": touched, "ours_s": ours_step, "ss_s": theirs,
                          "ckpt_bytes": [b for b, _ in ckpts], "ckpt_changed": [c for _, c in ckpts]})
             console.print(f"  ours {ours_step * 1000:.0f} ms/step" + (f", SS {theirs * 1000:.0f} ms/step" if theirs else ""))
+            if args.kill:
+                at = filled + args.steps // 2 + 2  # between two checkpoints: the rebuild replays steps
+                rows[-1]["kill"] = killed(directory, entry, fill, steps, at, args)
+                console.print(f"  w1 killed in step {at}: {rows[-1]['kill']}")
         finally:
             if not args.keep:
                 shutil.rmtree(directory, ignore_errors=True)
@@ -213,6 +241,11 @@ def report(rows: list[dict[str, Any]], args: Any, console: Console) -> None:
             f"{statistics.median(c):,.0f}" if c else "-",
             f"{statistics.median(per):.0f} / {np.mean(b) / max(np.mean(c), 1):.0f}" if b else "-")
     console.print(table)
+    for r in rows:
+        if "kill" in r:
+            k = r["kill"]
+            console.print(f"{r['keys']:,d} keys, a worker killed: next commit {k['to_commit_s']:.2f} s after the kill, "
+                          f"rebuilt {', '.join(k['rebuilt']) or 'nothing'}, output {'equal to' if k['equal'] else 'DIFFERENT from'} the oracle")
     print(json.dumps(rows))
 
 
