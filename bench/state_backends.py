@@ -12,7 +12,7 @@ Candidates:
 - ``memory``: the Arrow table backend (``state/memory.py``), a join over
   the whole state per step;
 - ``rocksdb``: the RocksDB backend (``state/rocks.py``) as shipped
-  (compression off), and ``rocksdb-lz4`` with LZ4 compression;
+  (LZ4), and ``rocksdb-none`` without compression;
 - ``duckdb``: a DuckDB table with the keys as primary key, each step an
   ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING`` of the partial (Arrow
   in, Arrow out); run when the ``duckdb`` package is installed.
@@ -76,13 +76,13 @@ def initial(size: int, chunk: int = 500_000) -> list[pa.Table]:
 
 def backend_candidate(kind: str, directory: Path) -> Callable[[list[pa.Table]], Callable[[pa.Table, int], None]]:
     def load(tables: list[pa.Table]) -> Callable[[pa.Table, int], None]:
-        if kind == "rocksdb-lz4":
+        if kind == "rocksdb-none":
             from rocksdict import DBCompressionType
 
             from ftpipeline.state import rocks
 
             backend = rocks.RocksBackend(directory)
-            backend.options.set_compression_type(DBCompressionType.lz4())
+            backend.options.set_compression_type(DBCompressionType.none())
         else:
             backend = make_backend(kind, directory)  # type: ignore[assignment]
         state: KeyedState = backend.create("agg.0", aggregate.state_schema(tables[0], OP), ["user"])
@@ -138,7 +138,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--candidates", default="memory,rocksdb,rocksdb-lz4,duckdb")
+    parser.add_argument("--candidates", default="memory,rocksdb,rocksdb-none,duckdb")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     candidates = args.candidates.split(",")
