@@ -269,7 +269,8 @@ class TaskRunner:
         if state is None:
             if part.num_rows == 0:
                 return (None, []) if task.kind is TaskKind.REBUILD else (part.select([*op.key_by, *(a.name for a in op.aggregations)]), dead)
-            state = self.backend.create(task.ref.key(), agg.state_schema(part, op), list(op.key_by))
+            state = self.backend.create(task.ref.key(), agg.state_schema(part, op), list(op.key_by),
+                                       indexed=op.ttl_steps > 0)
             self.states[task.ref] = state
         updated = agg.merge(state, part, op, task.step)
         if task.kind is TaskKind.REBUILD:
