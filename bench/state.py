@@ -77,8 +77,7 @@ def document(name: str, entry: Path, source: dict[str, Any], out: Path, steps: i
             {"name": "output", "parallelism": P, "inputs": [{"stage": "per-user"}],
              "sink": {"parquet": {"path": str(out / "output")}}},
         ]}
-    if args.checkpoint_every:
-        spec["checkpoint"] = {"intervalSteps": args.checkpoint_every, "storage": {"path": str(out / "_checkpoints")}}
+    spec["checkpoint"] = {"intervalSteps": args.checkpoint_every, "storage": {"path": str(out / "_checkpoints")}}
     return {"apiVersion": "ftpipeline.io/v1alpha1", "kind": "FTPipeline", "metadata": {"name": name}, "spec": spec}
 
 

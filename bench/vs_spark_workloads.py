@@ -192,15 +192,14 @@ def stages(workload: str, data: Path, out: Path, rows: int, p: int) -> tuple[str
 def pipeline(path: Path, workload: str, data: Path, out: Path, rows: int, steps: int, p: int,
              checkpoint_every: int = 0) -> Path:
     """Write the FTPipeline file of ``workload`` (``p`` workers, every stage ``p`` channels) to ``path``;
-    ``checkpoint_every`` > 0: ftpipeline checkpoints every that many steps (SS writes its state every batch)."""
+    ``checkpoint_every`` > 0: ftpipeline checkpoints every that many steps (SS writes its state every batch); 0: never."""
     entry, found = stages(workload, data, out, rows, p)
     doc = {"apiVersion": "ftpipeline.io/v1alpha1", "kind": "FTPipeline",
            "metadata": {"name": f"vs-spark-{workload}"},
            "spec": {"image": "ftpipeline:0.1.0", "entryPoint": entry, "workers": p,
                     "deadLetter": {"path": str(out / "_dead-letters")},
                     "steps": {"maxSteps": steps, "trigger": {"records": 1}}, "stages": found}}
-    if checkpoint_every:
-        doc["spec"]["checkpoint"] = {"intervalSteps": checkpoint_every, "storage": {"path": str(out / "_checkpoints")}}
+    doc["spec"]["checkpoint"] = {"intervalSteps": checkpoint_every, "storage": {"path": str(out / "_checkpoints")}}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
 

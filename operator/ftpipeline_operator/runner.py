@@ -50,7 +50,7 @@ from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.spec.load import SpecError, parse_pipeline
 from ftpipeline.spec.model import PipelineSpec
-from ftpipeline.spec.schema import API_GROUP, API_VERSION, PLURAL
+from ftpipeline.spec.schema import API_GROUP, API_VERSION, DEFAULT_CHECKPOINT_STEPS, PLURAL
 from ftpipeline_operator import render
 from ftpipeline_operator.attempts import Attempts, Verdict, policy_of
 from ftpipeline_operator.cluster import KubernetesCluster
@@ -118,8 +118,28 @@ def resolve_spec(body: Mapping[str, Any], core: client.CoreV1Api, defaults: Defa
     redis_url = read_secret(core, ns, redis_ref, "spec.redis") if redis_ref else (spec.redis_url or defaults.redis_url)
     zookeeper = (read_secret(core, ns, zk_ref, "spec.zookeeper") if zk_ref
                  else (spec.zookeeper or defaults.zookeeper or None))
-    return replace(spec, redis_url=redis_url, zookeeper=zookeeper, identity=render.identity(body),
+    spec = replace(spec, redis_url=redis_url, zookeeper=zookeeper, identity=render.identity(body),
                    label=render.metrics_label(body))
+    return replace(spec, checkpoint_steps=0) if default_checkpoints_lack_storage(raw) else spec
+
+
+def default_checkpoints_lack_storage(raw: Mapping[str, Any]) -> bool:
+    """No interval and no storage given: the default checkpoints stay off on Kubernetes, where a
+    checkpoint must be written where every worker (and its replacement) can read it, and the
+    pipeline's own directory is a read-only ConfigMap of one pod."""
+    given = raw.get("checkpoint") or {}
+    return bool(raw.get("faultTolerance", True)) and not {"intervalSteps", "intervalMs", "storage"} & given.keys()
+
+
+def checkpoints_off_warning(raw: Mapping[str, Any], spec: PipelineSpec) -> str | None:
+    """The Warning Event of a fault-tolerant pipeline that runs without checkpoints, naming why."""
+    warning = spec.unbounded_warning
+    if warning is None:
+        return None
+    if default_checkpoints_lack_storage(raw):
+        return ("spec.checkpoint.storage.path is not set (a directory on a volume every worker mounts), so "
+                f"the default checkpoints every {DEFAULT_CHECKPOINT_STEPS} steps are off; {warning}")
+    return f"spec.checkpoint.intervalSteps and intervalMs are 0, so {warning}"
 
 
 class PipelineRunner:
@@ -240,6 +260,9 @@ class PipelineRunner:
         self._check_pod(run)
         self._delete_stale_pods(run)
         metrics = RunMetrics(spec.metrics_label, self.registry)
+        warning = checkpoints_off_warning(self.body["spec"], spec)
+        if warning:
+            reporter.event("Warning", "CheckpointsOff", warning)
         session = open_session(spec, self.ran_before, private_dir=None, resume_if_started=True)
         resuming = session.resuming
         self.ran_before = True  # from here on the pipeline's state is this run's: a retry resumes it

@@ -272,6 +272,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     private = spec.redis_url is None
     console.print(f"[bold]{spec.name}[/bold]: {len(spec.stages)} stages, {spec.workers} workers, "
                   f"Redis {'embedded' if private else session.redis_url}, logs in {run_dir}")
+    _warn_unbounded(console, spec)
     observer: Observer = ProgressObserver(console, spec.max_steps) if not args.no_progress else Observer()
     coordinator = Coordinator(spec, session.store, session.tables, cluster, observer, faults, metrics,
                               pointer=session.pointer, commands=session.commands,
@@ -335,7 +336,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if spec is None:
         return 2
     console.print(f"{args.pipeline}: valid ({len(spec.stages)} stages, {spec.workers} workers)")
+    _warn_unbounded(console, spec)
     return 0
+
+
+def _warn_unbounded(console: Console, spec: PipelineSpec) -> None:
+    warning = spec.unbounded_warning
+    if warning:
+        console.print(f"[yellow]warning:[/yellow] checkpoint.intervalSteps and intervalMs are 0, so {warning}")
+        logging.getLogger("ftpipeline").warning("checkpoints off", extra={"pipeline": spec.name, "why": warning})
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

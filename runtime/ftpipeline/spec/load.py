@@ -43,7 +43,13 @@ from ftpipeline.spec.model import (
     Trigger,
 )
 from ftpipeline.spec.cel import violations
-from ftpipeline.spec.schema import FTPIPELINE_SCHEMA, KIND, MAX_CHANNELS, MAX_OBJECTS_PER_STEP
+from ftpipeline.spec.schema import (
+    DEFAULT_CHECKPOINT_STEPS,
+    FTPIPELINE_SCHEMA,
+    KIND,
+    MAX_CHANNELS,
+    MAX_OBJECTS_PER_STEP,
+)
 
 _KINDS = ("source", "transform", "aggregate", "sink")
 
@@ -342,8 +348,8 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
         spark_master=spec.get("spark", {}).get("master", "local[1]"),
         spark_conf=tuple(sorted(spec.get("spark", {}).get("conf", {}).items())),
         dead_letter=_resolve(base_dir, spec["deadLetter"]["path"]) if "deadLetter" in spec else None,
-        checkpoint_steps=spec.get("checkpoint", {}).get("intervalSteps", 0),
-        checkpoint_ms=spec.get("checkpoint", {}).get("intervalMs", 0),
+        checkpoint_steps=_checkpoint_steps(spec),
+        checkpoint_ms=spec.get("checkpoint", {}).get("intervalMs") or 0,
         checkpoint_retain=spec.get("checkpoint", {}).get("retain", 2),
         checkpoint_path=_resolve(base_dir, spec["checkpoint"]["storage"]["path"])
         if "storage" in spec.get("checkpoint", {}) else None,
@@ -351,6 +357,14 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
         zookeeper=spec.get("zookeeper", {}).get("connect") or None,
         source_text=text,
     )
+
+
+def _checkpoint_steps(spec: Mapping[str, Any]) -> int:
+    """``checkpoint.intervalSteps``; when neither interval is set, a fault-tolerant pipeline's default."""
+    given = spec.get("checkpoint", {})
+    if "intervalSteps" not in given and "intervalMs" not in given:
+        return DEFAULT_CHECKPOINT_STEPS if spec.get("faultTolerance", True) else 0
+    return int(given.get("intervalSteps") or 0)
 
 
 def parse_pipeline(text: str, base_dir: Path, source: str = "<text>", check_entry_point: bool = True) -> PipelineSpec:

@@ -158,6 +158,14 @@ class PipelineSpec:
         return self.checkpoint_steps > 0 or self.checkpoint_ms > 0
 
     @property
+    def unbounded_warning(self) -> str | None:
+        """Why a fault-tolerant run without checkpoints grows with its length (None when it does not)."""
+        if not self.fault_tolerance or self.checkpoints_enabled:
+            return None
+        return ("checkpoints are off: a stateful stage keeps every input since step 1 for its rebuild, so "
+                "buffers, the lineage tables, the step log and the work of a recovery grow with the length of the run")
+
+    @property
     def needs_zookeeper(self) -> bool:
         """The command log (and heartbeats) live there whenever the run is fault tolerant."""
         return self.fault_tolerance or self.checkpoints_enabled

@@ -29,6 +29,12 @@ MAX_PARALLELISM = 512          # channels of one stage
 MAX_WORKERS = 128
 MAX_CHANNELS = 2048            # channels of all stages together (tasks per step)
 MAX_OBJECTS_PER_STEP = 65536   # objects handed between channels per step (a hash edge makes producers x consumers)
+# A fault-tolerant pipeline that sets no checkpoint interval checkpoints this often: what a stateful stage
+# keeps for its rebuild (its inputs since its snapshot), the lineage tables and the step log are then
+# bounded by this many steps, however long the run. Spark SS commits state every micro-batch; Flink
+# leaves checkpoints off unless asked. Ours are incremental (only changed table files upload), so a
+# short interval costs little.
+DEFAULT_CHECKPOINT_STEPS = 10
 
 API_GROUP = "ftpipeline.io"
 API_VERSION = "v1alpha1"
@@ -312,8 +318,11 @@ SPEC_SCHEMA: Schema = _obj(
         "checkpoint": _obj(
             "Consistent checkpoints: snapshots of stateful channels, committed in ZooKeeper as the resume point.",
             {
-                "intervalSteps": _int("Checkpoint once this many steps passed since the last committed checkpoint (0: not by steps).", minimum=0, default=0),
-                "intervalMs": _int("Checkpoint at least this often, in milliseconds (0: not by time).", minimum=0, default=0),
+                "intervalSteps": _int("Checkpoint once this many steps passed since the last committed checkpoint (0: not by "
+                                      "steps). When neither interval is set, a fault-tolerant pipeline checkpoints every "
+                                      f"{DEFAULT_CHECKPOINT_STEPS} steps; setting both to 0 turns checkpoints off, and "
+                                      "buffers, lineage tables and recovery work then grow with the run.", minimum=0),
+                "intervalMs": _int("Checkpoint at least this often, in milliseconds (0: not by time).", minimum=0),
                 "retain": _int("How many committed checkpoints to keep (older ones are deleted).", minimum=1, default=2),
                 "storage": _obj(
                     "Where snapshots and in-flight messages are written (shared by all workers).",

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from ftpipeline.spec.load import Problem, SpecError, load_pipeline, parse_pipeline
+from ftpipeline.spec.schema import DEFAULT_CHECKPOINT_STEPS
 from ftpipeline.spec.model import (
     AggregateOp,
     Aggregation,
@@ -760,6 +761,37 @@ def test_checkpoint_recovery_without_checkpoints() -> None:
                                            "checkpoint.intervalMs")
     doc["spec"]["checkpoint"] = {"intervalSteps": 5}
     assert parse(doc).recovery_strategy == "checkpoint"
+
+
+def test_a_fault_tolerant_pipeline_checkpoints_by_default() -> None:
+    doc = base()
+    spec = parse(doc)
+    assert (spec.checkpoint_steps, spec.checkpoint_ms, spec.checkpoints_enabled) == (DEFAULT_CHECKPOINT_STEPS, 0, True)
+    assert spec.unbounded_warning is None
+    doc["spec"]["checkpoint"] = {"storage": {"path": "elsewhere"}}  # storage alone keeps the default interval
+    assert parse(doc).checkpoint_steps == DEFAULT_CHECKPOINT_STEPS
+
+
+def test_an_interval_by_time_alone_replaces_the_default_by_steps() -> None:
+    doc = base()
+    doc["spec"]["checkpoint"] = {"intervalMs": 30_000}
+    spec = parse(doc)
+    assert (spec.checkpoint_steps, spec.checkpoint_ms) == (0, 30_000)
+
+
+def test_turning_checkpoints_off_is_allowed_and_warned_about() -> None:
+    doc = base()
+    doc["spec"]["checkpoint"] = {"intervalSteps": 0}
+    spec = parse(doc)
+    assert not spec.checkpoints_enabled
+    assert spec.unbounded_warning is not None and "grow with the length of the run" in spec.unbounded_warning
+
+
+def test_without_fault_tolerance_nothing_is_checkpointed_or_warned_about() -> None:
+    doc = base()
+    doc["spec"]["faultTolerance"] = False
+    spec = parse(doc)
+    assert (spec.checkpoints_enabled, spec.unbounded_warning) == (False, None)
 
 
 def test_the_kubernetes_example_is_the_local_example_plus_cluster_fields() -> None:
