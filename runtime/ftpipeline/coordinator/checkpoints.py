@@ -246,6 +246,7 @@ class CheckpointManager:
 
     def _after_commit(self, manifest: dict[str, Any]) -> set[int]:
         buried_up_to: list[int] = []
+        before = self.last["states"] if self.last is not None else {}  # the previous commit's snapshots
         for key, snap in manifest["states"].items():
             ch = Channel.parse(key)
             edges = []
@@ -254,7 +255,8 @@ class CheckpointManager:
                     if edge.partition.number == 0 and uc != ch.index:
                         continue  # forward: only channel i feeds channel i
                     edges.append(EdgeKey(edge.upstream, uc, ch.stage, edge.partition.number, ch.index).key())
-            self.tables.bury_range(edges, 1, int(snap["step"]))
+            held_from = int(before[key]["step"]) + 1 if key in before else 1
+            self.tables.bury_range(edges, 1, int(snap["step"]), held_from)
             buried_up_to.append(int(snap["step"]))
         floor = min([*buried_up_to, int(manifest["boundary"]), int(manifest["gt_last"])])
         self.tables.trim(floor)

@@ -177,16 +177,22 @@ def plan_recovery(
         return not view.consumed(obj.key())
 
     # 3. stateful channels lost their state.
+    lost_stateful = sorted(c for c in moves if graph.is_stateful(c.stage))
+    # the lost objects of each lost channel, parsed once (not once per lost stateful channel)
+    lost_of: dict[Channel, list[tuple[ObjectName, str]]] = {}
+    if lost_stateful:
+        for name in lost:
+            obj = ObjectName.parse(name)
+            lost_of.setdefault(obj.producer, []).append((obj, name))
     rebuilt: list[Channel] = []
-    for ch in sorted(c for c in moves if graph.is_stateful(c.stage)):
+    for ch in lost_stateful:
         if any(t.ref == ch and t.kind is TaskKind.REBUILD for t in dead_pending):
             rebuilt.append(ch)  # its rebuild never ran; re-launched above
             continue
         applied = view.state_steps.get(ch, 0)
         lost_by_step: dict[int, set[str]] = {}
-        for name in lost:
-            obj = ObjectName.parse(name)
-            if obj.producer == ch and needed_now(obj):
+        for obj, name in lost_of.get(ch, ()):
+            if needed_now(obj):
                 lost_by_step.setdefault(obj.seq, set()).add(name)
         redo_from = min([applied + 1, *lost_by_step])
         snap_step, snap_path = (snapshots or {}).get(ch, (0, ""))

@@ -5,6 +5,7 @@ pipeline's keys in one Redis Cluster slot)::
 
     ct              hash  edge key -> interval set of consumed seqs (cemetery)
     not:<worker>    set   object names held in that worker's buffer
+    gc:<worker>     set   its objects buried since its last collection (what the next one walks)
     pt              hash  object name -> worker holding it
     ntt:<worker>    set   task json: tasks that worker must run
     lt              hash  object name -> producer task json (lineage)
@@ -48,7 +49,7 @@ from ftpipeline.lineage.planner import RecoveryPlan, TablesView
 
 def _script(name: str) -> str:
     lua = resources.files("ftpipeline.lineage") / "lua"
-    return (lua / "intervals.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+    return "\n".join((lua / f"{part}.lua").read_text() for part in ("intervals", "gc_marks", name))
 
 
 def _s(value: bytes | str) -> str:
@@ -178,7 +179,7 @@ class LineageTables:
 
     def collect(self, worker: WorkerId) -> list[str] | None:
         """Drop this worker's consumed objects from PT/NOT; None if recovery holds the lock."""
-        keys = [self.k("pt"), self.k(f"not:{worker}"), self.k("ct"), self.k("lock:pt")]
+        keys = [self.k("pt"), self.k(f"not:{worker}"), self.k("ct"), self.k("lock:pt"), self.k(f"gc:{worker}")]
         dropped = self._collect(keys=keys, args=[worker])
         if dropped is None:
             return None
@@ -186,16 +187,18 @@ class LineageTables:
 
     def bury(self, names: Sequence[str]) -> None:
         if names:
-            self._ct_update(keys=[self.k("ct")], args=["add", *names])
+            self._ct_update(keys=[self.k("ct"), self.k("pt")], args=["add", *names])
 
     def resurrect(self, names: Sequence[str]) -> None:
         if names:
-            self._ct_update(keys=[self.k("ct")], args=["remove", *names])
+            self._ct_update(keys=[self.k("ct"), self.k("pt")], args=["remove", *names])
 
-    def bury_range(self, edges: Sequence[str], first: int, last: int) -> None:
-        """Put steps ``first..last`` of each edge in the cemetery (a checkpoint covers them)."""
+    def bury_range(self, edges: Sequence[str], first: int, last: int, held_from: int = 1) -> None:
+        """Put steps ``first..last`` of each edge in the cemetery (a checkpoint covers them). Objects of
+        steps from ``held_from`` on may still be held: they become their holders' collection candidates
+        (before it, an earlier checkpoint covered them, so a range costs the steps since that one)."""
         if edges and last >= first:
-            self._bury_range(keys=[self.k("ct")], args=[first, last, *edges])
+            self._bury_range(keys=[self.k("ct"), self.k("pt")], args=[first, last, held_from, *edges])
 
     def trim(self, floor: int) -> int:
         """Forget lineage, row counts and clocks of objects of steps <= ``floor``.
@@ -227,8 +230,9 @@ class LineageTables:
         pipe = self.r.pipeline(transaction=True)
         for key in self.r.scan_iter(match=f"{self.prefix}ntt:*", count=1000):
             pipe.delete(key)
-        for key in self.r.scan_iter(match=f"{self.prefix}not:*", count=1000):
-            pipe.delete(key)
+        for pattern in ("not:*", "gc:*"):
+            for key in self.r.scan_iter(match=f"{self.prefix}{pattern}", count=1000):
+                pipe.delete(key)
         for name in ("pt", "ct", "lt", "rows", "meta", "state", "alive"):
             pipe.delete(self.k(name))
         if held_by_storage:
@@ -285,7 +289,7 @@ class LineageTables:
     def apply(self, plan: RecoveryPlan) -> None:
         keys = [
             self.k("pt"), self.k("ct"), self.k("placement"), self.k("alive"), self.k("epoch"),
-            self.k(f"ntt:{plan.dead}"), self.k(f"not:{plan.dead}"),
+            self.k(f"ntt:{plan.dead}"), self.k(f"not:{plan.dead}"), self.k(f"gc:{plan.dead}"),
         ]
         args: list[str | int] = [
             self.prefix,

@@ -1,5 +1,5 @@
 -- Apply a recovery plan atomically (the coordinator holds the PT delete lock).
--- KEYS: 1 pt 2 ct 3 placement 4 alive 5 epoch 6 ntt:<dead> 7 not:<dead>
+-- KEYS: 1 pt 2 ct 3 placement 4 alive 5 epoch 6 ntt:<dead> 7 not:<dead> 8 gc:<dead>
 -- ARGV: 1 key prefix 2 dead node 3 epoch 4 tasks json [[node, task json], ...]
 --       5 resurrect json [name, ...] 6 moves json {channel: node}
 local prefix, dead = ARGV[1], ARGV[2]
@@ -16,6 +16,7 @@ for _, name in ipairs(redis.call('SMEMBERS', KEYS[7])) do
   if redis.call('HGET', KEYS[1], name) == dead then redis.call('HDEL', KEYS[1], name) end
 end
 redis.call('DEL', KEYS[7])
+redis.call('DEL', KEYS[8])
 for ch, node in pairs(cjson.decode(ARGV[6])) do redis.call('HSET', KEYS[3], ch, node) end
 redis.call('SET', KEYS[5], ARGV[3])
 return 1

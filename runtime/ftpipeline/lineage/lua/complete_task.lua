@@ -28,6 +28,8 @@ for _, out in ipairs(cjson.decode(ARGV[3])) do
   redis.call('HSET', KEYS[5], name, rows)
   if lineage then redis.call('HSET', KEYS[4], name, ARGV[2]) end
   if ARGV[10] ~= '' then redis.call('HSET', KEYS[11], name, ARGV[10]) end
+  local edge, seq = split_name(name)
+  if iv_contains(iv_get(KEYS[6], edge), seq) then gc_mark(KEYS[3], name) end  -- a replay of a consumed object
 end
 local me = cjson.decode(ARGV[2])
 local twin = false
@@ -36,10 +38,7 @@ for _, other in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   if t.k == me.k and t.s == me.s and t.c == me.c and t.n == me.n then twin = true; break end
 end
 if not twin then
-  for _, name in ipairs(cjson.decode(ARGV[4])) do
-    local edge, seq = split_name(name)
-    iv_put(KEYS[6], edge, iv_add(iv_get(KEYS[6], edge), seq))
-  end
+  for _, name in ipairs(cjson.decode(ARGV[4])) do bury_one(KEYS[6], KEYS[3], name) end
 end
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[7], ARGV[5], ARGV[6]) end
 for field, n in pairs(cjson.decode(ARGV[9])) do redis.call('HINCRBY', KEYS[10], field, n) end
