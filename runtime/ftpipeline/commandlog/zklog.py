@@ -3,7 +3,9 @@
 Layout, per pipeline::
 
     /ftpipeline/<pipeline>/log/c-<10 digits>   one command (JSON); the digits are its sequence number
-    /ftpipeline/<pipeline>/log-snapshot         {"seq": N, "state": ...}: the fold of every command <= N
+    /ftpipeline/<pipeline>/log-snapshot         {"seq": N, "state": ...}: the fold of every command <= N,
+                                                or {"seq": N, "parts": P} when it is larger than one part
+    /ftpipeline/<pipeline>/log-snapshot-parts/<N>-<i>   part i of P of snapshot N's state
     /ftpipeline/<pipeline>/peers/<peer>         ephemeral heartbeat of a worker (``peer.py``)
 
 ZooKeeper numbers sequential children from the parent's change counter, so
@@ -29,6 +31,14 @@ therefore folds from the children list its watch delivered
 snapshot when the numbers run on: one read of the new command per append.
 
     EMPTY --append--> LOG(tail) --compact(N)--> SNAPSHOT(N) + LOG(tail > N)
+
+A snapshot holds the offsets of every source channel for each step since the
+newest checkpoint; with enough channels that passes ZooKeeper's 1 MB per znode
+(``jute.maxbuffer``), and a write past it fails. A large snapshot is therefore
+cut into parts of ``PART_BYTES``, written first; the header then switches to
+them in one write, so a reader sees the old snapshot or the new one, never a
+mix; the parts of older snapshots are deleted after. A reader that finds a
+part gone (a newer compaction replaced it meanwhile) reads the header again.
 """
 
 from __future__ import annotations
@@ -39,7 +49,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.interfaces import IAsyncResult
 from kazoo.retry import KazooRetry
 
@@ -47,6 +57,7 @@ from ftpipeline.commandlog.state import KINDS, ClusterState, Command, apply
 
 PREFIX = "c-"
 TXN_DELETES = 500  # commands deleted per transaction by a compaction
+PART_BYTES = 512 * 1024  # a snapshot larger than this is written as parts (ZooKeeper's znode limit is 1 MB)
 
 
 def base_path(pipeline: str) -> str:
@@ -59,6 +70,7 @@ class CommandLog:
         self.base = base_path(pipeline)
         self.dir = f"{self.base}/log"
         self.snapshot_path = f"{self.base}/log-snapshot"
+        self.parts_dir = f"{self.base}/log-snapshot-parts"
         self.peers = f"{self.base}/peers"
         self.retry = retry or KazooRetry(max_tries=5, delay=0.05, max_delay=1.0)
         self.retry(self.zk.ensure_path, self.dir)
@@ -83,14 +95,10 @@ class CommandLog:
 
     def compact(self, state: ClusterState) -> int:
         """Make ``state`` (a fold up to ``state.seq``) the snapshot and delete the commands it covers."""
-        data = json.dumps({"seq": state.seq, "state": json.loads(state.to_json())}).encode()
         current = self._snapshot_seq()
         if current >= state.seq:
             return 0
-        if self.zk.exists(self.snapshot_path):
-            self.retry(self.zk.set, self.snapshot_path, data)
-        else:
-            self.retry(self.zk.create, self.snapshot_path, data)
+        self._write_snapshot(state)
         covered = [n for n in self._children() if int(n[len(PREFIX):]) <= state.seq]
         if not covered:
             return 0
@@ -116,6 +124,38 @@ class CommandLog:
                 pass
         return deleted
 
+    def _write_snapshot(self, state: ClusterState) -> None:
+        body = state.to_json().encode()
+        if len(body) <= PART_BYTES:
+            header = json.dumps({"seq": state.seq, "state": json.loads(body)}).encode()
+        else:
+            parts = [body[i:i + PART_BYTES] for i in range(0, len(body), PART_BYTES)]
+            self.retry(self.zk.ensure_path, self.parts_dir)
+            for i, part in enumerate(parts):
+                path = f"{self.parts_dir}/{state.seq}-{i}"
+                try:
+                    self.retry(self.zk.create, path, part)
+                except NodeExistsError:  # a compactor that died after this part: the same fold, the same bytes
+                    self.retry(self.zk.set, path, part)
+            header = json.dumps({"seq": state.seq, "parts": len(parts)}).encode()
+        if self.zk.exists(self.snapshot_path):
+            self.retry(self.zk.set, self.snapshot_path, header)
+        else:
+            self.retry(self.zk.create, self.snapshot_path, header)
+        self._delete_parts_before(state.seq)
+
+    def _delete_parts_before(self, seq: int) -> None:
+        try:
+            names = self.retry(self.zk.get_children, self.parts_dir)
+        except NoNodeError:
+            return
+        for name in names:
+            if int(name.split("-")[0]) < seq:
+                try:
+                    self.retry(self.zk.delete, f"{self.parts_dir}/{name}")
+                except NoNodeError:
+                    pass
+
     # --- reading -------------------------------------------------------------
     def _children(self, listed: list[str] | None = None) -> list[str]:
         """The commands' names in order: of ``listed`` if given, else of a fresh listing."""
@@ -130,11 +170,41 @@ class CommandLog:
         return int(json.loads(data)["seq"])
 
     def snapshot(self) -> ClusterState:
+        while True:
+            try:
+                data, _ = self.retry(self.zk.get, self.snapshot_path)
+            except NoNodeError:
+                return ClusterState()
+            header = json.loads(data)
+            if "state" in header:
+                return ClusterState.from_json(json.dumps(header["state"]))
+            try:
+                body = b"".join(self.retry(self.zk.get, f"{self.parts_dir}/{header['seq']}-{i}")[0]
+                                for i in range(int(header["parts"])))
+            except NoNodeError:
+                continue  # replaced by a newer snapshot while we read: read the new one
+            return ClusterState.from_json(body)
+
+    def znode_sizes(self) -> dict[str, int]:
+        """Bytes of every znode this log keeps (the commands, the snapshot and its parts): for tests and
+        benchmarks that check the log stays within ZooKeeper's limits and flat over a run."""
+        sizes: dict[str, int] = {}
+        for parent, names in ((self.dir, self._children()), (self.parts_dir, self._parts())):
+            for name in names:
+                try:
+                    sizes[f"{parent}/{name}"] = self.retry(self.zk.exists, f"{parent}/{name}").dataLength
+                except AttributeError:  # deleted between the listing and the read
+                    pass
+        stat = self.retry(self.zk.exists, self.snapshot_path)
+        if stat is not None:
+            sizes[self.snapshot_path] = stat.dataLength
+        return sizes
+
+    def _parts(self) -> list[str]:
         try:
-            data, _ = self.retry(self.zk.get, self.snapshot_path)
+            return list(self.retry(self.zk.get_children, self.parts_dir))
         except NoNodeError:
-            return ClusterState()
-        return ClusterState.from_json(json.dumps(json.loads(data)["state"]))
+            return []
 
     def read_after(self, seq: int, listed: list[str] | None = None) -> list[Command] | None:
         """Commands after ``seq`` in order, or None if some were compacted away (reload the snapshot).

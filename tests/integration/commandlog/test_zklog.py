@@ -216,3 +216,41 @@ def test_a_late_peer_reaches_the_current_state_quickly(zookeeper: str, zk: Kazoo
     assert state.committed == 500
     late.stop()
     late.close()
+
+
+def _wide_state(channels: int, steps: int) -> ClusterState:
+    """Offsets of ``channels`` source channels for ``steps`` steps, none covered by a checkpoint."""
+    from ftpipeline.commandlog.state import Command
+
+    commands = [Command(i + 1, "step-started",
+                        {"step": i + 1, "offsets": {f"src.{c}": [i * 1000, (i + 1) * 1000] for c in range(channels)}})
+                for i in range(steps)]
+    return fold(commands)
+
+
+def test_a_snapshot_past_zookeepers_znode_limit_is_written_in_parts_and_reads_back_whole(zk: KazooClient) -> None:
+    """500 source channels x 200 steps of offsets: one znode would pass ZooKeeper's 1 MB."""
+    log = CommandLog(zk, f"log{uuid.uuid4().hex[:8]}")
+    state = _wide_state(500, 200)
+    assert len(state.to_json()) > 1024 * 1024
+    log.compact(state)
+    sizes = log.znode_sizes()
+    assert max(sizes.values()) <= 512 * 1024 and len(sizes) > 2
+    assert log.load() == state
+
+
+def test_a_newer_snapshot_replaces_the_parts_of_the_older(zk: KazooClient, zookeeper: str) -> None:
+    log = CommandLog(zk, f"log{uuid.uuid4().hex[:8]}")
+    other = client(zookeeper)
+    follower = Follower(CommandLog(other, log.base.rsplit("/", 1)[1]))
+    first = _wide_state(400, 200)
+    log.compact(first)
+    parts_of_first = set(log.znode_sizes()) - {log.snapshot_path}
+    second = _wide_state(400, 220)
+    log.compact(second)
+    parts = set(log.znode_sizes()) - {log.snapshot_path}
+    assert parts and not parts & parts_of_first  # the older snapshot's parts are gone
+    follower.refresh()
+    assert follower.state == second == log.load()
+    other.stop()
+    other.close()
