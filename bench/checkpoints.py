@@ -47,8 +47,8 @@ def pipeline(directory: Path, name: str, steps: int, rows: int, **spec: Any) -> 
     if spec.get("mode"):
         s["steps"]["mode"] = spec["mode"]
         s["steps"]["window"] = spec.get("window", 3)
-    if spec.get("checkpoint_every"):
-        s["checkpoint"] = {"intervalSteps": spec["checkpoint_every"], "storage": {"path": str(directory / name / "ckpt")}}
+    s["checkpoint"] = {"intervalSteps": spec.get("checkpoint_every", 0),  # 0: none (the default is every 10)
+                       "storage": {"path": str(directory / name / "ckpt")}}
     if spec.get("strategy"):
         s["recovery"] = {"strategy": spec["strategy"]}
     path = directory / f"{name}.yaml"

@@ -9,6 +9,9 @@ JVM, which the run starts and which compiles its hot paths over the first
 tens of seconds (about 1.5 s of CPU on two cores), so short runs overstate
 the cost.
 
+Each side runs with its defaults: with fault tolerance on, that includes a
+checkpoint every 10 steps (``checkpoint.intervalSteps``'s default).
+
 The headline is the median of the per-pair ratios: the two runs of a pair
 are back to back, so slow drift of the machine cancels within a pair.
 

@@ -37,6 +37,7 @@ from ftpipeline.checkpoint.restore import Cut, plan_restore
 from ftpipeline.control.store import RunStore, StepRecord
 from ftpipeline.coordinator.trigger import Reason
 from ftpipeline.dataflow.graph import Graph
+from ftpipeline.lineage.lost import lost_work
 from ftpipeline.lineage.naming import Channel, Task, TaskKind, WorkerId
 from ftpipeline.lineage.planner import TablesView, plan_recovery
 from ftpipeline.lineage.tables import LineageTables
@@ -59,6 +60,7 @@ class RecoveryRecord:
     lost_objects: int = 0
     buffered_rows: int = 0
     planned_rows: int = 0
+    lost_rows: int = 0                   # the work lost with the worker (``lineage/lost.py``)
     boundary: int | None = None          # checkpoint strategy: the cut rolled back to
     placement: dict[Channel, WorkerId] = field(default_factory=dict)
     to_commit_seconds: float | None = None
@@ -74,6 +76,7 @@ class RecoveryRecord:
             "lost_objects": self.lost_objects,
             "buffered_rows": self.buffered_rows,
             "planned_rows": self.planned_rows,
+            "lost_rows": self.lost_rows,
             "boundary": self.boundary,
             "seconds": round(self.seconds, 4),
         }
@@ -83,6 +86,12 @@ def snapshots_of(manifest: Mapping[str, Any] | None) -> dict[Channel, tuple[int,
     if not manifest:
         return {}
     return {Channel.parse(c): (int(s["step"]), str(s["path"])) for c, s in manifest["states"].items()}
+
+
+def lost_of(graph: Graph, view: TablesView, dead: WorkerId, manifest: Mapping[str, Any] | None) -> int:
+    """The work lost with ``dead`` since the cut of ``manifest`` (``lineage/lost.py``)."""
+    snapshots = {ch: step for ch, (step, _) in snapshots_of(manifest).items()}
+    return lost_work(graph, view, dead, int(manifest["boundary"]) if manifest else 0, snapshots)
 
 
 def choose_strategy(strategy: str, graph: Graph, view: TablesView, dead: WorkerId,
@@ -127,6 +136,7 @@ def recover_lineage(
         worker=dead, strategy="lineage", epoch=epoch, tasks=plan.tasks, moves=plan.moves, detected_at=started,
         replaced=plan.replaced, rebuilt=plan.rebuilt, lost_objects=len(plan.lost), buffered_rows=plan.buffered_rows,
         planned_rows=plan.planned_rows, placement=dict(plan.placement),
+        lost_rows=lost_of(graph, view, dead, manifest),
     )
 
 
@@ -199,5 +209,5 @@ def rollback(
         worker=dead or WorkerId(""), strategy="checkpoint", epoch=epoch, tasks=assigned, moves=moves,
         detected_at=started, lost_objects=len(lost), buffered_rows=sum(view.rows.get(n, 0) for n in lost),
         planned_rows=sum(view.rows.get(n, 0) for n in inflight), boundary=boundary, placement=dict(placement),
-        seconds=clock() - started,
+        lost_rows=lost_of(graph, view, dead, manifest) if dead else 0, seconds=clock() - started,
     )

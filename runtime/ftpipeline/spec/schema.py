@@ -397,9 +397,12 @@ SPEC_SCHEMA: Schema = _obj(
     },
     ["entryPoint", "workers", "stages"],
     rules=[rule("!has(self.recovery) || !has(self.recovery.strategy) || self.recovery.strategy != 'checkpoint' || "
+                "((!has(self.faultTolerance) || self.faultTolerance) && (!has(self.checkpoint) || "
+                "(!has(self.checkpoint.intervalSteps) && !has(self.checkpoint.intervalMs)))) || "
                 "(has(self.checkpoint) && ((has(self.checkpoint.intervalSteps) && self.checkpoint.intervalSteps > 0) "
                 "|| (has(self.checkpoint.intervalMs) && self.checkpoint.intervalMs > 0)))",
-                "recovery.strategy checkpoint needs checkpoint.intervalSteps or checkpoint.intervalMs")],
+                "recovery.strategy checkpoint needs checkpoints: checkpoint.intervalSteps or intervalMs above 0, "
+                "or neither set (the default interval)")],
 )
 
 PHASES = ["Pending", "Starting", "Running", "Recovering", "Paused", "Retrying", "Suspended", "Succeeded", "Failed"]

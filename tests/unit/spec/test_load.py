@@ -756,11 +756,20 @@ def test_an_endpoint_and_a_secret_at_once() -> None:
 def test_checkpoint_recovery_without_checkpoints() -> None:
     doc = base()
     doc["spec"]["recovery"] = {"strategy": "checkpoint"}
-    p = only_problem(doc)
-    assert (p.path, p.message) == ("spec", "recovery.strategy checkpoint needs checkpoint.intervalSteps or "
-                                           "checkpoint.intervalMs")
+    assert parse(doc).checkpoint_steps == DEFAULT_CHECKPOINT_STEPS  # the default interval serves
+    message = ("recovery.strategy checkpoint needs checkpoints: checkpoint.intervalSteps or intervalMs above 0, "
+               "or neither set (the default interval)")
+    for off in ({"intervalSteps": 0}, {"intervalSteps": 0, "intervalMs": 0}):
+        doc["spec"]["checkpoint"] = off
+        p = only_problem(doc)
+        assert (p.path, p.message) == ("spec", message)
     doc["spec"]["checkpoint"] = {"intervalSteps": 5}
     assert parse(doc).recovery_strategy == "checkpoint"
+    doc["spec"]["checkpoint"] = {"intervalMs": 5000}
+    assert parse(doc).recovery_strategy == "checkpoint"
+    doc["spec"].pop("checkpoint")
+    doc["spec"]["faultTolerance"] = False  # no default checkpoints without fault tolerance
+    assert only_problem(doc).message == message
 
 
 def test_a_fault_tolerant_pipeline_checkpoints_by_default() -> None:

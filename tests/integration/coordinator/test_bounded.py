@@ -1,0 +1,122 @@
+"""A long run with default settings stays flat: what the runtime keeps does not grow with the run.
+
+Checkpoints are on by default (``spec/schema.py``: DEFAULT_CHECKPOINT_STEPS), and each commit lets
+go of what it covers: a stateful stage's inputs leave the workers' buffers (garbage collection), the
+lineage tables and the step log are trimmed, the command log is compacted. So over 500 steps the
+workers' buffer bytes, the pipeline's Redis entries and its znodes in ZooKeeper rise and fall with
+the checkpoint interval, and the second half of the run holds no more than the first.
+
+Sampled from outside while ``ftpipeline run`` runs, against the real Redis and ZooKeeper it uses.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import redis
+from kazoo.client import KazooClient
+
+from ftpipeline.commandlog.zklog import base_path
+
+from ..pipelines import CliRun, clickstream, identity_of, run_cli
+
+STEPS = 500
+EARLY, LATE = (150, 300), (350, STEPS + 1)  # committed steps of the two windows compared
+GROWTH = 1.25  # what the late window's peak may exceed the early one's by (a sawtooth's teeth vary)
+
+
+def buffer_bytes(run_dir: Path) -> int:
+    """Bytes of the objects every worker holds (its ``objects/`` directory, ``worker/buffer.py``)."""
+    total = 0
+    for objects in (run_dir / "workers").glob("*/**/objects"):
+        for f in objects.iterdir():
+            try:
+                total += f.stat().st_size
+            except FileNotFoundError:  # collected while we counted
+                pass
+    return total
+
+
+def redis_entries(r: redis.Redis, identity: str) -> tuple[int, int]:
+    """The pipeline's keys, and their entries (fields of a hash, members of a set, items of a list)."""
+    size = {b"hash": r.hlen, b"set": r.scard, b"list": r.llen, b"zset": r.zcard}
+    keys = list(r.scan_iter(match=f"ftp:{{{identity}}}:*", count=1000))
+    entries = 0
+    for key in keys:
+        kind = r.type(key)
+        entries += int(size[kind](key)) if kind in size else 1
+    return len(keys), entries
+
+
+def znodes(zk: KazooClient, path: str) -> tuple[int, int]:
+    """Znodes under ``path`` and their bytes."""
+    count, total = 0, 0
+    stack = [path]
+    while stack:
+        at = stack.pop()
+        try:
+            data, _ = zk.get(at)
+            children = zk.get_children(at)
+        except Exception:  # deleted meanwhile (compaction, pruning)
+            continue
+        count, total = count + 1, total + len(data)
+        stack += [f"{at}/{c}" for c in children]
+    return count, total
+
+
+def peak(samples: list[dict[str, int]], metric: str, window: tuple[int, int]) -> int:
+    return max(s[metric] for s in samples if window[0] <= s["step"] < window[1])
+
+
+def test_five_hundred_steps_with_default_settings_stay_flat(tmp_path: Path, redis_url: str, zookeeper: str) -> None:
+    pipeline = clickstream(tmp_path, "flat", steps=STEPS, workers=2, rows_per_step=300, checkpoint_every=None,
+                           parallelism={"events": 2, "clean": 2, "per-user": 2, "output": 2})
+    identity = identity_of(pipeline)
+    run_dir = tmp_path / "run"
+    done: list[CliRun] = []
+    runner = threading.Thread(target=lambda: done.append(run_cli(pipeline, run_dir, "--redis-url", redis_url,
+                                                                 "--zookeeper", zookeeper, timeout_s=1500)))
+    runner.start()
+    r = redis.Redis.from_url(redis_url)
+    zk = KazooClient(hosts=zookeeper)
+    zk.start(timeout=30)
+    samples: list[dict[str, int]] = []
+    try:
+        while runner.is_alive():
+            step = int(r.get(f"ftp:{{{identity}}}:committed") or 0)
+            keys, entries = redis_entries(r, identity)
+            nodes, node_bytes = znodes(zk, base_path(identity))
+            samples.append({"step": step, "buffer_bytes": buffer_bytes(run_dir), "redis_keys": keys,
+                            "redis_entries": entries, "znodes": nodes, "znode_bytes": node_bytes})
+            time.sleep(0.5)
+    finally:
+        runner.join()
+        r.close()
+        zk.stop()
+        zk.close()
+    [run] = done
+    assert run.code == 0, run.output[-3000:]
+    assert len(run.summary["checkpoints"]) >= STEPS // 10 - 2, "the default interval checkpoints every 10 steps"
+    assert "checkpoints are off" not in run.output
+    assert sum(1 for s in samples if LATE[0] <= s["step"] < LATE[1]) >= 10, "too few samples in the late window"
+    for metric in ("buffer_bytes", "redis_keys", "redis_entries", "znodes", "znode_bytes"):
+        early, late = peak(samples, metric, EARLY), peak(samples, metric, LATE)
+        print(f"{metric}: peak over steps {EARLY[0]}-{EARLY[1] - 1}: {early:,}; over {LATE[0]}-{STEPS}: {late:,}")
+        assert late <= early * GROWTH + 16, f"{metric} grew from {early:,} to {late:,} over the run"
+
+
+def test_a_kill_with_default_settings_recomputes_about_what_was_lost(tmp_path: Path) -> None:
+    """A worker holding a stateful channel is killed 4 steps after the default checkpoint: lineage
+    recovery re-reads at most 1.1 times the work lost with it (``lineage/lost.py``), not the run's,
+    and the output equals the oracle's."""
+    pipeline = clickstream(tmp_path, "recompute", steps=20, workers=3, rows_per_step=3000, checkpoint_every=None)
+    run = run_cli(pipeline, tmp_path / "run", "--kill-at-step", "14", "--kill-worker", "w2", "--verify")
+    assert run.code == 0, run.output[-3000:]
+    [recovery] = run.summary["recoveries"]
+    lost, recomputed = recovery["lost_rows"], run.summary["stats"]["recomputed_rows"]
+    print(f"lost work {lost:,} rows, recomputed {recomputed:,} ({recomputed / lost:.2f}x)")
+    assert recovery["rebuilt"], "the kill should cost a stateful channel (else it tests little)"
+    assert 0 < recomputed <= 1.1 * lost
+    assert all(c["equal"] for c in run.summary["verify"])
