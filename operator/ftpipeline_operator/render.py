@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from ftpipeline.spec.cores import master_for_pod
 from ftpipeline.spec.schema import API_GROUP, API_VERSION, KIND
 
 FLIGHT_PORT = 7000
@@ -189,7 +190,8 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
         "image": image,
         "imagePullPolicy": pull,
         "command": ["python", "-m", "ftpipeline.worker.executor"],
-        "args": ["--worker-id", worker, "--dir", WORK_DIR, "--spark-master", spark.get("master", "local[1]"),
+        "args": ["--worker-id", worker, "--dir", WORK_DIR, "--spark-master",
+                 master_for_pod(spark.get("master", ""), spark.get("resources") or {}),
                  "--spark-conf", json.dumps(spark.get("conf", {}), sort_keys=True)],
         "env": env,
         "resources": spark.get("resources", {}),

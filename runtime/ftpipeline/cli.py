@@ -45,6 +45,7 @@ from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.obs.spans import busy_seconds, step_spans
 from ftpipeline.spec.load import SpecError, load_pipeline
+from ftpipeline.spec.cores import master_for_process
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.worker.executor import build_session
 
@@ -266,7 +267,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         faults = FaultPlan(at_step=args.kill_at_step, after_tasks=args.kill_after_tasks, after_seconds=args.kill_after,
                            worker=WorkerId(args.kill_worker) if args.kill_worker else None, seed=args.seed,
                            during_checkpoint=args.kill_during_checkpoint, action=args.fault)
-    cluster = LocalCluster(run_dir, spec.store_key, session.redis_url, spec.spark_master, dict(spec.spark_conf),
+    cluster = LocalCluster(run_dir, spec.store_key, session.redis_url,
+                           master_for_process(spec.spark_master, spec.workers), dict(spec.spark_conf),
                            zookeeper=session.zookeeper if session.commands is not None else None,
                            heartbeat_timeout_ms=spec.heartbeat_timeout_ms)
     private = spec.redis_url is None

@@ -345,7 +345,7 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
         progress_deadline_s=spec.get("progressDeadlineSeconds", 600),
         gc_interval_ms=spec.get("gc", {}).get("intervalMs", 500),
         redis_url=spec.get("redis", {}).get("url") or None,
-        spark_master=spec.get("spark", {}).get("master", "local[1]"),
+        spark_master=spec.get("spark", {}).get("master", ""),
         spark_conf=tuple(sorted(spec.get("spark", {}).get("conf", {}).items())),
         dead_letter=_resolve(base_dir, spec["deadLetter"]["path"]) if "deadLetter" in spec else None,
         checkpoint_steps=_checkpoint_steps(spec),

@@ -128,7 +128,7 @@ class PipelineSpec:
     progress_deadline_s: int = 600
     gc_interval_ms: int = 500
     redis_url: str | None = None
-    spark_master: str = "local[1]"
+    spark_master: str = ""           # "": local[cores the worker is given] (``spec/cores.py``)
     spark_conf: tuple[tuple[str, str], ...] = ()
     dead_letter: Path | None = None
     checkpoint_steps: int = 0

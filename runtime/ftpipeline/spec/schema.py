@@ -359,7 +359,9 @@ SPEC_SCHEMA: Schema = _obj(
         "spark": _obj(
             "Spark session of each worker.",
             {
-                "master": _str("Spark master of each worker's session.", default="local[1]"),
+                "master": _str("Spark master of each worker's session. Unset: local[N], N the cores the worker is "
+                               "given (on Kubernetes the spark container's CPU limit, else its request, rounded up; "
+                               "with ftpipeline run the machine's cores divided among the workers)."),
                 "conf": {
                     "type": "object",
                     "description": "Extra Spark configuration.",

@@ -59,6 +59,7 @@ from ftpipeline.dataflow.sources import DeadLetter, SourceReader, make_reader
 from ftpipeline.lineage.naming import Channel, ObjectName, Task, TaskKind
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.logging import setup_json_logging
+from ftpipeline.spec.cores import cores_of
 from ftpipeline.spec.load import load_entry_module, worker_spec
 from ftpipeline.spec.model import PipelineSpec, StageKind, StageSpec
 from ftpipeline.state.backend import KeyedState, make_backend
@@ -327,12 +328,12 @@ def build_session(master: str, conf: dict[str, str], work_dir: Path, app: str, j
         SparkSession.builder.master(master)
         .appName(app)
         .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.sql.shuffle.partitions", str(cores_of(master)))  # a shuffle per task thread
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.local.dir", str(work_dir / "spark-tmp"))
         .config("spark.sql.warehouse.dir", str(work_dir / "spark-warehouse"))
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.adaptive.enabled", "false")  # nothing to adapt in one-partition jobs; saves planning time
+        .config("spark.sql.adaptive.enabled", "false")  # small jobs: adapting costs more planning than it saves
     )
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -355,6 +356,8 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> Non
     spark = build_session(master, conf, work_dir, f"ftpipeline-{worker}",
                           os.environ.get("FTPIPELINE_WORKER_JAVA_OPTIONS", WORKER_JAVA_OPTIONS))
     spark.createDataFrame(pa.table({"x": [1]})).toArrow()  # warm up the JVM paths every task uses
+    log.info("spark session", extra={"worker": worker, "master": spark.sparkContext.master,
+                                     "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions")})
     sidecar = SidecarClient(_sidecar_address(work_dir))
     config = None
     while config is None:

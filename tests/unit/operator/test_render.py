@@ -68,6 +68,16 @@ def test_spark_conf_resources_and_user_volumes_reach_the_pod() -> None:
         assert {"name": "out", "mountPath": "/out"} in c["volumeMounts"]
 
 
+def test_without_a_master_spark_runs_on_the_containers_cpu_limit() -> None:
+    def master(**spark: object) -> str:
+        args = container(render.worker_pod(body(spark=spark), "w0", "r", {}), "spark")["args"]
+        return str(args[args.index("--spark-master") + 1])
+
+    assert master(resources={"limits": {"cpu": "3"}}) == "local[3]"
+    assert master(resources={"requests": {"cpu": "1500m"}}) == "local[2]"
+    assert master() == "local[1]"
+
+
 def test_redis_from_a_secret() -> None:
     pod = render.worker_pod(body(redis={"secretRef": {"name": "redis", "key": "url"}}), "w0", "r",
                             {"redis": "redis://default"})

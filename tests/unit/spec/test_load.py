@@ -145,7 +145,7 @@ def test_defaults_applied() -> None:
     assert spec.recovery_strategy == "lineage"
     assert spec.gc_interval_ms == 500
     assert spec.redis_url is None
-    assert spec.spark_master == "local[1]"
+    assert spec.spark_master == ""  # local[the worker's cores]: spec/cores.py
     assert spec.spark_conf == ()
     assert spec.dead_letter is None
 
@@ -158,7 +158,7 @@ def test_defaults_fill_only_missing_fields() -> None:
     spec = parse(doc)
     assert spec.max_steps == 5
     assert spec.trigger == Trigger(records=50, timer_ms=100, tick_ms=0)
-    assert spec.spark_master == "local[1]"
+    assert spec.spark_master == ""
     assert spec.spark_conf == (("spark.a", "1"), ("spark.b", "2"))
     assert spec.fault_tolerance is False
 
