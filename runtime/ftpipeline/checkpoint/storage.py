@@ -71,7 +71,12 @@ class CheckpointStorage:
             pq.write_table(table, tmp)
             os.replace(tmp, path)
             snap = ChannelSnapshot(channel, step, str(path.relative_to(self.root)), table.num_rows, path.stat().st_size)
-        atomic_write(path.with_suffix(".json"), json.dumps(vars(snap)).encode())
+        return self.record_snapshot(epoch, snap)
+
+    def record_snapshot(self, epoch: int, snap: ChannelSnapshot) -> ChannelSnapshot:
+        """Write what a channel's snapshot of ``epoch`` is (its ``.json`` beside the state), whichever
+        backend wrote the state itself; the manifest and a restore read it from there."""
+        atomic_write(self.state_path(epoch, snap.channel).with_suffix(".json"), json.dumps(vars(snap)).encode())
         return snap
 
     def read_state(self, snapshot: dict[str, Any]) -> pa.Table | None:

@@ -230,9 +230,7 @@ class RocksState:
         atomic_write(target / FILES, json.dumps(doc).encode())
         rel = str(target.relative_to(storage.root))
         own = sum(p.stat().st_size for p in target.iterdir() if p.is_file())
-        snap = ChannelSnapshot(channel, step, rel, rows, own + uploaded)
-        atomic_write(storage.state_path(epoch, channel).with_suffix(".json"), json.dumps(vars(snap)).encode())
-        return snap
+        return storage.record_snapshot(epoch, ChannelSnapshot(channel, step, rel, rows, own + uploaded))
 
     def close(self) -> None:
         self.by_step = self.by_step_handle = None  # a column family view left open delays the next open
