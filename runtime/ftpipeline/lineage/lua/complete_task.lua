@@ -23,6 +23,10 @@ if redis.call('SREM', KEYS[1], ARGV[2]) == 0 then return 0 end
 local lineage = ARGV[7] == '1'
 for _, out in ipairs(cjson.decode(ARGV[3])) do
   local name, rows = out[1], out[2]
+  local was = redis.call('HGET', KEYS[3], name)
+  if was and was ~= ARGV[1] then  -- another node's copy is no longer located: its next collection drops it
+    redis.call('SADD', string.sub(KEYS[3], 1, -3) .. 'gc:' .. was, name)
+  end
   redis.call('HSET', KEYS[3], name, ARGV[1])
   redis.call('SADD', KEYS[2], name)
   redis.call('HSET', KEYS[5], name, rows)
