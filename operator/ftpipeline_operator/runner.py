@@ -48,7 +48,7 @@ from ftpipeline.coordinator.session import open_session
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.metrics import RunMetrics
-from ftpipeline.spec.load import SpecError, parse_pipeline
+from ftpipeline.spec.load import SpecError, checkpoint_interval_given, parse_pipeline
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.spec.schema import API_GROUP, API_VERSION, DEFAULT_CHECKPOINT_STEPS, PLURAL
 from ftpipeline_operator import render
@@ -127,8 +127,8 @@ def default_checkpoints_lack_storage(raw: Mapping[str, Any]) -> bool:
     """No interval and no storage given: the default checkpoints stay off on Kubernetes, where a
     checkpoint must be written where every worker (and its replacement) can read it, and the
     pipeline's own directory is a read-only ConfigMap of one pod."""
-    given = raw.get("checkpoint") or {}
-    return bool(raw.get("faultTolerance", True)) and not {"intervalSteps", "intervalMs", "storage"} & given.keys()
+    return (bool(raw.get("faultTolerance", True)) and not checkpoint_interval_given(raw)
+            and "storage" not in (raw.get("checkpoint") or {}))
 
 
 def checkpoints_off_warning(raw: Mapping[str, Any], spec: PipelineSpec) -> str | None:

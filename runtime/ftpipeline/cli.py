@@ -44,8 +44,8 @@ from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.obs.spans import busy_seconds, step_spans
-from ftpipeline.spec.load import SpecError, load_pipeline
 from ftpipeline.spec.cores import master_for_process
+from ftpipeline.spec.load import SpecError, load_pipeline
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.worker.executor import build_session
 

@@ -188,16 +188,12 @@ class CommandLog:
     def znode_sizes(self) -> dict[str, int]:
         """Bytes of every znode this log keeps (the commands, the snapshot and its parts): for tests and
         benchmarks that check the log stays within ZooKeeper's limits and flat over a run."""
+        paths = [f"{self.dir}/{n}" for n in self._children()] + [f"{self.parts_dir}/{n}" for n in self._parts()]
         sizes: dict[str, int] = {}
-        for parent, names in ((self.dir, self._children()), (self.parts_dir, self._parts())):
-            for name in names:
-                try:
-                    sizes[f"{parent}/{name}"] = self.retry(self.zk.exists, f"{parent}/{name}").dataLength
-                except AttributeError:  # deleted between the listing and the read
-                    pass
-        stat = self.retry(self.zk.exists, self.snapshot_path)
-        if stat is not None:
-            sizes[self.snapshot_path] = stat.dataLength
+        for path in [*paths, self.snapshot_path]:
+            stat = self.retry(self.zk.exists, path)
+            if stat is not None:  # None: deleted between the listing and the read
+                sizes[path] = stat.dataLength
         return sizes
 
     def _parts(self) -> list[str]:

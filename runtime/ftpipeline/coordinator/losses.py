@@ -38,7 +38,14 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ftpipeline.coordinator.errors import PipelineFailed
-from ftpipeline.coordinator.recovery import RecoveryRecord, choose_strategy, recover_lineage, rollback, wake
+from ftpipeline.coordinator.recovery import (
+    RecoveryRecord,
+    choose_strategy,
+    lost_of,
+    recover_lineage,
+    rollback,
+    wake,
+)
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.lineage.placement import adopt
 from ftpipeline.lineage.planner import PlanningError
@@ -105,6 +112,7 @@ def recover(c: Coordinator, dead: WorkerId, reason: str = "") -> None:
         c.tables.unlock_exclusive(c.owner)
     wake(clients)
     record.seconds = c.clock() - detected
+    record.lost_rows = lost_of(c.graph, view, dead, manifest)  # a measure: once the lock is released
     c.placement = dict(record.placement)
     c.members.remove(dead)
     record_applied(c, record)

@@ -136,7 +136,6 @@ def recover_lineage(
         worker=dead, strategy="lineage", epoch=epoch, tasks=plan.tasks, moves=plan.moves, detected_at=started,
         replaced=plan.replaced, rebuilt=plan.rebuilt, lost_objects=len(plan.lost), buffered_rows=plan.buffered_rows,
         planned_rows=plan.planned_rows, placement=dict(plan.placement),
-        lost_rows=lost_of(graph, view, dead, manifest),
     )
 
 
@@ -209,5 +208,5 @@ def rollback(
         worker=dead or WorkerId(""), strategy="checkpoint", epoch=epoch, tasks=assigned, moves=moves,
         detected_at=started, lost_objects=len(lost), buffered_rows=sum(view.rows.get(n, 0) for n in lost),
         planned_rows=sum(view.rows.get(n, 0) for n in inflight), boundary=boundary, placement=dict(placement),
-        lost_rows=lost_of(graph, view, dead, manifest) if dead else 0, seconds=clock() - started,
+        seconds=clock() - started,
     )

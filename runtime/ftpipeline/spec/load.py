@@ -359,12 +359,17 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
     )
 
 
+def checkpoint_interval_given(spec: Mapping[str, Any]) -> bool:
+    """Does the pipeline set ``checkpoint.intervalSteps`` or ``intervalMs``? If not, the default applies."""
+    given = spec.get("checkpoint") or {}
+    return "intervalSteps" in given or "intervalMs" in given
+
+
 def _checkpoint_steps(spec: Mapping[str, Any]) -> int:
     """``checkpoint.intervalSteps``; when neither interval is set, a fault-tolerant pipeline's default."""
-    given = spec.get("checkpoint", {})
-    if "intervalSteps" not in given and "intervalMs" not in given:
+    if not checkpoint_interval_given(spec):
         return DEFAULT_CHECKPOINT_STEPS if spec.get("faultTolerance", True) else 0
-    return int(given.get("intervalSteps") or 0)
+    return int(spec["checkpoint"].get("intervalSteps") or 0)
 
 
 def parse_pipeline(text: str, base_dir: Path, source: str = "<text>", check_entry_point: bool = True) -> PipelineSpec:

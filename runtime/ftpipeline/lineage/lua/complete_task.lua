@@ -24,9 +24,7 @@ local lineage = ARGV[7] == '1'
 for _, out in ipairs(cjson.decode(ARGV[3])) do
   local name, rows = out[1], out[2]
   local was = redis.call('HGET', KEYS[3], name)
-  if was and was ~= ARGV[1] then  -- another node's copy is no longer located: its next collection drops it
-    redis.call('SADD', string.sub(KEYS[3], 1, -3) .. 'gc:' .. was, name)
-  end
+  if was and was ~= ARGV[1] then gc_add(KEYS[3], was, name) end  -- that copy is no longer located: dropped
   redis.call('HSET', KEYS[3], name, ARGV[1])
   redis.call('SADD', KEYS[2], name)
   redis.call('HSET', KEYS[5], name, rows)

@@ -1,11 +1,13 @@
 -- Collection candidates. A name newly put in the cemetery is added to gc:<holder>, the set that its
 -- holder's next collection (collect.lua) walks: a collection costs what was buried since the last one,
 -- not what the worker holds. Shared by every script that buries (prepended like intervals.lua).
+local function gc_add(pt, holder, name)
+  redis.call('SADD', string.sub(pt, 1, -3) .. 'gc:' .. holder, name)  -- pt is '<prefix>pt'
+end
+
 local function gc_mark(pt, name)
   local holder = redis.call('HGET', pt, name)
-  if holder then
-    redis.call('SADD', string.sub(pt, 1, -3) .. 'gc:' .. holder, name)  -- pt is '<prefix>pt'
-  end
+  if holder then gc_add(pt, holder, name) end
 end
 
 -- edge key "actor.channel.target.pf.tchannel", seq -> object name "actor.channel.seq.target.pf.tchannel"
