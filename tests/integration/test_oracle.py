@@ -120,3 +120,24 @@ def test_verify_compares_doubles_within_a_relative_tolerance(tmp_path: Path, spa
     _released(spark, spec, tmp_path / "out", 1 + 1e-6)
     [result] = compare(spark, spec, 3)
     assert not result.equal and result.missing == result.expected_rows, result
+
+
+def test_an_output_cut_into_buckets_compares_as_it_does_whole(tmp_path: Path, spark: Any, monkeypatch: Any) -> None:
+    """The bucketed comparison (outputs too large to collect) counts what the whole one counts."""
+    from ftpipeline.oracle import buckets
+    from ftpipeline.oracle.compare import compare_tables
+
+    keys = [f"k{i % 37}" for i in range(500)]
+    want = pa.table({"k": keys, "step": pa.array([i % 5 for i in range(500)], pa.int32()),
+                     "total": [i * 0.1 for i in range(500)]})
+    got = want.slice(0, 480)  # 20 missing
+    got = pa.concat_tables([got, want.slice(0, 7), pa.table({"k": ["zz"], "step": pa.array([1], pa.int32()),
+                                                            "total": [1.0]})])  # 7 duplicated, 1 extra
+    expected_df, actual_df = spark.createDataFrame(want), spark.createDataFrame(got)
+    whole = compare_tables("s", want, got)
+    monkeypatch.setattr(buckets, "BUCKET_ROWS", 60)
+    cut = buckets.compare_frames("s", expected_df, actual_df, 500, tmp_path)
+    assert buckets.buckets(500) == 9 and len(list((tmp_path / "s-expected").glob("ftpipeline_oracle_bucket=*"))) > 1
+    assert (whole.missing, whole.extra, whole.duplicates) == (20, 8, 7)
+    assert cut == whole
+    assert buckets.compare_frames("s", expected_df, expected_df, 500, tmp_path / "same").equal

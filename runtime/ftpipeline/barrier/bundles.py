@@ -33,6 +33,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +88,10 @@ class ParquetBundleSink:
 
     def stage(self, step: int, channel: int, table: pa.Table) -> bool:
         """Stage one channel's part of ``step``; False (dropped) if already released."""
+        return self.stage_batches(step, channel, table.schema, [table])
+
+    def stage_batches(self, step: int, channel: int, schema: pa.Schema, tables: Iterable[pa.Table]) -> bool:
+        """``stage`` of a part written a table at a time (a large task's, ``dataflow/spill.py``)."""
         if step <= self.gt_last():
             return False
         directory = self.staging / f"step={step}"
@@ -94,7 +99,9 @@ class ParquetBundleSink:
         final = directory / f"part-{channel:05d}.parquet"
         tmp = directory / f".part-{channel:05d}.{os.getpid()}.tmp"
         try:
-            pq.write_table(table, tmp)
+            with pq.ParquetWriter(tmp, schema) as writer:
+                for table in tables:
+                    writer.write_table(table)
             os.replace(tmp, final)
         except FileNotFoundError:
             # released by another worker between our check and our write: at or below GT_last now

@@ -38,6 +38,10 @@ act per call sets ``spec.reusePlans: false``: every task then calls them,
 still on a Parquet scan of its rows. Rows of a type this path is not proven
 for (``scannable``) take ``createDataFrame`` and a call per task, so a result
 never depends on which path ran.
+
+The result comes back as an Arrow table (``toArrow``), or, for a task too
+large to collect, is written by Spark itself (``run``'s ``finish``,
+``dataflow/spill.py``).
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -57,6 +61,12 @@ from ftpipeline.dataflow.frames import to_dataframe
 log = logging.getLogger("ftpipeline.plans")
 
 Program = Callable[[Any], Any]  # DataFrame -> DataFrame
+R = TypeVar("R")
+ROW_GROUP = 65_536  # rows the Parquet writer encodes at a time: a large step's input is never copied whole
+
+
+def _to_arrow(df: Any) -> Any:
+    return df.toArrow()
 
 
 def _scannable(kind: pa.DataType) -> bool:
@@ -93,31 +103,31 @@ class Plans:
         self._made = 0
         shutil.rmtree(scan_root, ignore_errors=True)
 
-    def run(self, key: str, program: Program, table: pa.Table) -> pa.Table:
-        """``program`` applied to ``table``'s rows, back as an Arrow table."""
+    def run(self, key: str, program: Program, table: pa.Table, finish: Callable[[Any], R] = _to_arrow) -> R:
+        """``finish`` (by default ``toArrow``) of ``program`` applied to ``table``'s rows."""
         if not scannable(table.schema):
-            return program(to_dataframe(self.spark, table)).toArrow()
+            return finish(program(to_dataframe(self.spark, table)))
         slot = (key, table.schema)
         template = self._templates.get(slot)
         if template is not None and template.plan is not None:
             self._replace(template, table)
-            return self._execute(template.plan).toArrow()
+            return finish(self._execute(template.plan))
         if template is not None:
-            return self._once(key, program, table)
+            return self._once(key, program, table, finish)
         template = self._new(key)
         df = self._scan(template, table)
         out = program(df)  # a user error leaves no template: the next task builds one again
         self._templates[slot] = template
         if self.reuse:
             self._keep(key, template, df, out)
-        return out.toArrow()
+        return finish(out)
 
-    def _once(self, key: str, program: Program, table: pa.Table) -> pa.Table:
+    def _once(self, key: str, program: Program, table: pa.Table, finish: Callable[[Any], R]) -> R:
         """The program called on this task's rows alone, in a directory of their own: Spark's cache
         matches a file scan by its directory, so a program that caches never meets an older task's."""
         once = self._new(key)
         try:
-            return program(self._scan(once, table)).toArrow()
+            return finish(program(self._scan(once, table)))
         finally:
             shutil.rmtree(once.scan, ignore_errors=True)
 
@@ -132,7 +142,7 @@ class Plans:
     def _write(self, template: _Template, table: pa.Table) -> None:
         self._files += 1  # a new name per task: nothing Spark might keep by path sees stale rows
         path = template.scan / f"part-{self._files}.parquet"
-        pq.write_table(table, path, compression="none")
+        pq.write_table(table, path, compression="none", row_group_size=ROW_GROUP)
         if template.file is not None:
             template.file.unlink(missing_ok=True)
         template.file = path

@@ -29,4 +29,12 @@ def one_line(exc: BaseException | str, limit: int = LIMIT) -> str:
     first = lines[0] if lines else ""
     if first.startswith("Traceback (most recent call last)"):  # a traceback passed as text: keep its last line
         first = lines[-1]
+    elif type(exc).__name__ == "Py4JJavaError":
+        # "An error occurred while calling o1.x.", ": <the JVM's exception>", its stack, "Caused by: ...":
+        # the deepest cause is what went wrong (the exception itself is often a wrapper: "awaitResult")
+        causes = [line.removeprefix("Caused by:").strip() for line in lines if line.startswith("Caused by:")]
+        thrown = [line[1:].strip() for line in lines[1:] if line.startswith(":")]
+        cause = (causes or thrown or [""])[-1]
+        if cause:
+            first = f"{first} {cause}"
     return first if len(first) <= limit else first[: limit - 1] + "…"

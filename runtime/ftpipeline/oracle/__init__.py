@@ -3,7 +3,8 @@
 - ``expected.py``: the same pipeline as one batch job (the expected rows of
   every sink, and the expected dead letters);
 - ``files.py``: file sources read again, independently of the runtime's reader;
-- ``compare.py``: multiset comparison, floats within a documented tolerance.
+- ``compare.py``: multiset comparison, floats within a documented tolerance;
+- ``buckets.py``: the same comparison for outputs too large to collect.
 
 :func:`verify` is what ``ftpipeline run --verify`` and ``ftpipeline verify``
 print; :func:`compare` checks the sinks alone.
@@ -11,9 +12,13 @@ print; :func:`compare` checks the sinks alone.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
+from ftpipeline.oracle.buckets import compare_frames
 from ftpipeline.oracle.compare import (
     FLOAT_ABS_TOL,
     FLOAT_REL_TOL,
@@ -26,7 +31,7 @@ from ftpipeline.oracle.expected import Expected, expected, expected_outputs
 from ftpipeline.spec.model import PipelineSpec, StageKind
 
 
-def _released(spark: Any, spec: PipelineSpec, expect: Expected, steps: int) -> list[Comparison]:
+def _released(spark: Any, spec: PipelineSpec, expect: Expected, steps: int, work: Path) -> list[Comparison]:
     from pyspark.sql import functions as F
 
     out = []
@@ -36,19 +41,22 @@ def _released(spark: Any, spec: PipelineSpec, expect: Expected, steps: int) -> l
         types = dict(frame.dtypes)
         actual = spark.read.parquet(str(sink.path)).filter(F.col("step") <= steps)
         actual = actual.select(*[F.col(c).cast(types[c]) for c in frame.columns])
-        out.append(compare_tables(name, frame.toArrow(), actual.toArrow()))
+        rows = sum(pq.ParquetFile(p).metadata.num_rows for p in sink.path.glob("step=*/*.parquet"))
+        out.append(compare_frames(name, frame, actual, rows, work))
     return out
 
 
 def compare(spark: Any, spec: PipelineSpec, steps: int) -> list[Comparison]:
     """Compare every sink's released output for steps 1..``steps`` with the oracle."""
-    return _released(spark, spec, expected(spark, spec, steps), steps)
+    with tempfile.TemporaryDirectory(prefix="ftpipeline-oracle-") as work:
+        return _released(spark, spec, expected(spark, spec, steps, Path(work)), steps, Path(work))
 
 
 def verify(spark: Any, spec: PipelineSpec, steps: int, dead_letter_root: Path) -> list[Comparison]:
     """Every sink, then the dead letters under ``dead_letter_root`` when the pipeline can have any."""
-    expect = expected(spark, spec, steps)
-    out = _released(spark, spec, expect, steps)
+    with tempfile.TemporaryDirectory(prefix="ftpipeline-oracle-") as work:
+        expect = expected(spark, spec, steps, Path(work))
+        out = _released(spark, spec, expect, steps, Path(work))
     sources = {s.name for s in spec.stages if s.file is not None}
     if sources or any(s.kind is StageKind.AGGREGATE for s in spec.stages):
         out.append(compare_letters(expect.letters, read_dead_letters(dead_letter_root, steps), sources))

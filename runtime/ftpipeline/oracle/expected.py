@@ -23,15 +23,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ftpipeline.dataflow.graph import Graph
+from ftpipeline.dataflow.plans import scannable
 from ftpipeline.dataflow.sources import channel_share, make_reader, rows_per_step
 from ftpipeline.oracle.files import STEP, Letter, read_file_stage
 from ftpipeline.spec.load import load_entry_module
 from ftpipeline.spec.model import PipelineSpec, StageKind
+
+LARGE_ROWS_BYTES = 64 * 1024 * 1024
 
 
 def canonical(record: str) -> str:
@@ -64,8 +69,12 @@ def _generated_rows(spec: PipelineSpec, stage_name: str, module: Any, steps: int
     return pa.concat_tables(tables, promote_options="permissive")
 
 
-def expected(spark: Any, spec: PipelineSpec, steps: int) -> Expected:
-    """The expected DataFrame of every sink and the expected dead letters of steps 1..``steps``."""
+def expected(spark: Any, spec: PipelineSpec, steps: int, work: Path | None = None) -> Expected:
+    """The expected DataFrame of every sink and the expected dead letters of steps 1..``steps``.
+
+    With ``work`` (a directory that outlives the frames' use), a source's rows
+    larger than ``LARGE_ROWS_BYTES`` reach Spark as a Parquet file written there,
+    not through ``createDataFrame``, which would hold them in Spark's driver."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -81,7 +90,7 @@ def expected(spark: Any, spec: PipelineSpec, steps: int) -> Expected:
                 letters.extend(dead)
             else:
                 rows = _generated_rows(spec, name, module, steps)
-            frames[name] = spark.createDataFrame(rows)
+            frames[name] = _frame(spark, rows, name, work)
             continue
         df = frames[stage.inputs[0].upstream]
         for edge in stage.inputs[1:]:
@@ -126,6 +135,14 @@ def expected(spark: Any, spec: PipelineSpec, steps: int) -> Expected:
 def expected_outputs(spark: Any, spec: PipelineSpec, steps: int) -> dict[str, Any]:
     """Expected DataFrame of every sink, with a ``step`` column."""
     return expected(spark, spec, steps).sinks
+
+
+def _frame(spark: Any, rows: pa.Table, name: str, work: Path | None) -> Any:
+    if work is None or rows.nbytes <= LARGE_ROWS_BYTES or not scannable(rows.schema):
+        return spark.createDataFrame(rows)
+    path = work / f"{name}-source.parquet"
+    pq.write_table(rows, path)
+    return spark.read.parquet(str(path))
 
 
 def _union_inputs(frames: dict[str, Any], sink: Any) -> Any:

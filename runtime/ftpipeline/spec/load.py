@@ -45,6 +45,7 @@ from ftpipeline.spec.model import (
 from ftpipeline.spec.cel import violations
 from ftpipeline.spec.schema import (
     DEFAULT_CHECKPOINT_STEPS,
+    DEFAULT_MAX_IN_MEMORY_BYTES,
     FTPIPELINE_SCHEMA,
     KIND,
     MAX_CHANNELS,
@@ -347,6 +348,7 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
         redis_url=spec.get("redis", {}).get("url") or None,
         spark_master=spec.get("spark", {}).get("master", ""),
         spark_conf=tuple(sorted(spec.get("spark", {}).get("conf", {}).items())),
+        max_in_memory_bytes=spec.get("spark", {}).get("maxInMemoryBytes", DEFAULT_MAX_IN_MEMORY_BYTES),
         dead_letter=_resolve(base_dir, spec["deadLetter"]["path"]) if "deadLetter" in spec else None,
         checkpoint_steps=_checkpoint_steps(spec),
         checkpoint_ms=spec.get("checkpoint", {}).get("intervalMs") or 0,

@@ -130,6 +130,7 @@ class PipelineSpec:
     redis_url: str | None = None
     spark_master: str = ""           # "": local[cores the worker is given] (``spec/cores.py``)
     spark_conf: tuple[tuple[str, str], ...] = ()
+    max_in_memory_bytes: int = 64 * 1024 * 1024  # spark.maxInMemoryBytes: larger tasks go through files (``dataflow/spill.py``)
     dead_letter: Path | None = None
     checkpoint_steps: int = 0
     checkpoint_ms: int = 0

@@ -35,6 +35,8 @@ MAX_OBJECTS_PER_STEP = 65536   # objects handed between channels per step (a has
 # leaves checkpoints off unless asked. Ours are incremental (only changed table files upload), so a
 # short interval costs little.
 DEFAULT_CHECKPOINT_STEPS = 10
+# A task whose input is larger than this has Spark write its result instead of returning it (dataflow/spill.py).
+DEFAULT_MAX_IN_MEMORY_BYTES = 64 * 1024 * 1024
 
 API_GROUP = "ftpipeline.io"
 API_VERSION = "v1alpha1"
@@ -367,6 +369,11 @@ SPEC_SCHEMA: Schema = _obj(
                     "description": "Extra Spark configuration.",
                     "additionalProperties": {"type": "string"},
                 },
+                "maxInMemoryBytes": _int(
+                    "Largest task input whose result Spark returns to the worker's process as one table; a "
+                    "larger task has Spark write its result as files, read back a batch at a time, so a step "
+                    "larger than the driver's memory runs. 0: every task goes through files.",
+                    minimum=0, default=DEFAULT_MAX_IN_MEMORY_BYTES),
                 "resources": _RESOURCES,
             },
         ),

@@ -13,6 +13,8 @@ per object (objects with the same rows, a forward and a broadcast edge,
 share one batch), and the names in the file's schema metadata. So a hash
 edge of P producers and C consumers costs P files a step, not P × C, while
 lineage still names, locates, fetches and collects each object on its own.
+A task too large to hold (``dataflow/spill.py``) writes each object as a
+file of its own instead, a batch at a time as Spark's result is read.
 A bundle is deleted when the last of its objects is collected.
 
     WRITTEN  --task_done: the sidecar indexes its objects-->  HELD(objects)
@@ -28,7 +30,9 @@ import json
 import os
 import shutil
 import threading
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -36,8 +40,12 @@ WHOLE = -1  # a location's batch for a file that is one object (a fetched copy, 
 _NAMES = b"ftpipeline.objects"
 
 
+def _tmp(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
 def write_ipc(path: Path, table: pa.Table) -> int:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = _tmp(path)
     with pa.OSFile(str(tmp), "wb") as sink:
         with pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
@@ -77,7 +85,7 @@ def write_bundle(path: Path, objects: dict[str, pa.Table]) -> dict[str, int]:
             batches.append(_one_batch(table))
         index[name] = seen[id(table)]
     meta = {_NAMES: json.dumps(index, separators=(",", ":")).encode()}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = _tmp(path)
     with pa.OSFile(str(tmp), "wb") as sink:
         with pa.ipc.new_file(sink, schema.with_metadata({**(schema.metadata or {}), **meta})) as writer:
             for batch in batches:
@@ -123,6 +131,60 @@ class ObjectBuffer:
                 path = self.objects / f"{key}.{n}.arrow"
             for name, batch in write_bundle(path, group).items():
                 out.append([name, objects[name].num_rows, path.name, batch])
+        return out
+
+    def put_streamed(self, key: str, pieces: Iterable[dict[str, pa.Table]]) -> list[list[object]]:
+        """Write a large task's objects a piece at a time (``dataflow/spill.py``); same return as ``put_bundle``.
+
+        Each object is a file of its own (batch ``WHOLE``), of a batch per
+        piece; objects with the same rows (a forward or broadcast edge's:
+        ``split`` gives them one table) are one file under several names, hard
+        links, so each is still collected on its own. Every piece names the same
+        objects; the first one fixes which of them share rows.
+        """
+        groups: list[list[str]] = []
+        writers: list[pa.ipc.RecordBatchFileWriter] = []
+        files: list[Any] = []
+        rows: list[int] = []
+        stem, n = key, 0
+        while (self.objects / f"{stem}.o0.arrow").exists():  # the same task again here: keep what is indexed
+            n += 1
+            stem = f"{key}.{n}"
+        paths = []
+        try:
+            for piece in pieces:
+                if not groups:
+                    if not piece:
+                        return []
+                    shared: dict[int, list[str]] = {}
+                    for name, table in piece.items():
+                        shared.setdefault(id(table), []).append(name)
+                    groups = list(shared.values())
+                    for i, group in enumerate(groups):
+                        paths.append(self.objects / f"{stem}.o{i}.arrow")
+                        files.append(pa.OSFile(str(_tmp(paths[-1])), "wb"))
+                        writers.append(pa.ipc.new_file(files[-1], piece[group[0]].schema))
+                        rows.append(0)
+                for i, group in enumerate(groups):
+                    table = piece[group[0]]
+                    writers[i].write_table(table)
+                    rows[i] += table.num_rows
+        except BaseException:
+            for f in files:
+                f.close()
+            for path in paths:
+                _tmp(path).unlink(missing_ok=True)
+            raise
+        out: list[list[object]] = []
+        for i, group in enumerate(groups):
+            writers[i].close()
+            files[i].close()
+            os.replace(_tmp(paths[i]), paths[i])
+            for j, name in enumerate(group):
+                path = paths[i] if j == 0 else paths[i].with_name(f"{paths[i].stem}.{j}.arrow")
+                if j:
+                    os.link(paths[i], path)
+                out.append([name, rows[i], path.name, WHOLE])
         return out
 
     # --- the sidecar -------------------------------------------------------

@@ -26,7 +26,9 @@ A task runs as follows:
   chained sink stages the result;
 
 then the output is split per downstream channel (``dataflow.partition``) and
-written as Arrow IPC objects. A user exception is reported as a task
+written as Arrow IPC objects. A task whose input is larger than
+``spark.maxInMemoryBytes`` never holds its result: Spark writes it, and it
+is split a batch at a time (``dataflow/spill.py``). A user exception is reported as a task
 failure, in one line (its traceback is in this process's log): it fails the
 pipeline, it is never "completed".
 """
@@ -37,6 +39,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import time
 import threading
 from collections.abc import Callable
@@ -50,6 +53,7 @@ from ftpipeline.barrier import ParquetBundleSink
 from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.checkpoint.tracker import ChannelSnapshot
 from ftpipeline.dataflow import aggregate as agg
+from ftpipeline.dataflow import spill
 from ftpipeline.dataflow.deadletter import default_dead_letter_root, write_dead_letters
 from ftpipeline.dataflow.frames import to_dataframe
 from ftpipeline.dataflow.graph import Graph
@@ -90,6 +94,8 @@ class TaskRunner:
         self.module = module
         self.buffer = buffer
         self.plans = Plans(spark, buffer.root / "scan", reuse=spec.reuse_plans)
+        self.results = buffer.root / "results"  # large tasks' results, as Spark wrote them (``dataflow/spill.py``)
+        shutil.rmtree(self.results, ignore_errors=True)
         self.readers: dict[str, SourceReader] = {s.name: make_reader(s, module) for s in self.graph.sources()}
         self.sinks = {s.name: ParquetBundleSink(s.sink.path) for s in self.graph.sinks() if s.sink}
         self.dead_letters = default_dead_letter_root(spec)
@@ -204,29 +210,51 @@ class TaskRunner:
         if dead and task.kind is not TaskKind.REBUILD:
             write_dead_letters(self.dead_letters, task.stage, task.step, task.channel, dead)
         outputs: list[list[Any]] = []
-        if table is not None:
-            key = f"{task.stage}.{task.channel}.{task.step}.{task.epoch}"
+        key = f"{task.stage}.{task.channel}.{task.step}.{task.epoch}"
+        if isinstance(table, spill.Written):
+            try:
+                outputs = self.buffer.put_streamed(key, (split(self.graph, task, t) for t in table.batches()))
+            finally:
+                table.remove()
+        elif table is not None:
             outputs = self.buffer.put_bundle(key, split(self.graph, task, table))
         evicted, self.evicted = self.evicted, 0
         return {"task": task.to_json(), "outputs": outputs, "rows_in": rows_in, "dead_letters": len(dead),
                 "evicted": evicted}
 
-    def _chain(self, task: Task, stage: StageSpec, table: pa.Table) -> pa.Table | None:
+    def _chain(self, task: Task, stage: StageSpec, table: pa.Table) -> pa.Table | spill.Written | None:
         """The rest of the chain after its head's own work, as one program run by Spark
         (``dataflow/plans.py``): the transforms' functions, then the hash columns of the chain's
-        output edges; then the chain's sink, or the output for the objects downstream wants."""
+        output edges; then the chain's sink, or the output for the objects downstream wants.
+        A task larger than ``spark.maxInMemoryBytes`` has Spark write it (``dataflow/spill.py``)."""
         functions = [m for m in (stage, *stage.chain) if m.kind is StageKind.TRANSFORM]
         sink = stage.chain[-1] if stage.chain and stage.chain[-1].kind is StageKind.SINK else None
         route = None if sink else hashing(self.graph, task.stage)
         if sink is None and not wanted(self.graph, task):
             return None  # nothing downstream asks for this output (a recovery re-run for other objects)
         program = [self._function(m) for m in functions] + ([route] if route else [])
+        if program and spill.through_files(table, self.spec.max_in_memory_bytes):
+            return self._through_files(task, sink, _compose(program), table)
         if program:
             table = self.plans.run(task.stage, _compose(program), table)
         if sink is not None:
             self._sink(task, sink, table)
             return None
         return table
+
+    def _through_files(self, task: Task, sink: StageSpec | None, program: Callable[[Any], Any],
+                       table: pa.Table) -> spill.Written | None:
+        directory = self.results / f"{task.stage}.{task.channel}.{task.step}"
+        with spill.scaled(self.spark, table.nbytes) as partitions:
+            written = self.plans.run(task.stage, program, table, lambda df: spill.write(df, directory))
+        log.info("task through files", extra={"task": task.id, "bytes_in": table.nbytes, "partitions": partitions})
+        if sink is None:
+            return written
+        try:
+            self._sink(task, sink, written)
+        finally:
+            written.remove()
+        return None
 
     def _function(self, stage: StageSpec) -> Callable[[Any], Any]:
         """The stage's user function on a DataFrame, its failures named after the stage."""
@@ -243,10 +271,13 @@ class TaskRunner:
             return out
         return call
 
-    def _sink(self, task: Task, stage: StageSpec, table: pa.Table) -> None:
+    def _sink(self, task: Task, stage: StageSpec, table: pa.Table | spill.Written) -> None:
         if not self.may_write():
             raise Fenced(f"sink write of {task.id} ({stage.name}) refused: this worker was fenced off")
-        self.sinks[stage.name].stage(task.step, task.channel, table)
+        if isinstance(table, spill.Written):
+            self.sinks[stage.name].stage_batches(task.step, task.channel, table.schema, table.batches())
+        else:
+            self.sinks[stage.name].stage(task.step, task.channel, table)
 
     def _aggregate(self, task: Task, table: pa.Table | None, op: Any) -> tuple[pa.Table | None, list[DeadLetter]]:
         if task.kind is TaskKind.REBUILD:  # the state is rebuilt from its base: drop what this worker held

@@ -24,7 +24,7 @@ from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.control.store import RunStore
 from ftpipeline.lineage.naming import STORAGE_NODE, WorkerId
 from ftpipeline.lineage.tables import LineageTables
-from ftpipeline.worker.buffer import WHOLE, ObjectBuffer, write_ipc
+from ftpipeline.worker.buffer import WHOLE, ObjectBuffer
 from ftpipeline.worker.transport import SidecarClient
 
 log = logging.getLogger("ftpipeline.sidecar")
@@ -82,10 +82,9 @@ class InputResolver:
         if client is None:
             client = self._peers[address] = SidecarClient(address, timeout_s=10)
         try:
-            table = client.fetch(name)
+            client.fetch(name, path)
         except (flight.FlightError, OSError) as exc:
             log.warning("fetch failed", extra={"object": name, "holder": holder, "error": str(exc)})
             self._peers.pop(address, None)
             return False
-        write_ipc(path, table)
         return True

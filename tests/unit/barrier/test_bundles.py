@@ -193,3 +193,12 @@ def test_reset_removes_everything(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
     assert sink.gt_last() == 0
     sink.reset()  # nothing to remove: no error
+
+
+def test_a_part_staged_a_table_at_a_time_is_the_part_of_their_rows(tmp_path: Path) -> None:
+    sink = ParquetBundleSink(tmp_path / "out")
+    pieces = [rows(1, 0, 2), rows(1, 0, 2).slice(0, 0), rows(1, 1, 3)]
+    assert sink.stage_batches(1, 0, pieces[0].schema, iter(pieces)) is True
+    assert sink.release(1, 1) is True
+    assert pq.read_table(tmp_path / "out" / "step=1" / "part-00000.parquet") == pa.concat_tables(pieces)
+    assert sink.stage_batches(1, 0, pieces[0].schema, iter(pieces)) is False, "a released step's replay is dropped"

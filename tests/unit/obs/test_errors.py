@@ -31,3 +31,29 @@ def test_a_traceback_passed_as_text_keeps_its_last_line() -> None:
 def test_long_messages_are_cut() -> None:
     out = one_line(ValueError("x" * 1000), limit=50)
     assert len(out) == 50 and out.endswith("…") and "\n" not in out
+
+
+class Py4JJavaError(Exception):
+    """py4j's error's shape: the call on its first line, the JVM's exception after a ': ' line."""
+
+    def __str__(self) -> str:
+        return ("An error occurred while calling o123.getResult.\n"
+                ": org.apache.spark.SparkException: Job aborted: results bigger than spark.driver.maxResultSize\n"
+                "\tat org.apache.spark.Foo.bar(Foo.scala:1)\n")
+
+
+class Py4JJavaErrorWrapped(Py4JJavaError):
+    def __str__(self) -> str:
+        return ("An error occurred while calling o123.getResult.\n"
+                ": org.apache.spark.SparkException: Exception thrown in awaitResult:\n"
+                "\tat org.apache.spark.util.SparkThreadUtils.awaitResult(SparkThreadUtils.scala:53)\n"
+                "Caused by: org.apache.spark.SparkException: Job aborted: results bigger than spark.driver.maxResultSize\n"
+                "\tat org.apache.spark.Foo.bar(Foo.scala:1)\n")
+
+
+def test_a_jvm_error_names_the_jvm_exception_not_only_the_call() -> None:
+    assert one_line(Py4JJavaError()) == ("Py4JJavaError: An error occurred while calling o123.getResult. "
+                                         "org.apache.spark.SparkException: Job aborted: results bigger than "
+                                         "spark.driver.maxResultSize")
+    Py4JJavaErrorWrapped.__name__ = "Py4JJavaError"
+    assert one_line(Py4JJavaErrorWrapped()) == one_line(Py4JJavaError()), "a wrapper's deepest cause"

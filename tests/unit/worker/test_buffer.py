@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from ftpipeline.worker.buffer import WHOLE, ObjectBuffer, read_ipc
 
@@ -80,3 +82,44 @@ def test_a_whole_file_reads_as_it_was_written(tmp_path: Path) -> None:
     b.index(b.put_bundle("a.0.1.0", {"x.1": _rows(1, 2)}))
     path, batch = b.locate("x.1") or (Path(), 0)
     assert read_ipc(path, batch) == _rows(1, 2) and read_ipc(path, WHOLE).num_rows == 2
+
+
+def _pieces(*pieces: dict[str, pa.Table]) -> list[dict[str, pa.Table]]:
+    return list(pieces)
+
+
+def test_a_large_task_writes_each_object_a_piece_at_a_time_into_a_file_of_its_own(tmp_path: Path) -> None:
+    b = _buffer(tmp_path)
+    first, second = _rows(1, 2), _rows(3)
+    pieces = _pieces({"a.0.1.b.1.0": _rows(1), "a.0.1.b.1.1": _rows(2), "a.0.1.sink.0.0": first, "a.0.1.c.0.0": first},
+                     {"a.0.1.b.1.0": _rows(), "a.0.1.b.1.1": _rows(3), "a.0.1.sink.0.0": second, "a.0.1.c.0.0": second})
+    outputs = b.put_streamed("a.0.1.0", iter(pieces))
+    assert {o[0]: o[1] for o in outputs} == {"a.0.1.b.1.0": 1, "a.0.1.b.1.1": 2, "a.0.1.sink.0.0": 3, "a.0.1.c.0.0": 3}
+    assert all(o[3] == WHOLE for o in outputs)
+    b.index(outputs)
+    assert b.read("a.0.1.b.1.1") == _rows(2, 3)
+    assert b.read("a.0.1.c.0.0") == _rows(1, 2, 3) == b.read("a.0.1.sink.0.0")
+    shared = [b.objects / str(o[2]) for o in outputs if o[0] in ("a.0.1.sink.0.0", "a.0.1.c.0.0")]
+    assert shared[0] != shared[1] and shared[0].stat().st_ino == shared[1].stat().st_ino, "the same rows: one file, two names"
+    assert not [p for p in b.objects.iterdir() if p.name.startswith(".")], "no temporary file is left"
+    b.drop("a.0.1.sink.0.0")
+    assert b.read("a.0.1.c.0.0") == _rows(1, 2, 3), "each name is collected on its own"
+    b.drop("a.0.1.c.0.0")
+    assert sorted(p.name for p in b.objects.iterdir()) == ["a.0.1.0.o0.arrow", "a.0.1.0.o1.arrow"]
+
+
+def test_a_large_task_run_again_keeps_its_first_files_and_a_failed_one_leaves_nothing(tmp_path: Path) -> None:
+    b = _buffer(tmp_path)
+    first = b.put_streamed("a.0.1.0", iter(_pieces({"a.0.1.b.0.0": _rows(1)})))
+    b.index(first)
+    again = b.put_streamed("a.0.1.0", iter(_pieces({"a.0.1.b.0.0": _rows(1)})))
+    assert again[0][2] != first[0][2], "a re-run never overwrites an indexed file"
+
+    def failing() -> Iterator[dict[str, pa.Table]]:
+        yield {"a.0.2.b.0.0": _rows(1)}
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        b.put_streamed("a.0.2.0", failing())
+    assert not [p for p in b.objects.iterdir() if "a.0.2" in p.name], "a failed task leaves no file"
+    assert b.put_streamed("a.0.3.0", iter([{}])) == [], "nothing wanted: nothing written"
