@@ -11,8 +11,9 @@ default (64 MiB) is chosen by.
 Part 2, with ``--beyond MB``: a task of that input in a worker process whose
 Spark driver has ``--driver-memory`` of heap, once collected and once
 through files, each in a fresh process. Printed: whether it finished (or the
-error it ended with), its time, and the peak resident memory of the
-worker's Python process and of its JVM.
+error it ended with), its time, and the peak anonymous resident memory
+(what the process allocated, not the page cache of the memory-mapped input)
+of the worker's Python process and of its JVM.
 
     python bench/large_step.py                        # part 1 at 4, 32 and 128 MB
     python bench/large_step.py --sizes 16,64,256 --beyond 1536 --driver-memory 512m
@@ -23,11 +24,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import resource
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ftpipeline.lineage.naming import Task, TaskKind
+from ftpipeline.obs.errors import one_line
 from ftpipeline.spec.load import load_entry_module, parse_pipeline
 from ftpipeline.worker.buffer import WHOLE, ObjectBuffer, write_ipc
 from ftpipeline.worker.executor import TaskRunner, build_session
@@ -130,6 +133,38 @@ def side_by_side(args: argparse.Namespace, work: Path, console: Console) -> list
     return out
 
 
+class Peaks:
+    """Peak anonymous resident memory (heap, not the page cache of memory-mapped files) of this process
+    and of its children (the Spark JVM), sampled every 50 ms from /proc."""
+
+    def __init__(self) -> None:
+        self.python = self.jvm = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _anon_mb(pid: int | str) -> int:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) // 1024
+        except OSError:
+            pass
+        return 0
+
+    def _sample(self) -> None:
+        me = os.getpid()
+        while not self._stop.wait(0.05):
+            self.python = max(self.python, self._anon_mb(me))
+            children = Path(f"/proc/{me}/task/{me}/children").read_text().split()
+            self.jvm = max(self.jvm, sum(self._anon_mb(c) for c in children))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def worker(args: argparse.Namespace) -> None:
     """One task in this process (part 2): prints a JSON line of what happened."""
     work = Path(args.worker)
@@ -137,16 +172,17 @@ def worker(args: argparse.Namespace) -> None:
     run = runner(spark, work / args.path, 0 if args.path == "files" else 1 << 50)
     source = work / "input.arrow"
     report: dict[str, Any] = {"path": args.path}
+    peaks = Peaks()
     try:
         report["seconds"] = one_task(run, source, 1)
         report["ok"] = True
     except Exception as exc:
         report["ok"] = False
-        report["error"] = " ".join(str(exc).split())[:200]
+        report["error"] = one_line(exc, 240)
+    peaks.stop()
+    report["python_anon_mb"], report["jvm_anon_mb"] = peaks.python, peaks.jvm
+    print(json.dumps(report), flush=True)
     spark.stop()
-    report["python_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-    report["jvm_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
-    print(json.dumps(report))
 
 
 def beyond(args: argparse.Namespace, work: Path, console: Console) -> list[dict[str, Any]]:
@@ -154,16 +190,18 @@ def beyond(args: argparse.Namespace, work: Path, console: Console) -> list[dict[
     write_ipc(work / "input.arrow", data)
     del data
     table = Table(title=f"one task of {args.beyond} MB, Spark driver memory {args.driver_memory}")
-    for column in ("path", "finished", "seconds", "Python peak RSS MB", "JVM peak RSS MB", "error"):
+    for column in ("path", "finished", "seconds", "Python peak anon MB", "JVM peak anon MB", "error"):
         table.add_column(column)
     out = []
     for path in ("collected", "files"):
         done = subprocess.run([sys.executable, __file__, "--worker", str(work), "--path", path,
                                "--driver-memory", args.driver_memory], capture_output=True, text=True, timeout=3600)
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-        report = json.loads(lines[-1]) if lines else {"path": path, "ok": False, "error": f"exit {done.returncode}"}
+        last = (done.stderr.strip().splitlines() or [""])[-1]
+        report = json.loads(lines[-1]) if lines else {"path": path, "ok": False,
+                                                      "error": f"exit {done.returncode}: {last[:200]}"}
         table.add_row(path, "yes" if report["ok"] else "no", f"{report.get('seconds', 0):.1f}",
-                      str(report.get("python_rss_mb", "")), str(report.get("jvm_rss_mb", "")), report.get("error", ""))
+                      str(report.get("python_anon_mb", "")), str(report.get("jvm_anon_mb", "")), report.get("error", ""))
         out.append(report)
     console.print(table)
     return out
