@@ -15,7 +15,13 @@ checkpoint every 10 steps (``checkpoint.intervalSteps``'s default).
 The headline is the median of the per-pair ratios: the two runs of a pair
 are back to back, so slow drift of the machine cancels within a pair.
 
+With ``--compare tls`` both sides run fault tolerant, and what alternates is
+worker traffic with mutual TLS (the default) and without
+(``--plaintext-workers``): what encrypting and authenticating every call and
+object transfer costs.
+
     python bench/ft_overhead.py [--pairs 3] [--steps 60] [--warmup 15] [--rows 30000]
+    python bench/ft_overhead.py --compare tls
 """
 
 from __future__ import annotations
@@ -54,11 +60,11 @@ def pipeline(directory: Path, fault_tolerance: bool, steps: int, rows: int) -> P
     return path
 
 
-def run(path: Path, directory: Path, warmup: int) -> float:
+def run(path: Path, directory: Path, warmup: int, *extra: str) -> float:
     summary = directory / "summary.json"
     subprocess.run(
         [sys.executable, "-m", "ftpipeline.cli", "run", str(path), "--no-progress", "--overwrite",
-         "--run-dir", str(directory / "run"), "--summary-json", str(summary)],
+         "--run-dir", str(directory / "run"), "--summary-json", str(summary), *extra],
         check=True, capture_output=True,
     )
     data = json.loads(summary.read_text())
@@ -73,20 +79,28 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=15)
     parser.add_argument("--rows", type=int, default=30000)
+    parser.add_argument("--compare", choices=["ft", "tls"], default="ft",
+                        help="what alternates: fault tolerance on/off, or (fault tolerant) TLS on/off")
     args = parser.parse_args()
+    what = "fault tolerance" if args.compare == "ft" else "worker TLS"
     on: list[float] = []
     off: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         for i in range(args.pairs):
-            for ft, results in ((True, on), (False, off)) if i % 2 == 0 else ((False, off), (True, on)):
-                results.append(run(pipeline(d, ft, args.steps, args.rows), d, args.warmup))
-                print(f"pair {i + 1}: fault tolerance {'on ' if ft else 'off'}: {results[-1]:,.0f} rows/s", flush=True)
+            for side, results in ((True, on), (False, off)) if i % 2 == 0 else ((False, off), (True, on)):
+                if args.compare == "ft":
+                    rate = run(pipeline(d, side, args.steps, args.rows), d, args.warmup)
+                else:
+                    rate = run(pipeline(d, True, args.steps, args.rows), d, args.warmup,
+                               *([] if side else ["--plaintext-workers"]))
+                results.append(rate)
+                print(f"pair {i + 1}: {what} {'on ' if side else 'off'}: {rate:,.0f} rows/s", flush=True)
     m_on, m_off = statistics.median(on), statistics.median(off)
     print()
     print(f"{'':24}{'rows/s (median)':>18}{'runs':>8}")
-    print(f"{'fault tolerance on':24}{m_on:>18,.0f}{len(on):>8}")
-    print(f"{'fault tolerance off':24}{m_off:>18,.0f}{len(off):>8}")
+    print(f"{what + ' on':24}{m_on:>18,.0f}{len(on):>8}")
+    print(f"{what + ' off':24}{m_off:>18,.0f}{len(off):>8}")
     pairs = [a / b for a, b in zip(on, off)]
     print(f"per-pair ratios on/off: {', '.join(f'{r:.3f}' for r in pairs)}")
     print(f"ratio on/off: {statistics.median(pairs):.3f} (median of pairs; of the medians {m_on / m_off:.3f})   "

@@ -270,7 +270,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     cluster = LocalCluster(run_dir, spec.store_key, session.redis_url,
                            master_for_process(spec.spark_master, spec.workers), dict(spec.spark_conf),
                            zookeeper=session.zookeeper if session.commands is not None else None,
-                           heartbeat_timeout_ms=spec.heartbeat_timeout_ms)
+                           heartbeat_timeout_ms=spec.heartbeat_timeout_ms, tls=not args.plaintext_workers)
     private = spec.redis_url is None
     console.print(f"[bold]{spec.name}[/bold]: {len(spec.stages)} stages, {spec.workers} workers, "
                   f"Redis {'embedded' if private else session.redis_url}, logs in {run_dir}")
@@ -390,6 +390,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--window", type=int, help="pipelined: uncommitted steps in flight (overrides spec.steps.window)")
     run.add_argument("--no-chaining", action="store_true",
                      help="run every stage as a task of its own (sets spec.chaining to false)")
+    run.add_argument("--plaintext-workers", action="store_true",
+                     help="worker traffic without mutual TLS (to measure what TLS costs; anything that reaches a "
+                          "worker's port can then steer it)")
     run.add_argument("--no-plan-reuse", action="store_true",
                      help="call the pipeline's functions for every task (sets spec.reusePlans to false)")
     run.add_argument("--resume", action="store_true",

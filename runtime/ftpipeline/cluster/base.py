@@ -11,9 +11,14 @@ from __future__ import annotations
 import abc
 
 from ftpipeline.lineage.naming import WorkerId
+from ftpipeline.worker.tls import Credentials
 
 
 class ClusterBackend(abc.ABC):
+    # The pipeline's credentials for worker traffic (``worker/tls.py``), issued by the backend that starts
+    # the workers and handed to them; the coordinator calls workers with them. None: plain gRPC.
+    credentials: Credentials | None = None
+
     @abc.abstractmethod
     def start_worker(self, worker: WorkerId) -> None:
         """Start a worker; it registers itself and announces ``joined`` when ready."""

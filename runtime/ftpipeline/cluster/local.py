@@ -29,6 +29,7 @@ from pathlib import Path
 from ftpipeline.cluster.base import ClusterBackend
 from ftpipeline.embedded.orphans import reap, record
 from ftpipeline.lineage.naming import WorkerId
+from ftpipeline.worker.tls import generate as issue
 
 log = logging.getLogger("ftpipeline.cluster.local")
 
@@ -55,6 +56,7 @@ class LocalCluster(ClusterBackend):
         python: str = sys.executable,
         zookeeper: str | None = None,
         heartbeat_timeout_ms: int = 6000,
+        tls: bool = True,
     ) -> None:
         self.run_dir = run_dir
         self.pipeline = pipeline
@@ -67,6 +69,10 @@ class LocalCluster(ClusterBackend):
         self.workers: dict[WorkerId, _Worker] = {}
         self.zombies: set[WorkerId] = set()  # paused as zombies: a kill does not reach them
         self.reap_orphans()
+        # issued per run, readable by this user alone; the Spark processes are not told where they are.
+        # Without (``ftpipeline run --plaintext-workers``): plain gRPC, to measure what TLS costs.
+        self.credentials = issue(pipeline) if tls else None
+        self.tls_dir = self.credentials.write(run_dir / "tls") if self.credentials else None
 
     def reap_orphans(self) -> int:
         """Kill the process groups of workers a killed coordinator left behind; returns how many."""
@@ -87,6 +93,7 @@ class LocalCluster(ClusterBackend):
             sidecar = subprocess.Popen(
                 [self.python, "-m", "ftpipeline.worker.server", "--worker-id", worker, "--pipeline", self.pipeline,
                  "--redis-url", self.redis_url, "--dir", str(wdir),
+                 *(["--tls-dir", str(self.tls_dir)] if self.tls_dir else []),
                  *(["--zookeeper", self.zookeeper, "--heartbeat-timeout-ms", str(self.heartbeat_timeout_ms)]
                    if self.zookeeper else [])],
                 stdout=slog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=0, env=env,

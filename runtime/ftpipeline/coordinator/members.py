@@ -63,7 +63,7 @@ class Members:
             address = self.store.address(worker)
             if address is None:
                 raise PipelineFailed(f"worker {worker} has not registered an address")
-            c = self._clients[worker] = SidecarClient(address)
+            c = self._clients[worker] = SidecarClient(address, credentials=self.cluster.credentials)
         return c
 
     def clients_for(self, workers: list[WorkerId]) -> dict[WorkerId, SidecarClient]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from dataclasses import dataclass, replace
 from typing import Any, NewType
 
@@ -68,6 +69,10 @@ class EdgeKey:
         return cls(a, int(c), t, int(p), int(tc))
 
 
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # a stage name (spec/schema.py's NAME_PATTERN)
+_NUMBER = re.compile(r"0|[1-9][0-9]{0,17}")
+
+
 @dataclass(frozen=True, order=True)
 class ObjectName:
     actor: str
@@ -84,6 +89,17 @@ class ObjectName:
     def parse(cls, text: str) -> ObjectName:
         a, c, s, t, p, tc = text.split(".")
         return cls(a, int(c), int(s), t, int(p), int(tc))
+
+    @classmethod
+    def checked(cls, text: str) -> ObjectName:
+        """``parse`` of a name that came from outside (a peer's request): refused with ValueError unless
+        it is exactly a name this runtime makes, stage names as DNS labels, numbers in decimal, so it can
+        never carry a path component."""
+        parts = text.split(".")
+        if (len(parts) != 6 or not all(_LABEL.fullmatch(parts[i]) for i in (0, 3))
+                or not all(_NUMBER.fullmatch(parts[i]) for i in (1, 2, 4, 5))):
+            raise ValueError(f"not an object name: {text[:120]!r}")
+        return cls.parse(text)
 
     @property
     def edge(self) -> EdgeKey:

@@ -417,6 +417,20 @@ def load_pipeline(path: str | Path, check_entry_point: bool = True) -> PipelineS
     return parse_pipeline(text, p.resolve().parent, str(p), check_entry_point)
 
 
+CONTROL_PLANE_FIELDS = ("redis", "zookeeper")  # spec fields only the sidecar and the coordinator may read
+
+
+def for_user_code(text: str) -> str:
+    """The pipeline document as the Spark process (which runs user code) gets it: without the endpoints
+    and credentials of the control plane (``spec.redis``, ``spec.zookeeper``)."""
+    doc = yaml.safe_load(text)
+    spec = doc.get("spec") if isinstance(doc, dict) else None
+    if isinstance(spec, dict):
+        for name in CONTROL_PLANE_FIELDS:
+            spec.pop(name, None)
+    return str(yaml.safe_dump(doc, sort_keys=False))
+
+
 def worker_spec(config: Mapping[str, Any]) -> PipelineSpec:
     """The spec a worker is given by the coordinator (``create``/``hello``): the document, and the
     identity its state is keyed by and how its stages are chained and planned, which the document alone does

@@ -40,6 +40,11 @@ WHOLE = -1  # a location's batch for a file that is one object (a fetched copy, 
 _NAMES = b"ftpipeline.objects"
 
 
+def _plain(file: str) -> bool:
+    """A name of a file directly in ``objects/``: no path component, not hidden (temporary)."""
+    return bool(file) and "/" not in file and "\\" not in file and not file.startswith(".") and file.endswith(".arrow")
+
+
 def _tmp(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
@@ -191,6 +196,9 @@ class ObjectBuffer:
     def index(self, outputs: list[list[object]]) -> None:
         """A task's objects, as ``put_bundle`` returned them, are held here from now on. An object held
         already (the same task ran twice here) keeps its first copy: tasks are deterministic."""
+        for _, _, file, _ in outputs:  # from the Spark process, which runs user code: only its own files
+            if not _plain(str(file)):
+                raise ValueError(f"task output {str(file)[:120]!r} is not a file of {self.objects}")
         with self._lock:
             for name, _, file, batch in outputs:
                 if str(name) not in self._where:

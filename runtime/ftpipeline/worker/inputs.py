@@ -25,14 +25,17 @@ from ftpipeline.control.store import RunStore
 from ftpipeline.lineage.naming import STORAGE_NODE, WorkerId
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.worker.buffer import WHOLE, ObjectBuffer
+from ftpipeline.worker.tls import Credentials
 from ftpipeline.worker.transport import SidecarClient
 
 log = logging.getLogger("ftpipeline.sidecar")
 
 
 class InputResolver:
-    def __init__(self, worker: WorkerId, tables: LineageTables, store: RunStore, buffer: ObjectBuffer) -> None:
+    def __init__(self, worker: WorkerId, tables: LineageTables, store: RunStore, buffer: ObjectBuffer,
+                 credentials: Credentials | None = None) -> None:
         self.worker = worker
+        self.credentials = credentials  # the pipeline's: a peer's listener refuses any other (``tls.py``)
         self.tables = tables
         self.store = store
         self.buffer = buffer
@@ -80,7 +83,7 @@ class InputResolver:
             return False
         client = self._peers.get(address)
         if client is None:
-            client = self._peers[address] = SidecarClient(address, timeout_s=10)
+            client = self._peers[address] = SidecarClient(address, timeout_s=10, credentials=self.credentials)
         try:
             client.fetch(name, path)
         except (flight.FlightError, OSError) as exc:

@@ -67,12 +67,13 @@ from ftpipeline.lineage.naming import Channel, Task, TaskKind, WorkerId
 from ftpipeline.lineage.tables import Completion, LineageTables
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.metrics import WorkerMetrics
-from ftpipeline.spec.load import worker_spec
+from ftpipeline.spec.load import for_user_code, worker_spec
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.worker.buffer import ObjectBuffer, read_ipc, write_ipc
 from ftpipeline.worker.checkpoint_files import CheckpointFiles
 from ftpipeline.worker.epochs import EpochKeeper
 from ftpipeline.worker.inputs import InputResolver
+from ftpipeline.worker.tls import Credentials
 
 log = logging.getLogger("ftpipeline.sidecar")
 
@@ -92,7 +93,8 @@ def _priority(graph: Graph, task: Task) -> tuple[int, int, int, int]:
 
 
 class Sidecar:
-    def __init__(self, worker: WorkerId, pipeline: str, redis_url: str, root: Path) -> None:
+    def __init__(self, worker: WorkerId, pipeline: str, redis_url: str, root: Path,
+                 credentials: Credentials | None = None) -> None:
         self.worker = worker
         self.r = redis_connect(redis_url)
         redis_watch(self.r, lambda e: log.warning("Redis unreachable: waiting for it", extra={"error": str(e)}),
@@ -101,7 +103,7 @@ class Sidecar:
         self.store = RunStore(self.r, pipeline)
         self.buffer = ObjectBuffer(root)
         self.buffer.reset()
-        self.inputs = InputResolver(worker, self.tables, self.store, self.buffer)
+        self.inputs = InputResolver(worker, self.tables, self.store, self.buffer, credentials)
         self.files = CheckpointFiles(self.inputs)  # the storage actions: checkpoints, manifests, pruning
         self.address = ""
         self.metrics: WorkerMetrics | None = None
@@ -275,7 +277,9 @@ class Sidecar:
         if not self._joined:
             self._joined = True
             self.store.send({"t": "joined", "w": self.worker, "address": self.address})
-        return self._config
+        if self._config is None:
+            return None
+        return {**self._config, "spec": for_user_code(self._config["spec"])}  # no control-plane endpoint
 
     def _do_next_task(self, body: dict[str, Any]) -> dict[str, Any] | None:
         deadline = time.monotonic() + body.get("timeout_ms", 1000) / 1000

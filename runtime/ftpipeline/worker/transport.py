@@ -30,6 +30,8 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from ftpipeline.worker.tls import Credentials
+
 
 # gRPC's words for "nobody answered": refused, reset, timed out, or cancelled on the way
 _NO_ANSWER = (flight.FlightUnavailableError, flight.FlightTimedOutError, flight.FlightCancelledError, OSError)
@@ -46,10 +48,18 @@ class Unreachable(ConnectionError):
 
 
 class SidecarClient:
-    def __init__(self, address: str, timeout_s: float = 30.0) -> None:
+    """A connection to one sidecar: ``host:port`` of its network listener, with the pipeline's
+    ``credentials`` (mutual TLS, ``tls.py``) when it has them, or a full location (the Spark
+    process's ``grpc+unix://`` socket)."""
+
+    def __init__(self, address: str, timeout_s: float = 30.0, credentials: Credentials | None = None) -> None:
         self.address = address
         self.timeout_s = timeout_s
-        self._client = flight.FlightClient(f"grpc://{address}")
+        if "://" in address:
+            location = address
+        else:
+            location = f"{'grpc+tls' if credentials else 'grpc'}://{address}"
+        self._client = flight.FlightClient(location, **(credentials.client_options() if credentials else {}))
 
     def call(self, action: str, body: dict[str, Any] | None = None, timeout_s: float | None = None) -> Any:
         options = flight.FlightCallOptions(timeout=timeout_s or self.timeout_s)
