@@ -22,6 +22,7 @@ checkpoints, dead letters).
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -30,12 +31,14 @@ import yaml
 
 from ftpipeline.spec.cores import master_for_pod
 from ftpipeline.spec.schema import API_GROUP, API_VERSION, KIND
+from ftpipeline.worker.tls import Credentials
 
 FLIGHT_PORT = 7000
 METRICS_PORT = 9108
 WORK_DIR = "/var/run/ftpipeline"
 PIPELINE_DIR = "/etc/ftpipeline"
 PIPELINE_FILE = "pipeline.yaml"
+TLS_DIR = "/etc/ftpipeline-tls"  # the pipeline's worker credentials, in the sidecar container alone
 RUNTIME_USER = 10001
 
 PIPELINE_LABEL = f"{API_GROUP}/pipeline"
@@ -98,6 +101,19 @@ def config_map_name(name: str) -> str:
     return f"{name}-pipeline"
 
 
+def tls_secret_name(name: str) -> str:
+    return f"{name}-worker-tls"
+
+
+def tls_secret(body: Mapping[str, Any], credentials: Credentials) -> Obj:
+    """The pipeline's worker credentials (``ftpipeline/worker/tls.py``), owned by the FTPipeline: issued
+    anew for every run, so a restart rotates them; deleted with the pipeline."""
+    name = body["metadata"]["name"]
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": _meta(body, tls_secret_name(name), "worker-tls"),
+            "data": {k: base64.b64encode(v).decode() for k, v in credentials.as_secret_data().items()}}
+
+
 def service_name(name: str) -> str:
     return f"{name}-workers"
 
@@ -157,8 +173,10 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
         {"name": "HOME", "value": "/tmp"},
-        *runtime_env(spec, defaults),
     ]
+    # The Spark container runs user code: it is not told where Redis and ZooKeeper are, nor their
+    # credentials; it reaches only its sidecar, through the socket in the shared work directory.
+    control = [*env, *runtime_env(spec, defaults)]
     mounts = [{"name": "work", "mountPath": WORK_DIR}, {"name": "tmp", "mountPath": "/tmp"},
               {"name": "pipeline", "mountPath": PIPELINE_DIR, "readOnly": True},
               *spec.get("volumeMounts", [])]
@@ -177,13 +195,13 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
                  "--dir", WORK_DIR, "--bind", "0.0.0.0", "--advertise", "$(POD_IP)",
                  "--port", str(FLIGHT_PORT), "--metrics-port", str(METRICS_PORT),
                  "--zookeeper", "$(FTPIPELINE_ZOOKEEPER)", "--heartbeat-timeout-ms",
-                 str((spec.get("recovery") or {}).get("heartbeatTimeoutMs", 6000))],
-        "env": env,
+                 str((spec.get("recovery") or {}).get("heartbeatTimeoutMs", 6000)), "--tls-dir", TLS_DIR],
+        "env": control,
         "ports": [{"name": "flight", "containerPort": FLIGHT_PORT}, {"name": "metrics", "containerPort": METRICS_PORT}],
         "readinessProbe": {"tcpSocket": {"port": "flight"}, "periodSeconds": 2},
         "resources": (spec.get("sidecar") or {}).get("resources", {}),
         "securityContext": _HARDENED,
-        "volumeMounts": mounts,
+        "volumeMounts": [*mounts, {"name": "worker-tls", "mountPath": TLS_DIR, "readOnly": True}],
     }
     executor = {
         "name": "spark",
@@ -208,6 +226,7 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
         "containers": [executor, sidecar],
         "volumes": [{"name": "work", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}},
                     {"name": "pipeline", "configMap": {"name": config_map_name(name)}},
+                    {"name": "worker-tls", "secret": {"secretName": tls_secret_name(name), "defaultMode": 0o440}},
                     *spec.get("volumes", [])],
     }
     for key in ("serviceAccountName", "nodeSelector", "tolerations", "priorityClassName"):

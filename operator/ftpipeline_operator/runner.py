@@ -40,6 +40,7 @@ from typing import Any, Protocol, cast
 
 import pydantic
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from ftpipeline.coordinator.coordinator import Coordinator, Interrupted, PipelineFailed
 from ftpipeline.coordinator.errors import ExistingOutputFound
@@ -51,6 +52,8 @@ from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.spec.load import SpecError, checkpoint_interval_given, parse_pipeline
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.spec.schema import API_GROUP, API_VERSION, DEFAULT_CHECKPOINT_STEPS, PLURAL
+from ftpipeline.worker.tls import Credentials
+from ftpipeline.worker.tls import generate as issue
 from ftpipeline_operator import render
 from ftpipeline_operator.attempts import Attempts, Verdict, policy_of
 from ftpipeline_operator.cluster import KubernetesCluster
@@ -250,6 +253,19 @@ class PipelineRunner:
                         lastFailure={"attempt": verdict.attempt, "message": verdict.message, "time": now_iso()})
         log.error("pipeline failed", extra={"pipeline": self.name, "reason": reason, "error": verdict.message})
 
+    def _issue_credentials(self, identity: str) -> Credentials:
+        """This run's worker credentials (a new CA: the previous run's pods are gone), as the Secret its
+        pods mount in their sidecar; the coordinator keeps them to call the workers."""
+        credentials = issue(identity)
+        secret = render.tls_secret(self.body, credentials)
+        try:
+            self.core.create_namespaced_secret(self.namespace, cast(client.V1Secret, secret))
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            self.core.replace_namespaced_secret(secret["metadata"]["name"], self.namespace, cast(client.V1Secret, secret))
+        return credentials
+
     def _wait_for_change(self, stopped: Stopped) -> None:
         while not stopped and not self._changed.is_set():
             stopped.wait(1.0)
@@ -268,6 +284,7 @@ class PipelineRunner:
         self.ran_before = True  # from here on the pipeline's state is this run's: a retry resumes it
         cluster = self.cluster = KubernetesCluster(self.core, self.body, run,
                                                    self._pod_defaults(session.redis_url, session.zookeeper or ""))
+        cluster.credentials = self._issue_credentials(spec.store_key)
         reporter.lost_reasons = cluster.diagnoses  # set before the loss is queued: the reason is always there
         reporter.on_recovered = lambda record: self._recovered(metrics, cluster, record)
 

@@ -42,6 +42,16 @@ def test_worker_pod_runs_the_same_two_processes_as_ftpipeline_run() -> None:
     assert pod["spec"]["restartPolicy"] == "Never"
 
 
+def test_the_spark_container_which_runs_user_code_is_not_told_the_control_planes_endpoints() -> None:
+    secret = {"secretRef": {"name": "redis-auth", "key": "url"}}
+    pod = render.worker_pod(body(redis=secret, zookeeper={"connect": "zk:2181"}), "w0", "r",
+                            {"redis": "redis://:pw@r:6379/0", "zookeeper": "zk:2181"})
+    spark, sidecar = container(pod, "spark"), container(pod, "sidecar")
+    assert {"FTPIPELINE_REDIS_URL", "FTPIPELINE_ZOOKEEPER"} <= {e["name"] for e in sidecar["env"]}
+    assert not {e["name"] for e in spark["env"]} & {"FTPIPELINE_REDIS_URL", "FTPIPELINE_ZOOKEEPER"}
+    assert "redis-auth" not in json.dumps(spark) and "zk:2181" not in json.dumps(spark)
+
+
 def test_pods_are_non_root_with_a_read_only_root_filesystem() -> None:
     pod = render.worker_pod(body(), "w0", "r", {})
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
@@ -102,3 +112,19 @@ def test_config_map_holds_the_document_ftpipeline_run_would_take() -> None:
     assert doc["spec"]["image"] == "registry/ftpipeline:1"
     pod = render.worker_pod(body(), "w0", "r", {})
     assert {"name": "pipeline", "configMap": {"name": cm["metadata"]["name"]}} in pod["spec"]["volumes"]
+
+
+def test_the_worker_credentials_are_a_secret_of_the_pipeline_mounted_in_the_sidecar_alone() -> None:
+    from ftpipeline.worker.tls import generate
+
+    credentials = generate("data.clicks.1234")
+    secret = render.tls_secret(body(), credentials)
+    assert secret["type"] == "kubernetes.io/tls" and secret["metadata"]["name"] == "clicks-worker-tls"
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == "1234", "deleted with its pipeline"
+    assert set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key"}
+    pod = render.worker_pod(body(), "w0", "r", {})
+    [volume] = [v for v in pod["spec"]["volumes"] if v.get("secret", {}).get("secretName") == "clicks-worker-tls"]
+    spark, sidecar = container(pod, "spark"), container(pod, "sidecar")
+    assert any(m["name"] == volume["name"] for m in sidecar["volumeMounts"])
+    assert sidecar["args"][sidecar["args"].index("--tls-dir") + 1] == render.TLS_DIR
+    assert not any(m["name"] == volume["name"] for m in spark["volumeMounts"]), "user code gets no certificate"
