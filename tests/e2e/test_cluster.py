@@ -223,6 +223,8 @@ MALFORMED = [
     ("spec.recovery.backoff={initialMs: 5000, maxMs: 10}", "spec.recovery.backoff", "maxMs must be at least initialMs"),
     ("spec.stages.1.sink={parquet: {path: x}}", "spec.stages[1]", "needs exactly one of source, transform"),
     ("spec.wrokers=2", "spec.wrokers", "unknown field"),
+    ("spec.stages.3.name=clean", "spec.stages", "stage names must be unique"),
+    ("spec.stages.1.inputs.0.stage=nope", "spec.stages", "must name a stage of spec.stages"),
 ]
 
 
@@ -255,4 +257,5 @@ def test_a_malformed_ftpipeline_is_rejected_naming_the_field(kube: client.ApiCli
     # ftpipeline run refuses the same document naming the same field, before anything starts
     with pytest.raises(SpecError) as local:
         parse_pipeline(yaml.safe_dump(doc), ROOT / "examples" / "clickstream", check_entry_point=False)
-    assert any(p.path == field for p in local.value.problems), local.value.problems
+    # (the same field, or for a rule over spec.stages the stage itself: spec.stages[3].name)
+    assert any(p.path == field or p.path.startswith(field + "[") for p in local.value.problems), local.value.problems

@@ -48,8 +48,10 @@ from ftpipeline.spec.schema import (
     DEFAULT_MAX_IN_MEMORY_BYTES,
     FTPIPELINE_SCHEMA,
     KIND,
+    KNOWN_INPUTS,
     MAX_CHANNELS,
     MAX_OBJECTS_PER_STEP,
+    UNIQUE_STAGES,
 )
 
 _KINDS = ("source", "transform", "aggregate", "sink")
@@ -395,6 +397,8 @@ def parse_pipeline(text: str, base_dir: Path, source: str = "<text>", check_entr
     problems = _schema_problems(doc)
     if not problems:
         problems = [Problem(_path(where), message) for where, message in violations(FTPIPELINE_SCHEMA, doc)]
+    if problems and all(p.message in (UNIQUE_STAGES, KNOWN_INPUTS) for p in problems):
+        problems = _dataflow_problems(doc["spec"]) or problems  # the same finding, naming the stage
     if not problems:
         problems = _dataflow_problems(doc["spec"])
     if problems:

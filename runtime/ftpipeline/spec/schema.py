@@ -38,6 +38,10 @@ DEFAULT_CHECKPOINT_STEPS = 10
 # A task whose input is larger than this has Spark write its result instead of returning it (dataflow/spill.py).
 DEFAULT_MAX_IN_MEMORY_BYTES = 64 * 1024 * 1024
 
+# Rules the API server checks on spec.stages as a whole; the loader names the stage itself (spec/load.py)
+UNIQUE_STAGES = "stage names must be unique"
+KNOWN_INPUTS = "every inputs[].stage must name a stage of spec.stages"
+
 API_GROUP = "ftpipeline.io"
 API_VERSION = "v1alpha1"
 KIND = "FTPipeline"
@@ -402,7 +406,14 @@ SPEC_SCHEMA: Schema = _obj(
             ["path"],
         ),
         "stages": {"type": "array", "description": "The dataflow.", "minItems": 1, "maxItems": 64,
-                   "items": STAGE_SCHEMA},
+                   "items": STAGE_SCHEMA,
+                   # what the object alone decides is decided at admission (cycles too, by the loader;
+                   # the API server's CEL has no recursion to find them)
+                   "x-kubernetes-validations": [
+                       rule("self.all(s, self.exists_one(t, t.name == s.name))", UNIQUE_STAGES),
+                       rule("self.all(s, !has(s.inputs) || s.inputs.all(i, self.exists(t, t.name == i.stage)))",
+                            KNOWN_INPUTS),
+                   ]},
     },
     ["entryPoint", "workers", "stages"],
     rules=[rule("!has(self.recovery) || !has(self.recovery.strategy) || self.recovery.strategy != 'checkpoint' || "
