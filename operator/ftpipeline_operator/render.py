@@ -214,7 +214,7 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
         "env": env,
         "resources": spark.get("resources", {}),
         "securityContext": _HARDENED,
-        "volumeMounts": mounts,
+        "volumeMounts": [m for m in mounts if m["name"] != "pipeline"],  # the document: the sidecar's
     }
     pod_spec: Obj = {
         "restartPolicy": "Never",  # a worker that exits is lost; recovery, not the kubelet, brings it back

@@ -50,6 +50,7 @@ def test_the_spark_container_which_runs_user_code_is_not_told_the_control_planes
     assert {"FTPIPELINE_REDIS_URL", "FTPIPELINE_ZOOKEEPER"} <= {e["name"] for e in sidecar["env"]}
     assert not {e["name"] for e in spark["env"]} & {"FTPIPELINE_REDIS_URL", "FTPIPELINE_ZOOKEEPER"}
     assert "redis-auth" not in json.dumps(spark) and "zk:2181" not in json.dumps(spark)
+    assert not [m for m in spark["volumeMounts"] if m["name"] == "pipeline"], "the document (spec.redis) is the sidecar's"
 
 
 def test_pods_are_non_root_with_a_read_only_root_filesystem() -> None:
