@@ -50,12 +50,25 @@ def _tmp(path: Path) -> Path:
 
 
 def write_ipc(path: Path, table: pa.Table) -> int:
-    tmp = _tmp(path)
-    with pa.OSFile(str(tmp), "wb") as sink:
-        with pa.ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table)
-    os.replace(tmp, path)
+    write_ipc_batches(path, table.schema, table.to_batches())
     return path.stat().st_size
+
+
+def write_ipc_batches(path: Path, schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> int:
+    """An Arrow IPC file of ``batches``, written as they come (a streamed object is never held whole),
+    to a temporary name and renamed: ``path`` exists iff complete. Returns its rows."""
+    tmp = _tmp(path)
+    rows = 0
+    try:
+        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+                rows += batch.num_rows
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+    return rows
 
 
 def read_ipc(path: Path, batch: int = WHOLE) -> pa.Table:

@@ -24,7 +24,7 @@ from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.control.store import RunStore
 from ftpipeline.lineage.naming import STORAGE_NODE, WorkerId
 from ftpipeline.lineage.tables import LineageTables
-from ftpipeline.worker.buffer import WHOLE, ObjectBuffer
+from ftpipeline.worker.buffer import WHOLE, ObjectBuffer, write_ipc_batches
 from ftpipeline.worker.tls import Credentials
 from ftpipeline.worker.transport import SidecarClient
 
@@ -85,7 +85,7 @@ class InputResolver:
         if client is None:
             client = self._peers[address] = SidecarClient(address, timeout_s=10, credentials=self.credentials)
         try:
-            client.fetch(name, path)
+            write_ipc_batches(path, *client.fetch(name))
         except (flight.FlightError, OSError) as exc:
             log.warning("fetch failed", extra={"object": name, "holder": holder, "error": str(exc)})
             self._peers.pop(address, None)

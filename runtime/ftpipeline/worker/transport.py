@@ -21,10 +21,8 @@ an error the worker *answered* with is a fault of the call itself.
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -70,23 +68,12 @@ class SidecarClient:
             raise Unreachable(self.address, action, exc) from exc
         return json.loads(results[0].body.to_pybytes()) if results else None
 
-    def fetch(self, name: str, path: Path, timeout_s: float | None = None) -> int:
-        """Copy the object ``name`` into the Arrow IPC file ``path`` as it streams in, a batch at a
-        time (an object of a large task is never held whole); returns its rows."""
+    def fetch(self, name: str, timeout_s: float | None = None) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+        """The object ``name``: its schema, and its batches as they stream in (an object of a large
+        task is never held whole). A refused or failed request raises here, before any batch."""
         options = flight.FlightCallOptions(timeout=timeout_s or self.timeout_s)
         reader = self._client.do_get(flight.Ticket(name.encode()), options=options)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        rows = 0
-        try:
-            with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, reader.schema) as writer:
-                for chunk in reader:
-                    writer.write_batch(chunk.data)
-                    rows += chunk.data.num_rows
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        os.replace(tmp, path)
-        return rows
+        return reader.schema, (chunk.data for chunk in reader)
 
     def close(self) -> None:
         self._client.close()

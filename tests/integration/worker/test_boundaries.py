@@ -109,7 +109,7 @@ def test_a_caller_without_the_pipelines_certificate_is_refused_before_any_action
             with pytest.raises(Unreachable):  # the handshake fails: the call never reaches an action
                 client.call(action, body)
         with pytest.raises(flight.FlightUnavailableError):
-            client.fetch("events.0.1.out.0.0", Path(os.devnull))
+            client.fetch("events.0.1.out.0.0")
         _unchanged(worker, before)
 
 
@@ -122,9 +122,9 @@ def test_the_network_listener_serves_only_the_coordinators_actions_and_object_na
     for name in ("../objects/x", "../../etc/passwd", "events.0.1.out.0.0/../../x", "/etc/hostname",
                  "events.0.1.out.0", "Events.0.1.out.0.0", "events.-1.1.out.0.0"):
         with pytest.raises(flight.FlightServerError, match="not an object name"):
-            client.fetch(name, Path(os.devnull))
+            client.fetch(name)
     with pytest.raises(flight.FlightServerError, match="not held"):  # a well-formed name passes the check
-        client.fetch("events.0.1.out.0.0", Path(os.devnull))
+        client.fetch("events.0.1.out.0.0")
     _unchanged(worker, before)
 
 
@@ -135,7 +135,7 @@ def test_the_spark_process_reaches_only_its_own_actions_and_only_its_own_files(w
         with pytest.raises(flight.FlightServerError, match="unknown action"):
             spark.call(action, {})
     with pytest.raises(flight.FlightServerError, match="not served"):
-        spark.fetch("events.0.1.out.0.0", Path(os.devnull))
+        spark.fetch("events.0.1.out.0.0")
     config = spark.call("hello", {"pid": os.getpid()})
     assert "secret-password" not in config["spec"] and "redis" not in config["spec"], "no control-plane endpoint"
     before = _seen(worker)  # hello announced the worker (the run's joined message): that is its job
