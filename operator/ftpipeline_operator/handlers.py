@@ -11,10 +11,11 @@
   keys and znodes are removed, then the finalizer goes.
 
 Configuration comes from the environment (the chart sets it):
-FTPIPELINE_DEFAULT_REDIS_URL, FTPIPELINE_DEFAULT_ZOOKEEPER,
+FTPIPELINE_DEFAULT_REDIS_URL (and FTPIPELINE_REDIS_ADMIN_PASSWORD), FTPIPELINE_DEFAULT_ZOOKEEPER
+(and FTPIPELINE_ZOOKEEPER_SUPER_PASSWORD),
 FTPIPELINE_DEFAULT_IMAGE and FTPIPELINE_DEFAULT_IMAGE_PULL_POLICY (for
 pipelines without spec.image: the operator's own), FTPIPELINE_METRICS_PORT,
-FTPIPELINE_LOG_LEVEL. Logs are Kopf's JSON lines
+FTPIPELINE_LOG_LEVEL, and the admission webhook's (``admission.py``, ``policy.py``). Logs are Kopf's JSON lines
 (``--log-format=json``), which name the object each line is about.
 """
 
@@ -32,16 +33,38 @@ from kubernetes import client, config
 from prometheus_client import CollectorRegistry, start_http_server
 
 from ftpipeline.checkpoint.pointer import CheckpointPointer
+from ftpipeline.commandlog.zkaccess import SUPER_USER
 from ftpipeline.commandlog.zkclient import connect as zk_connect
+from ftpipeline.commandlog.zkclient import with_identity
+from ftpipeline.control import access
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.spec.schema import API_GROUP, API_VERSION, PLURAL
-from ftpipeline_operator import render
+from ftpipeline_operator import admission, netpol, render
 from ftpipeline_operator.runner import Defaults, PipelineRunner, resolve_spec
+from ftpipeline_operator.stores import uses_default_redis
 
-DEFAULTS = Defaults(os.environ.get("FTPIPELINE_DEFAULT_REDIS_URL", ""),
-                    os.environ.get("FTPIPELINE_DEFAULT_ZOOKEEPER", ""),
+def _default_redis_url() -> str:
+    """The chart's Redis, as its admin when it requires a password (``FTPIPELINE_REDIS_ADMIN_PASSWORD``, from
+    the chart's Secret): then each pipeline gets a user of its own (``stores.py``)."""
+    url, password = os.environ.get("FTPIPELINE_DEFAULT_REDIS_URL", ""), os.environ.get("FTPIPELINE_REDIS_ADMIN_PASSWORD")
+    return access.with_credentials(url, "", password) if url and password else url
+
+
+def _default_zookeeper() -> str:
+    """The chart's ZooKeeper, as its super user when the chart set one (``FTPIPELINE_ZOOKEEPER_SUPER_PASSWORD``):
+    then each pipeline gets a digest identity of its own (``stores.py``)."""
+    hosts, password = os.environ.get("FTPIPELINE_DEFAULT_ZOOKEEPER", ""), os.environ.get("FTPIPELINE_ZOOKEEPER_SUPER_PASSWORD")
+    return with_identity(hosts, SUPER_USER, password) if hosts and password else hosts
+
+
+DEFAULTS = Defaults(_default_redis_url(),
+                    _default_zookeeper(),
                     os.environ.get("FTPIPELINE_DEFAULT_IMAGE", ""),
-                    os.environ.get("FTPIPELINE_DEFAULT_IMAGE_PULL_POLICY", ""))
+                    os.environ.get("FTPIPELINE_DEFAULT_IMAGE_PULL_POLICY", ""),
+                    admission.POLICY,
+                    redis_users=bool(os.environ.get("FTPIPELINE_REDIS_ADMIN_PASSWORD")),
+                    zookeeper_users=bool(os.environ.get("FTPIPELINE_ZOOKEEPER_SUPER_PASSWORD")))
+OPERATOR_PODS = netpol.OperatorPods.from_env()
 REGISTRY = CollectorRegistry()
 DAEMON_EXIT_WAIT_S = 10.0  # how long a deletion waits for the pipeline's daemon thread to end by itself
 DAEMON_CANCEL_S = 60.0     # then Kopf gives up on it (a thread cannot be cancelled) and the finalizer goes
@@ -84,6 +107,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         config.load_kube_config()  # type: ignore[no-untyped-call]
     _api["core"] = client.CoreV1Api()
     _api["custom"] = client.CustomObjectsApi()
+    admission.configure(settings)
     port = os.environ.get("FTPIPELINE_METRICS_PORT")
     if port:
         start_http_server(int(port), registry=REGISTRY)
@@ -91,8 +115,14 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 
 def _apply(obj: dict[str, Any]) -> None:
     core, ns, name = _core(), obj["metadata"]["namespace"], obj["metadata"]["name"]
-    create, patch = ((core.create_namespaced_config_map, core.patch_namespaced_config_map)
-                     if obj["kind"] == "ConfigMap" else (core.create_namespaced_service, core.patch_namespaced_service))
+    net = client.NetworkingV1Api(core.api_client)
+    create: Any
+    patch: Any
+    create, patch = {
+        "ConfigMap": (core.create_namespaced_config_map, core.patch_namespaced_config_map),
+        "Service": (core.create_namespaced_service, core.patch_namespaced_service),
+        "NetworkPolicy": (net.create_namespaced_network_policy, net.patch_namespaced_network_policy),
+    }[obj["kind"]]
     try:
         create(ns, cast(Any, obj))  # the client takes plain dicts
     except client.exceptions.ApiException as exc:
@@ -108,6 +138,8 @@ def reconcile(body: kopf.Body, **_: Any) -> None:
     doc = dict(body)
     _apply(render.config_map(doc))
     _apply(render.service(doc))
+    if OPERATOR_PODS is not None:  # the chart's networkPolicy.enabled
+        _apply(netpol.worker_policy(doc, OPERATOR_PODS))
     _runner(doc).update_body(doc)
 
 
@@ -142,6 +174,8 @@ def cleanup(body: kopf.Body, **_: Any) -> None:
         if spec.redis_url:
             r = redis.Redis.from_url(spec.redis_url, socket_connect_timeout=5)  # no retrying: deletion must end
             LineageTables(r, spec.store_key).clear()  # every key of the pipeline: lineage and the step log share it
+            if DEFAULTS.redis_users and uses_default_redis(doc):
+                access.revoke(r, spec.store_key)
             r.close()
         if spec.zookeeper:
             zk = zk_connect(spec.zookeeper, start_timeout_s=15)

@@ -81,7 +81,7 @@ def owner_reference(body: Mapping[str, Any]) -> Obj:
             "controller": True, "blockOwnerDeletion": True}
 
 
-def _meta(body: Mapping[str, Any], name: str, component: str, extra_labels: Mapping[str, str] | None = None) -> Obj:
+def object_meta(body: Mapping[str, Any], name: str, component: str, extra_labels: Mapping[str, str] | None = None) -> Obj:
     return {
         "name": name,
         "namespace": body["metadata"]["namespace"],
@@ -105,13 +105,35 @@ def tls_secret_name(name: str) -> str:
     return f"{name}-worker-tls"
 
 
+def worker_tls_secret(body: Mapping[str, Any]) -> str:
+    """The Secret the worker pods mount: the one the pipeline brings (``spec.tls.secretName``) or the
+    operator's own."""
+    return str((body["spec"].get("tls") or {}).get("secretName") or tls_secret_name(body["metadata"]["name"]))
+
+
 def tls_secret(body: Mapping[str, Any], credentials: Credentials) -> Obj:
     """The pipeline's worker credentials (``ftpipeline/worker/tls.py``), owned by the FTPipeline: issued
     anew for every run, so a restart rotates them; deleted with the pipeline."""
     name = body["metadata"]["name"]
     return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-            "metadata": _meta(body, tls_secret_name(name), "worker-tls"),
+            "metadata": object_meta(body, tls_secret_name(name), "worker-tls"),
             "data": {k: base64.b64encode(v).decode() for k, v in credentials.as_secret_data().items()}}
+
+
+def store_secret_name(name: str) -> str:
+    return f"{name}-store"
+
+
+STORE_REDIS_KEY = "redis-url"      # the pipeline's own Redis user, in its URL
+STORE_ZOOKEEPER_KEY = "zookeeper"  # the pipeline's own ZooKeeper identity, in its connect string
+
+
+def store_secret(body: Mapping[str, Any], data: Mapping[str, str]) -> Obj:
+    """The pipeline's credentials to the shared Redis and ZooKeeper (``stores.py``), owned by the FTPipeline:
+    kept across runs (the same users), deleted with the pipeline."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": object_meta(body, store_secret_name(body["metadata"]["name"]), "store-credentials"),
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
 
 
 def service_name(name: str) -> str:
@@ -124,14 +146,14 @@ def pod_name(name: str, worker: str) -> str:
 
 def config_map(body: Mapping[str, Any]) -> Obj:
     name = body["metadata"]["name"]
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(body, config_map_name(name), "pipeline"),
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": object_meta(body, config_map_name(name), "pipeline"),
             "data": {PIPELINE_FILE: pipeline_document(body)}}
 
 
 def service(body: Mapping[str, Any]) -> Obj:
     name = body["metadata"]["name"]
     return {
-        "apiVersion": "v1", "kind": "Service", "metadata": _meta(body, service_name(name), "worker"),
+        "apiVersion": "v1", "kind": "Service", "metadata": object_meta(body, service_name(name), "worker"),
         "spec": {
             "clusterIP": "None",
             "selector": {PIPELINE_LABEL: name, "app.kubernetes.io/component": "worker"},
@@ -152,9 +174,17 @@ def _endpoint_env(var: str, endpoint: Mapping[str, Any] | None, field: str, defa
 
 
 def runtime_env(spec: Mapping[str, Any], defaults: Mapping[str, str]) -> list[Obj]:
-    """Where a worker finds Redis and ZooKeeper: the pipeline's own endpoints, else the operator's defaults."""
-    return [_endpoint_env("FTPIPELINE_REDIS_URL", spec.get("redis"), "url", defaults.get("redis", "")),
-            _endpoint_env("FTPIPELINE_ZOOKEEPER", spec.get("zookeeper"), "connect", defaults.get("zookeeper", ""))]
+    """Where a worker finds Redis and ZooKeeper: the pipeline's own endpoints, else the operator's defaults
+    (with ``defaults["redisSecret"]``/``["zookeeperSecret"]``: the pipeline's own users of them, read from
+    that Secret, never a literal)."""
+    def own(store: str, key: str) -> Obj | None:
+        secret = defaults.get(f"{store}Secret")
+        return {"secretRef": {"name": secret, "key": key}} if secret else None
+
+    redis = spec.get("redis") or own("redis", STORE_REDIS_KEY)
+    zookeeper = spec.get("zookeeper") or own("zookeeper", STORE_ZOOKEEPER_KEY)
+    return [_endpoint_env("FTPIPELINE_REDIS_URL", redis, "url", defaults.get("redis", "")),
+            _endpoint_env("FTPIPELINE_ZOOKEEPER", zookeeper, "connect", defaults.get("zookeeper", ""))]
 
 
 _HARDENED = {
@@ -191,10 +221,9 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
         "imagePullPolicy": pull,
         "command": ["python", "-m", "ftpipeline.worker.server"],
         "args": ["--worker-id", worker, "--pipeline", identity(body), "--metrics-label", metrics_label(body),
-                 "--redis-url", "$(FTPIPELINE_REDIS_URL)",
                  "--dir", WORK_DIR, "--bind", "0.0.0.0", "--advertise", "$(POD_IP)",
                  "--port", str(FLIGHT_PORT), "--metrics-port", str(METRICS_PORT),
-                 "--zookeeper", "$(FTPIPELINE_ZOOKEEPER)", "--heartbeat-timeout-ms",
+                 "--heartbeat-timeout-ms",
                  str((spec.get("recovery") or {}).get("heartbeatTimeoutMs", 6000)), "--tls-dir", TLS_DIR],
         "env": control,
         "ports": [{"name": "flight", "containerPort": FLIGHT_PORT}, {"name": "metrics", "containerPort": METRICS_PORT}],
@@ -226,7 +255,7 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
         "containers": [executor, sidecar],
         "volumes": [{"name": "work", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}},
                     {"name": "pipeline", "configMap": {"name": config_map_name(name)}},
-                    {"name": "worker-tls", "secret": {"secretName": tls_secret_name(name), "defaultMode": 0o440}},
+                    {"name": "worker-tls", "secret": {"secretName": worker_tls_secret(body), "defaultMode": 0o440}},
                     *spec.get("volumes", [])],
     }
     for key in ("serviceAccountName", "nodeSelector", "tolerations", "priorityClassName"):
@@ -234,7 +263,7 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
             pod_spec[key] = spec[key]
     return {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {**_meta(body, pod_name(name, worker), "worker", {WORKER_LABEL: worker, RUN_LABEL: run}),
+        "metadata": {**object_meta(body, pod_name(name, worker), "worker", {WORKER_LABEL: worker, RUN_LABEL: run}),
                      "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(METRICS_PORT)}},
         "spec": pod_spec,
     }

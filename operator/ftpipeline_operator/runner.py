@@ -49,14 +49,20 @@ from ftpipeline.coordinator.session import open_session
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.metrics import RunMetrics
-from ftpipeline.spec.load import SpecError, checkpoint_interval_given, parse_pipeline
+from ftpipeline.spec.load import Problem, SpecError, checkpoint_interval_given, parse_pipeline
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.spec.schema import API_GROUP, API_VERSION, DEFAULT_CHECKPOINT_STEPS, PLURAL
+from ftpipeline.worker.tls import FILES as TLS_FILES
 from ftpipeline.worker.tls import Credentials
+from ftpipeline.worker.tls import problems as tls_problems
 from ftpipeline.worker.tls import generate as issue
 from ftpipeline_operator import render
+from ftpipeline_operator.policy import Policy
+from ftpipeline_operator.policy import problems as policy_problems
 from ftpipeline_operator.attempts import Attempts, Verdict, policy_of
 from ftpipeline_operator.cluster import KubernetesCluster
+from ftpipeline_operator.stores import issue as issue_store_users
+from ftpipeline_operator.stores import uses_default_redis, uses_default_zookeeper
 from ftpipeline_operator.status import StatusReporter, api_message, now_iso
 
 log = logging.getLogger("ftpipeline.operator.runner")
@@ -81,6 +87,9 @@ class Defaults:
     zookeeper: str = ""
     image: str = ""
     image_pull_policy: str = ""
+    policy: Policy = Policy()  # what pipelines may put into their pods (the chart's values)
+    redis_users: bool = False  # redis_url is an admin's: each pipeline gets a Redis user of its own (stores.py)
+    zookeeper_users: bool = False  # zookeeper is the super user's: each pipeline gets an identity of its own
 
 
 def read_secret(core: client.CoreV1Api, namespace: str, ref: Mapping[str, str], field: str) -> str:
@@ -111,8 +120,8 @@ def pod_problems(exc: pydantic.ValidationError, own_volumes: int) -> str:
 
 def resolve_spec(body: Mapping[str, Any], core: client.CoreV1Api, defaults: Defaults) -> PipelineSpec:
     """The runtime's PipelineSpec of an FTPipeline, with endpoints resolved (Secrets, defaults)."""
-    spec = parse_pipeline(render.pipeline_document(body), Path(render.PIPELINE_DIR),
-                          source=f"ftpipeline {body['metadata']['namespace']}/{body['metadata']['name']}",
+    source = f"ftpipeline {body['metadata']['namespace']}/{body['metadata']['name']}"
+    spec = parse_pipeline(render.pipeline_document(body), Path(render.PIPELINE_DIR), source=source,
                           check_entry_point=False)
     raw = body["spec"]
     ns = body["metadata"]["namespace"]
@@ -256,6 +265,9 @@ class PipelineRunner:
     def _issue_credentials(self, identity: str) -> Credentials:
         """This run's worker credentials (a new CA: the previous run's pods are gone), as the Secret its
         pods mount in their sidecar; the coordinator keeps them to call the workers."""
+        brought = (self.body["spec"].get("tls") or {}).get("secretName")
+        if brought:
+            return self._brought_credentials(str(brought))
         credentials = issue(identity)
         secret = render.tls_secret(self.body, credentials)
         try:
@@ -266,15 +278,61 @@ class PipelineRunner:
             self.core.replace_namespaced_secret(secret["metadata"]["name"], self.namespace, cast(client.V1Secret, secret))
         return credentials
 
+    def _own_store_users(self, spec: PipelineSpec, stopped: Stopped) -> tuple[PipelineSpec, dict[str, str]]:
+        """The spec with the pipeline's own Redis user and ZooKeeper identity in place of the operator's
+        (``stores.py``), and where its pods read them."""
+        redis_admin = spec.redis_url if self.defaults.redis_users and uses_default_redis(self.body) else None
+        zk_admin = spec.zookeeper if self.defaults.zookeeper_users and uses_default_zookeeper(self.body) else None
+        if not redis_admin and not zk_admin:
+            return spec, {}
+
+        def between() -> None:
+            if stopped:
+                raise Interrupted("operator stopping")
+
+        redis_url, zookeeper = issue_store_users(self.core, self.body, spec.store_key, redis_admin, zk_admin, between)
+        secret = render.store_secret_name(self.name)
+        pods: dict[str, str] = {}
+        if redis_url:
+            spec, pods["redisSecret"] = replace(spec, redis_url=redis_url), secret
+        if zookeeper:
+            spec, pods["zookeeperSecret"] = replace(spec, zookeeper=zookeeper), secret
+        return spec, pods
+
+    def _brought_credentials(self, name: str) -> Credentials:
+        """The pipeline's own certificate (``spec.tls.secretName``), checked before any pod mounts it."""
+        import base64
+
+        field = "spec.tls.secretName"
+        try:
+            data = self.core.read_namespaced_secret(name, self.namespace).data or {}
+        except ApiException as exc:
+            what = "does not exist" if exc.status == 404 else f"cannot be read ({exc.status} {exc.reason})"
+            raise PipelineFailed(f"Secret {self.namespace}/{name} {what} ({field})") from None
+        missing = [k for k in TLS_FILES if k not in data]
+        if missing:
+            raise PipelineFailed(f"Secret {self.namespace}/{name} has no {', '.join(missing)} ({field})")
+        credentials = Credentials(*(base64.b64decode(data[k]) for k in TLS_FILES))
+        wrong = tls_problems(credentials)
+        if wrong:
+            raise SpecError(f"ftpipeline {self.namespace}/{self.name}",
+                            [Problem(field, f"Secret {name}: {w}") for w in wrong])
+        return credentials
+
     def _wait_for_change(self, stopped: Stopped) -> None:
         while not stopped and not self._changed.is_set():
             stopped.wait(1.0)
 
     def _run_once(self, stopped: Stopped, reporter: StatusReporter) -> str:
         spec = resolve_spec(self.body, self.core, self.defaults)
+        refused = policy_problems(self.body["spec"], self.defaults.policy)  # stored while the webhook was off
+        if refused:
+            raise SpecError(f"ftpipeline {self.namespace}/{self.name}", refused)
+        spec, own_stores = self._own_store_users(spec, stopped)
         run = uuid.uuid4().hex[:8]
         self._check_pod(run)
         self._delete_stale_pods(run)
+        credentials = self._issue_credentials(spec.store_key)  # a pipeline's own certificate is checked first
         metrics = RunMetrics(spec.metrics_label, self.registry)
         warning = checkpoints_off_warning(self.body["spec"], spec)
         if warning:
@@ -283,8 +341,9 @@ class PipelineRunner:
         resuming = session.resuming
         self.ran_before = True  # from here on the pipeline's state is this run's: a retry resumes it
         cluster = self.cluster = KubernetesCluster(self.core, self.body, run,
-                                                   self._pod_defaults(session.redis_url, session.zookeeper or ""))
-        cluster.credentials = self._issue_credentials(spec.store_key)
+                                                   {**self._pod_defaults(session.redis_url, session.zookeeper or ""),
+                                                    **own_stores})
+        cluster.credentials = credentials
         reporter.lost_reasons = cluster.diagnoses  # set before the loss is queued: the reason is always there
         reporter.on_recovered = lambda record: self._recovered(metrics, cluster, record)
 

@@ -30,6 +30,7 @@ from kazoo.client import KazooClient
 from ftpipeline.barrier import ParquetBundleSink
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.cluster.local import LocalCluster
+from ftpipeline.commandlog.zkaccess import super_digest
 from ftpipeline.coordinator.coordinator import Coordinator, Observer, PipelineFailed, RunResult
 from ftpipeline.coordinator.faults import FaultPlan
 from ftpipeline.coordinator.recovery import RecoveryRecord
@@ -37,10 +38,10 @@ from ftpipeline.coordinator.session import open_session
 from ftpipeline.coordinator.trigger import Reason
 from ftpipeline.dataflow.deadletter import default_dead_letter_root
 from ftpipeline.dataflow.graph import Graph
-from ftpipeline.embedded.redis import redis_command
+from ftpipeline.embedded.redis import prepare_acl_file, redis_command
 from ftpipeline.embedded.zookeeper import zookeeper_command
 from ftpipeline.lineage.naming import WorkerId
-from ftpipeline.obs.errors import one_line
+from ftpipeline.obs.errors import one_line, redacted
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.obs.spans import busy_seconds, step_spans
@@ -273,7 +274,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                            heartbeat_timeout_ms=spec.heartbeat_timeout_ms, tls=not args.plaintext_workers)
     private = spec.redis_url is None
     console.print(f"[bold]{spec.name}[/bold]: {len(spec.stages)} stages, {spec.workers} workers, "
-                  f"Redis {'embedded' if private else session.redis_url}, logs in {run_dir}")
+                  f"Redis {'embedded' if private else redacted(session.redis_url)}, logs in {run_dir}")
     _warn_unbounded(console, spec)
     observer: Observer = ProgressObserver(console, spec.max_steps) if not args.no_progress else Observer()
     coordinator = Coordinator(spec, session.store, session.tables, cluster, observer, faults, metrics,
@@ -363,10 +364,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Become the server (exec): in a container it is then the process signals and the kubelet see."""
     args.dir.mkdir(parents=True, exist_ok=True)
     if args.command == "serve-redis":
+        aclfile = None
+        if args.admin_password_file is not None:
+            aclfile = prepare_acl_file(args.dir, args.admin_password_file.read_text().strip())
         command = redis_command(args.dir, port=args.port, bind=args.bind, appendonly=args.appendonly,
-                                appendfsync=args.appendfsync)
+                                appendfsync=args.appendfsync, aclfile=aclfile)
     else:
-        command = zookeeper_command(args.dir, args.port)
+        digest = None
+        if args.super_password_file is not None:
+            digest = super_digest(args.super_password_file.read_text().strip())
+        command = zookeeper_command(args.dir, args.port, digest)
     sys.stdout.flush()
     os.execv(command[0], command)
 
@@ -449,6 +456,13 @@ def build_parser() -> argparse.ArgumentParser:
             serve.add_argument("--appendfsync", choices=["everysec", "always"], default="everysec",
                                help="with --appendonly: fsync every second (a machine's crash may lose the last "
                                     "second of writes) or after every write (nothing lost, slower)")
+            serve.add_argument("--admin-password-file", type=Path, metavar="FILE",
+                               help="require authentication: the admin (default user) has the password in FILE; "
+                                    "pipelines' own users are kept in --dir/users.acl across restarts")
+        else:
+            serve.add_argument("--super-password-file", type=Path, metavar="FILE",
+                               help="the super user (the operator: it passes every ACL) has the password in FILE; "
+                                    "each pipeline's znodes are then its own (digest ACLs)")
         serve.add_argument("--dir", type=Path, default=Path("/tmp") / name, help="working/data directory")
         serve.set_defaults(func=cmd_serve)
     return parser

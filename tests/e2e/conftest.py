@@ -89,22 +89,37 @@ def kube() -> Iterator[object]:
     api.close()
 
 
+# Pod Security Admission: every namespace the product's pods run in enforces the "restricted" level, so
+# each pod the chart and the operator create is admitted under it (or the test fails on its rejection).
+RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}
+
+
+def create_namespace(kube: object, prefix: str, restricted: bool = True) -> str:
+    """A new namespace, once its default service account exists (the controller creates it
+    asynchronously; pods need it)."""
+    import time
+
+    from kubernetes import client
+
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    core = client.CoreV1Api(kube)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
+        name=name, labels=RESTRICTED if restricted else None)))
+    deadline = time.monotonic() + 30
+    while not core.list_namespaced_service_account(name, field_selector="metadata.name=default").items:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no default service account in {name} after 30 s")
+        time.sleep(0.1)
+    return name
+
+
 @pytest.fixture
 def namespace(kube: object) -> Iterator[str]:
     from kubernetes import client
 
-    name = f"e2e-{uuid.uuid4().hex[:8]}"
-    core = client.CoreV1Api(kube)
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    # the service account controller creates "default" asynchronously; pods need it
-    for _ in range(100):
-        if core.list_namespaced_service_account(name, field_selector="metadata.name=default").items:
-            break
-        import time
-
-        time.sleep(0.1)
+    name = create_namespace(kube, "e2e")
     yield name
-    core.delete_namespace(name, grace_period_seconds=0)
+    client.CoreV1Api(kube).delete_namespace(name, grace_period_seconds=0)
 
 
 @pytest.fixture

@@ -59,20 +59,40 @@ def test_pods_are_non_root_with_read_only_root_filesystems() -> None:
 
 def test_external_endpoints_replace_the_in_chart_servers() -> None:
     docs = render("redis.enabled=false", "zookeeper.enabled=false", "redis.externalUrl=redis://r:6379/0",
-                  "zookeeper.externalConnect=z:2181")
+                  "zookeeper.externalConnect=z:2181", "redis.auth.existingSecret=redis-admin", "zookeeper.auth.existingSecret=zk-super")
     names = {d["metadata"]["name"] for d in docs if d["kind"] == "Deployment"}
     assert names == {"t-ftpipeline-operator"}
     [op] = [d for d in docs if d["kind"] == "Deployment"]
-    env = {e["name"]: e["value"] for e in op["spec"]["template"]["spec"]["containers"][0]["env"]}
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in op["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["FTPIPELINE_DEFAULT_REDIS_URL"] == "redis://r:6379/0"
+    assert env["FTPIPELINE_REDIS_ADMIN_PASSWORD"] == {"secretKeyRef": {"name": "redis-admin", "key": "password"}}
     assert env["FTPIPELINE_DEFAULT_ZOOKEEPER"] == "z:2181"
+    assert not [d for d in docs if d["kind"] == "Secret"], "the chart generates no password it does not serve"
+    # an external Redis with auth on must name its admin password; a URL carrying one is refused
+    refused = helm("template", "t", str(CHART), "--set", "redis.enabled=false,redis.externalUrl=redis://r:6379/0",
+                   check=False)
+    assert refused.returncode != 0 and "redis.auth.existingSecret" in refused.stderr
+    leaky = helm("template", "t", str(CHART), "--set", "redis.enabled=false,redis.auth.enabled=false",
+                 "--set", "redis.externalUrl=redis://:pw@r:6379/0", check=False)
+    assert leaky.returncode != 0 and "externalUrl" in leaky.stderr
+
+
+def test_redis_and_zookeeper_require_credentials_by_default_which_only_they_and_the_operator_read() -> None:
+    docs = render()
+    secrets = {d["metadata"]["name"] for d in docs if d["kind"] == "Secret"}
+    assert secrets == {"t-ftpipeline-redis-auth", "t-ftpipeline-zookeeper-auth"}
+    for store, flag in (("redis", "--admin-password-file"), ("zookeeper", "--super-password-file")):
+        readers = {d["metadata"]["name"] for d in docs if d["kind"] == "Deployment" and f"t-ftpipeline-{store}-auth" in str(d)}
+        assert readers == {"t-ftpipeline-operator", f"t-ftpipeline-{store}"}
+        [server] = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == f"t-ftpipeline-{store}"]
+        assert flag in server["spec"]["template"]["spec"]["containers"][0]["command"]
 
 
 def test_the_operator_runs_its_image_for_pipelines_without_one_and_mounts_no_pipeline_storage() -> None:
     docs = render("image.repository=localhost/ftpipeline", "image.tag=e2e", "image.pullPolicy=Never")
     [op] = [d for d in docs if d["kind"] == "Deployment" and "operator" in d["metadata"]["name"]]
     pod = op["spec"]["template"]["spec"]
-    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert env["FTPIPELINE_DEFAULT_IMAGE"] == "localhost/ftpipeline:e2e"
     assert env["FTPIPELINE_DEFAULT_IMAGE_PULL_POLICY"] == "Never"
     assert [v["name"] for v in pod["volumes"]] == ["tmp"]
@@ -123,3 +143,41 @@ def test_redis_keeps_an_append_only_file_and_zookeeper_its_data_on_claims_by_def
     _, [zk_claim] = _server(ephemeral, "zookeeper")
     assert zk_claim["spec"]["storageClassName"] == "fast"
     assert helm("template", "t", str(CHART), "--set", "redis.persistence.size=lots", check=False).returncode != 0
+
+
+def _secret_grants(docs: list[dict[str, object]]) -> dict[tuple[str, str], list[str]]:
+    """(kind, namespace) of each role that grants access to Secrets, with its verbs."""
+    out = {}
+    for d in docs:
+        if d["kind"] in ("ClusterRole", "Role"):
+            for rule in d["rules"]:  # type: ignore[attr-defined]
+                if "secrets" in rule["resources"]:
+                    out[(str(d["kind"]), str(d["metadata"].get("namespace", "")))] = rule["verbs"]  # type: ignore
+    return out
+
+
+def test_default_values_grant_secrets_in_the_release_namespace_alone() -> None:
+    docs = render()
+    assert _secret_grants(docs) == {("Role", "ns"): ["get", "create", "update"]}
+    assert not [d for d in docs if d["kind"] == "ClusterRoleBinding" and "secrets" in str(d)]
+    [deployment] = [d for d in docs if d["kind"] == "Deployment" and "operator" in str(d["metadata"])]
+    command = deployment["spec"]["template"]["spec"]["containers"][0]["command"]  # type: ignore[index]
+    assert "--namespace=ns" in command and "--all-namespaces" not in command
+
+
+def test_listed_namespaces_each_get_a_role_and_only_a_star_gets_cluster_wide_access() -> None:
+    listed = render("watchNamespaces={team-a,team-b}")
+    assert set(_secret_grants(listed)) == {("Role", "team-a"), ("Role", "team-b")}
+    assert set(_secret_grants(render("watchNamespaces={*}"))) == {("ClusterRole", "")}
+    assert helm("template", "t", str(CHART), "--set", "watchNamespaces={Bad_Name}", check=False).returncode != 0
+
+
+def test_the_webhook_configuration_points_at_the_operator_and_fails_closed() -> None:
+    docs = render()
+    [config] = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    [hook] = config["webhooks"]  # type: ignore[misc]
+    assert hook["failurePolicy"] == "Fail" and hook["clientConfig"]["service"]["path"] == "/validate"
+    assert "object.spec != oldObject.spec" in hook["matchConditions"][0]["expression"]
+    [service] = [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == hook["clientConfig"]["service"]["name"]]  # type: ignore[index]
+    assert service["spec"]["ports"][0]["targetPort"] == "webhook"  # type: ignore[index]
+    assert not [d for d in render("webhook.enabled=false") if d["kind"] == "ValidatingWebhookConfiguration"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from kubernetes.client.rest import ApiException
 
 from ftpipeline.spec import SpecError, parse_pipeline
 
-from .conftest import IMAGE
+from .conftest import IMAGE, create_namespace
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,6 +32,15 @@ SPARK_COUNT = (
     "spark.stop()\n"
 )
 SLEEP = "import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\ntime.sleep(3600)\n"
+
+
+@pytest.fixture
+def namespace(kube: client.ApiClient) -> Iterator[str]:
+    """The cluster's own tests (not the product's) inspect the node through a hostPath, which the restricted
+    Pod Security level of the product's namespaces refuses: theirs has no level."""
+    name = create_namespace(kube, "cluster", restricted=False)
+    yield name
+    client.CoreV1Api(kube).delete_namespace(name, grace_period_seconds=0)
 
 
 def _pod(name: str, code: str, restart: str = "Never") -> client.V1Pod:
@@ -225,6 +234,7 @@ MALFORMED = [
     ("spec.wrokers=2", "spec.wrokers", "unknown field"),
     ("spec.stages.3.name=clean", "spec.stages", "stage names must be unique"),
     ("spec.stages.1.inputs.0.stage=nope", "spec.stages", "must name a stage of spec.stages"),
+    ("metadata.name=" + "a" * 120, "metadata.name", "Too long"),  # pods and Services are named after it
 ]
 
 

@@ -2,13 +2,17 @@
 
 The chart is installed from this repository with the project image; the
 operator mounts no pipeline storage. The pipeline's output and checkpoints
-go to a hostPath on the node, which only its worker pods mount and the test
-reads back (the cluster built by ``tests.e2e.cluster`` runs on this
-machine; elsewhere set FTPIPELINE_E2E_HOSTPATH to a node directory mounted
-here). The oracle is one plain PySpark batch job over the same input.
+go to a node directory, which only its worker pods mount (through a claim of a
+hostPath PersistentVolume, as the namespace's restricted Pod Security level
+refuses a hostPath in a pod) and the test reads back (the cluster built by
+``tests.e2e.cluster`` runs on this machine; elsewhere set
+FTPIPELINE_E2E_HOSTPATH to a node directory mounted here). The oracle is one
+plain PySpark batch job over the same input.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import os
 import shutil
@@ -17,7 +21,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -26,7 +30,7 @@ from kubernetes import client
 from ftpipeline.oracle import compare
 from ftpipeline.spec import parse_pipeline
 
-from .conftest import IMAGE, Prometheus, example_pipeline
+from .conftest import IMAGE, Prometheus, create_namespace, example_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST_ROOT = Path(os.environ.get("FTPIPELINE_E2E_HOSTPATH", "/var/lib/ftpipeline-e2e-data"))
@@ -43,13 +47,8 @@ def _writable_dir(path: Path) -> Path:
 
 
 def new_namespace(kube: client.ApiClient, prefix: str) -> str:
-    """A namespace of its own (for pipelines apart from the operator's), once its service account exists."""
-    core = client.CoreV1Api(kube)
-    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    wait_for("the default service account", lambda: core.list_namespaced_service_account(
-        name, field_selector="metadata.name=default").items, 30)
-    return name
+    """A namespace of its own (for pipelines apart from the operator's), Pod Security level restricted."""
+    return create_namespace(kube, prefix)
 
 
 def _install(namespace: str, *values: str) -> str:
@@ -84,20 +83,28 @@ def pods_not_ready(namespace: str) -> list[str]:
     return lines
 
 
+@contextlib.contextmanager
+def chart(namespace: str, *values: str) -> Iterator[str]:
+    """The chart installed for the block (``_install``), uninstalled after it."""
+    release = _install(namespace, *values)
+    try:
+        yield release
+    finally:
+        subprocess.run(["helm", "uninstall", release, "--namespace", namespace, "--wait"], capture_output=True)
+
+
 @pytest.fixture
 def operator(kube: client.ApiClient, namespace: str, crd: str) -> Iterator[str]:
-    release = _install(namespace)
-    yield release
-    subprocess.run(["helm", "uninstall", release, "--namespace", namespace, "--wait"], capture_output=True)
+    with chart(namespace) as release:
+        yield release
 
 
 @pytest.fixture
 def crashing_operator(kube: client.ApiClient, namespace: str, crd: str) -> Iterator[str]:
     """An operator that SIGKILLs itself right after it wrote its first recovery epoch to the command log."""
-    release = _install(namespace, "--set", "operator.extraEnv[0].name=FTPIPELINE_CRASH_AFTER",
-                       "--set", "operator.extraEnv[0].value=recovery")
-    yield release
-    subprocess.run(["helm", "uninstall", release, "--namespace", namespace, "--wait"], capture_output=True)
+    with chart(namespace, "--set", "operator.extraEnv[0].name=FTPIPELINE_CRASH_AFTER",
+               "--set", "operator.extraEnv[0].value=recovery") as release:
+        yield release
 
 
 def pipeline(namespace: str, name: str, steps: int, data: Path) -> dict[str, Any]:
@@ -109,7 +116,7 @@ def pipeline(namespace: str, name: str, steps: int, data: Path) -> dict[str, Any
     spec["workers"] = 2
     spec["steps"]["maxSteps"] = steps
     spec["checkpoint"]["intervalSteps"] = 3
-    spec["volumes"] = [{"name": "data", "hostPath": {"path": str(data)}}]
+    spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"{name}-data"}}]  # create_pipeline
     spec["volumeMounts"] = [{"name": "data", "mountPath": f"/data/{name}"}]
     spec["checkpoint"]["storage"]["path"] = f"/data/{name}/checkpoints"
     spec["deadLetter"]["path"] = f"/data/{name}/dead-letter"
@@ -122,6 +129,29 @@ def pipeline(namespace: str, name: str, steps: int, data: Path) -> dict[str, Any
         if "sink" in stage:
             stage["sink"]["parquet"]["path"] = f"/data/{name}/out"
     return doc
+
+
+def host_claim(core: client.CoreV1Api, namespace: str, claim: str, path: Path) -> None:
+    """A claim of ``path`` on the node: a hostPath PersistentVolume bound to it alone. The test reads the
+    output back from this machine, and a pod that mounts a claim is admitted under the restricted Pod Security
+    level, which refuses a hostPath in the pod itself."""
+    volume = f"{namespace}-{claim}"
+    core.create_persistent_volume(cast(Any, {
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+                 "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": str(path), "type": "Directory"},
+                 "claimRef": {"namespace": namespace, "name": claim}}}))
+    core.create_namespaced_persistent_volume_claim(namespace, cast(Any, {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim},
+        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume,
+                 "resources": {"requests": {"storage": "1Gi"}}}}))
+
+
+def create_pipeline(api: client.CustomObjectsApi, doc: dict[str, Any], data: Path) -> None:
+    """The FTPipeline of ``pipeline()``, with the claim of ``data`` its volume names."""
+    namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
+    host_claim(client.CoreV1Api(api.api_client), namespace, f"{name}-data", data)
+    api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, doc)
 
 
 def oracle_spec(doc: dict[str, Any], data: Path) -> Any:
@@ -156,7 +186,7 @@ def start(api: client.CustomObjectsApi, namespace: str, prefix: str, steps: int,
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     data = _writable_dir(HOST_ROOT / name)
     doc = pipeline(namespace, name, steps, data)
-    api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, doc)
+    create_pipeline(api, doc, data)
     wait_for(f"step {until} committed",
              lambda: (status(api, namespace, name).get("committedStep") or 0) >= until, 300)
     return name, doc, data
@@ -194,7 +224,7 @@ def test_a_deleted_worker_pod_is_recovered_and_the_output_equals_the_oracle(
     data = _writable_dir(HOST_ROOT / name)
     steps = 12
     doc = pipeline(namespace, name, steps, data)
-    api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, doc)
+    create_pipeline(api, doc, data)
     subprocess.run(["kubectl", "wait", "--for=condition=Ready", f"ftpipeline/{name}", "-n", namespace,
                     "--timeout=300s"], check=True, capture_output=True, text=True)
     wait_for("step 3 committed", lambda: (status(api, namespace, name).get("committedStep") or 0) >= 3, 300)

@@ -15,6 +15,7 @@ have helped — and the healthy one's output must still equal the oracle:
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import uuid
@@ -25,10 +26,11 @@ import pytest
 from kubernetes import client
 
 from ftpipeline.oracle import compare
+from ftpipeline.worker.tls import SERVER_NAME, generate
 
 from .conftest import dump_operator, failed
-from .test_operator import (GROUP, HOST_ROOT, PLURAL, VERSION, _install, _writable_dir, finished, new_namespace,
-                            oracle_spec, pipeline)
+from .test_operator import (GROUP, HOST_ROOT, PLURAL, VERSION, _install, _writable_dir, create_pipeline, finished,
+                            host_claim, new_namespace, oracle_spec, pipeline)
 
 pytestmark = pytest.mark.skipif(not os.environ.get("KUBECONFIG"), reason="no cluster")
 
@@ -43,7 +45,7 @@ def tenant(kube: client.ApiClient) -> Iterator[str]:
 
 @pytest.fixture
 def installed(kube: client.ApiClient, namespace: str, crd: str, request: pytest.FixtureRequest) -> Iterator[str]:
-    release = _install(namespace)
+    release = _install(namespace, "--set", "watchNamespaces={*}")  # the pipelines live in tenants' namespaces
     yield namespace
     if failed(request):
         dump_operator(kube, namespace)
@@ -64,11 +66,13 @@ def broken(tenant: str, name: str, edit: Any) -> dict[str, Any]:
 
 def unwritable(doc: dict[str, Any]) -> None:
     """The output and checkpoints on a directory the kubelet creates root-owned: the runtime user cannot write."""
-    path = HOST_ROOT / f"{doc['metadata']['name']}-root-owned"
+    name, namespace = doc["metadata"]["name"], doc["metadata"]["namespace"]
+    path = HOST_ROOT / f"{name}-root-owned"
     path.mkdir(parents=True, exist_ok=True)
     os.chown(path, 0, 0)
     path.chmod(0o755)
-    doc["spec"]["volumes"] = [{"name": "data", "hostPath": {"path": str(path)}}]
+    host_claim(client.CoreV1Api(), namespace, f"{name}-root-owned", path)
+    doc["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"{name}-root-owned"}}]
 
 
 def earlier_output(doc: dict[str, Any]) -> None:
@@ -84,9 +88,12 @@ CASES: dict[str, tuple[Any, str, str]] = {   # edit, reason, what the one line m
                "RestartBudgetExhausted", "nosuch not found (spec.redis.secretRef)"),
     "image": (lambda d: d["spec"].update(image="localhost/nosuch:1", imagePullPolicy="Never"),
               "RestartBudgetExhausted", "ImagePull"),
-    "volume": (lambda d: d["spec"]["volumes"].append({"name": "typo", "hostPath": {"pth": "/x"}}),
-               "Rejected", "invalid worker pod: spec.volumes[1].hostPath.path: Field required"),
+    "volume": (lambda d: d["spec"]["volumes"].append({"name": "typo", "persistentVolumeClaim": {"claimNam": "x"}}),
+               "Rejected", "invalid worker pod: spec.volumes[1].persistentVolumeClaim.claimName: Field required"),
     "storage": (unwritable, "RestartBudgetExhausted", "Permission denied"),
+    "certificate": (lambda d: d["spec"].update(tls={"secretName": "foreign-cert"}),
+                    "Rejected", "spec.tls.secretName: Secret foreign-cert: tls.crt names worker.example.com, not "
+                                "ftpipeline-worker"),
     "existing": (earlier_output, "ExistingOutput",
                  "/out already holds output (steps up to 2) and spec.stages[3].sink.existingOutput is fail"),
 }
@@ -99,7 +106,14 @@ def test_broken_pipelines_end_failed_in_one_line_while_a_healthy_one_runs(
     healthy_name = f"healthy-{uuid.uuid4().hex[:6]}"
     data = _writable_dir(HOST_ROOT / healthy_name)
     healthy = pipeline(tenant, healthy_name, 10, data)
-    api.create_namespaced_custom_object(GROUP, VERSION, tenant, PLURAL, healthy)
+    # the healthy one brings its own certificate (as cert-manager would write it); a broken one a certificate
+    # for another name
+    for secret, names in (("own-cert", (SERVER_NAME,)), ("foreign-cert", ("worker.example.com",))):
+        data_ = {k: base64.b64encode(v).decode() for k, v in generate(secret, names).as_secret_data().items()}
+        core.create_namespaced_secret(tenant, client.V1Secret(metadata=client.V1ObjectMeta(name=secret),
+                                                              type="kubernetes.io/tls", data=data_))
+    healthy["spec"]["tls"] = {"secretName": "own-cert"}
+    create_pipeline(api, healthy, data)
 
     absurd = broken(tenant, "absurd", lambda d: d["spec"]["stages"][1].update(parallelism=1_000_000))
     with pytest.raises(client.exceptions.ApiException) as refused:
@@ -110,7 +124,8 @@ def test_broken_pipelines_end_failed_in_one_line_while_a_healthy_one_runs(
 
     names = {case: f"{case}-{uuid.uuid4().hex[:6]}" for case in CASES}
     for case, (edit, _, _) in CASES.items():
-        api.create_namespaced_custom_object(GROUP, VERSION, tenant, PLURAL, broken(tenant, names[case], edit))
+        doc = broken(tenant, names[case], edit)
+        create_pipeline(api, doc, HOST_ROOT / names[case])
     for case, (_, reason, named) in CASES.items():
         final = finished(api, tenant, names[case])
         print(f"{case}: {final['phase']}, attempt {final.get('lastFailure', {}).get('attempt')}: {final['message']}")
@@ -135,6 +150,7 @@ def test_broken_pipelines_end_failed_in_one_line_while_a_healthy_one_runs(
 
     final = finished(api, tenant, healthy_name)
     assert final["phase"] == "Succeeded", final
+    assert not core.list_namespaced_secret(tenant, field_selector=f"metadata.name={healthy_name}-worker-tls").items
     [result] = compare(spark, oracle_spec(healthy, data), 10)
     assert result.duplicates == 0 and result.equal, result
     [operator_pod] = core.list_namespaced_pod(installed, label_selector="app.kubernetes.io/component=operator").items

@@ -204,3 +204,45 @@ def test_serve_redis_and_zookeeper_are_real_servers(tmp_path: Path) -> None:
         for p in servers:
             p.terminate()
             p.wait(30)
+
+
+def test_a_pipeline_runs_and_recovers_as_its_own_redis_user_and_zookeeper_identity(tmp_path: Path) -> None:
+    """The servers as the chart runs them (a Redis admin password, a ZooKeeper super user); the pipeline
+    given only its own user and identity, as the operator gives them. Every command the run sends, a
+    recovery's and a checkpoint's included, must be one its access allows; the output equals the oracle."""
+    from ftpipeline.commandlog import zkaccess
+    from ftpipeline.commandlog.zkclient import connect, with_identity
+    from ftpipeline.control import access
+
+    from .pipelines import identity_of
+
+    (tmp_path / "admin").write_text("redis-admin\n")
+    (tmp_path / "super").write_text("zk-super\n")
+    rport, zport = _free_port(), _free_port()
+    servers = [_serve(["serve-redis", "--port", str(rport), "--bind", "127.0.0.1", "--dir", str(tmp_path / "r"),
+                       "--admin-password-file", str(tmp_path / "admin")]),
+               _serve(["serve-zookeeper", "--port", str(zport), "--dir", str(tmp_path / "z"),
+                       "--super-password-file", str(tmp_path / "super")])]
+    try:
+        admin = redis.Redis(port=rport, password="redis-admin")
+        _until(admin.ping, 30)
+        with pytest.raises(redis.exceptions.AuthenticationError):
+            redis.Redis(port=rport).set("k", "v")
+        pipeline = clickstream(tmp_path, "acl", steps=8, workers=2, rows_per_step=3000, checkpoint_every=3)
+        key = identity_of(pipeline)
+        user = access.grant(admin, key, "pipeline-redis")
+        super_client = connect(with_identity(f"127.0.0.1:{zport}", zkaccess.SUPER_USER, "zk-super"), start_timeout_s=60)
+        zk_user = zkaccess.grant(super_client, key, "pipeline-zk")
+        run = run_cli(pipeline, tmp_path / "run", "--kill-at-step", "4", "--verify",
+                      "--redis-url", access.with_credentials(f"redis://127.0.0.1:{rport}/0", user, "pipeline-redis"),
+                      "--zookeeper", with_identity(f"127.0.0.1:{zport}", zk_user, "pipeline-zk"))
+        assert run.code == 0, run.output
+        assert run.summary["recoveries"], run.output
+        assert all(v["equal"] for v in run.summary["verify"]), run.summary["verify"]
+        assert "pipeline-redis" not in run.output and "pipeline-zk" not in run.output, "no credential in the output"
+        super_client.stop()
+        super_client.close()
+    finally:
+        for p in servers:
+            p.terminate()
+            p.wait(30)

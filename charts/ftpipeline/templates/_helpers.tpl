@@ -65,3 +65,87 @@ readOnlyRootFilesystem: true
 capabilities:
   drop: ["ALL"]
 {{- end -}}
+
+{{/* The webhook configuration is cluster-scoped: one per release and namespace. */}}
+{{- define "ftpipeline.webhookName" -}}
+{{ printf "%s-%s" (include "ftpipeline.fullname" .) .Release.Namespace | trunc 63 | trimSuffix "-" }}
+{{- end -}}
+
+{{/* The namespaces whose FTPipelines the operator runs: the release's own unless listed; "*" is every one. */}}
+{{- define "ftpipeline.watchNamespaces" -}}
+{{- if .Values.watchNamespaces -}}
+{{ toJson .Values.watchNamespaces }}
+{{- else -}}
+{{ toJson (list .Release.Namespace) }}
+{{- end -}}
+{{- end -}}
+
+{{- define "ftpipeline.watchAll" -}}
+{{- if has "*" .Values.watchNamespaces }}true{{ end -}}
+{{- end -}}
+
+{{/* What the operator may do in a namespace it watches, and nothing more: run worker pods with their
+Service and ConfigMap, read the Secrets pipelines reference and write each run's worker credentials. */}}
+{{- define "ftpipeline.namespacedRules" -}}
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["create", "delete"]
+- apiGroups: [""]
+  resources: ["services", "configmaps"]
+  verbs: ["get", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "create", "update"]  # get: endpoints' secretRefs; create/update: each run's worker credentials
+{{- if .Values.networkPolicy.enabled }}
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["create", "patch"]  # each pipeline's worker policy
+{{- end }}
+{{- end -}}
+
+{{/* The Secret holding the chart Redis's admin password (key "password"); empty when Redis needs none. */}}
+{{- define "ftpipeline.redisAuthSecret" -}}
+{{- if .Values.redis.auth.enabled -}}
+{{- if .Values.redis.auth.existingSecret -}}
+{{ .Values.redis.auth.existingSecret }}
+{{- else if .Values.redis.enabled -}}
+{{ include "ftpipeline.fullname" . }}-redis-auth
+{{- else -}}
+{{ fail "redis.auth.enabled with an external Redis needs redis.auth.existingSecret (its admin password), or set redis.auth.enabled=false" }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding the chart ZooKeeper's super-user password (key "password"); empty without one. */}}
+{{- define "ftpipeline.zookeeperAuthSecret" -}}
+{{- if .Values.zookeeper.auth.enabled -}}
+{{- if .Values.zookeeper.auth.existingSecret -}}
+{{ .Values.zookeeper.auth.existingSecret }}
+{{- else if .Values.zookeeper.enabled -}}
+{{ include "ftpipeline.fullname" . }}-zookeeper-auth
+{{- else -}}
+{{ fail "zookeeper.auth.enabled with an external ZooKeeper needs zookeeper.auth.existingSecret (its super user's password), or set zookeeper.auth.enabled=false" }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Worker pods of every pipeline this release runs, as a NetworkPolicy peer. */}}
+{{- define "ftpipeline.workerPeer" -}}
+- podSelector:
+    matchLabels:
+      app.kubernetes.io/managed-by: ftpipeline-operator
+      app.kubernetes.io/component: worker
+  {{- if include "ftpipeline.watchAll" . }}
+  namespaceSelector: {}
+  {{- else }}
+  namespaceSelector:
+    matchExpressions:
+      - key: kubernetes.io/metadata.name
+        operator: In
+        values: {{ include "ftpipeline.watchNamespaces" . }}
+  {{- end }}
+- podSelector:
+    matchLabels:
+      {{- include "ftpipeline.selector" . | nindent 6 }}
+      app.kubernetes.io/component: operator
+{{- end -}}

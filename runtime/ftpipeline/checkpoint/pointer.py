@@ -25,6 +25,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.retry import KazooRetry
 
+from ftpipeline.commandlog.zklog import base_path
+
 
 class CommitFailed(RuntimeError):
     pass
@@ -33,7 +35,7 @@ class CommitFailed(RuntimeError):
 class CheckpointPointer:
     def __init__(self, zk: KazooClient, pipeline: str, retry: KazooRetry | None = None) -> None:
         self.zk = zk
-        self.base = f"/ftpipeline/{pipeline}"
+        self.base = base_path(pipeline)
         self.retry = retry or KazooRetry(max_tries=3, delay=0.05, max_delay=1.0)
 
     def _ensure(self) -> int:
@@ -95,6 +97,16 @@ class CheckpointPointer:
                 except (NoNodeError, BadVersionError):
                     pass
 
-    def clear(self) -> None:
-        if self.zk.exists(self.base):
+    def clear(self, keep_base: bool = False) -> None:
+        """Every znode of the pipeline. ``keep_base``: its base path stays (empty), as a pipeline's own
+        identity must leave it, since only the operator may create or delete it (``commandlog/zkaccess.py``)."""
+        if not self.zk.exists(self.base):
+            return
+        if not keep_base:
             self.retry(self.zk.delete, self.base, recursive=True)
+            return
+        for child in self.retry(self.zk.get_children, self.base):
+            try:
+                self.retry(self.zk.delete, f"{self.base}/{child}", recursive=True)
+            except NoNodeError:
+                pass

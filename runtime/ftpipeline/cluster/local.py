@@ -88,15 +88,16 @@ class LocalCluster(ClusterBackend):
         wdir = self.worker_dir(worker)
         wdir.mkdir(parents=True, exist_ok=True)
         (wdir / "sidecar.addr").unlink(missing_ok=True)
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {k: v for k, v in os.environ.items() if k not in ("FTPIPELINE_REDIS_URL", "FTPIPELINE_ZOOKEEPER")}
+        env["PYTHONUNBUFFERED"] = "1"
+        # the endpoints (and any credentials in them) reach the sidecar alone, through its environment
+        stores = {"FTPIPELINE_REDIS_URL": self.redis_url, **({"FTPIPELINE_ZOOKEEPER": self.zookeeper} if self.zookeeper else {})}
         with open(wdir / "sidecar.log", "ab") as slog:
             sidecar = subprocess.Popen(
                 [self.python, "-m", "ftpipeline.worker.server", "--worker-id", worker, "--pipeline", self.pipeline,
-                 "--redis-url", self.redis_url, "--dir", str(wdir),
-                 *(["--tls-dir", str(self.tls_dir)] if self.tls_dir else []),
-                 *(["--zookeeper", self.zookeeper, "--heartbeat-timeout-ms", str(self.heartbeat_timeout_ms)]
-                   if self.zookeeper else [])],
-                stdout=slog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=0, env=env,
+                 "--dir", str(wdir), *(["--tls-dir", str(self.tls_dir)] if self.tls_dir else []),
+                 *(["--heartbeat-timeout-ms", str(self.heartbeat_timeout_ms)] if self.zookeeper else [])],
+                stdout=slog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=0, env={**env, **stores},
             )
         with open(wdir / "executor.log", "ab") as elog:
             executor = subprocess.Popen(

@@ -60,8 +60,11 @@ TXN_DELETES = 500  # commands deleted per transaction by a compaction
 PART_BYTES = 512 * 1024  # a snapshot larger than this is written as parts (ZooKeeper's znode limit is 1 MB)
 
 
+ROOT = "/ftpipeline"  # every pipeline's znodes are under ROOT/<store key>
+
+
 def base_path(pipeline: str) -> str:
-    return f"/ftpipeline/{pipeline}"
+    return f"{ROOT}/{pipeline}"
 
 
 class CommandLog:

@@ -97,7 +97,7 @@ def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = 
                 resuming = CommandLog(session.zk, spec.store_key).load().committed > 0
             session.resuming = resuming
             if not resuming:  # the pipeline's znodes (checkpoints, command log) go with it
-                session.pointer.clear()
+                session.pointer.clear(keep_base=True)
             if spec.fault_tolerance:
                 session.commands = CommandLog(session.zk, spec.store_key)
         return session

@@ -9,6 +9,7 @@ directory only, keeps nothing on disk, and is stopped when the run ends.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -40,8 +41,25 @@ def find_redis_server() -> str:
     )
 
 
+ACL_FILE = "users.acl"
+
+
+def prepare_acl_file(directory: Path, admin_password: str) -> Path:
+    """The ACL file a password-protected server starts from: the users it saved before (each pipeline's,
+    ``control/access.py``) and the default user, which is the admin, with ``admin_password`` (a rotated
+    admin password takes effect on the next start). Readable by its owner alone."""
+    path = directory / ACL_FILE
+    kept = [line for line in (path.read_text().splitlines() if path.exists() else [])
+            if line.strip() and not line.startswith("user default ")]
+    digest = hashlib.sha256(admin_password.encode()).hexdigest()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join([f"user default on #{digest} ~* &* +@all", *kept]) + "\n")
+    return path
+
+
 def redis_command(directory: Path, port: int = 0, bind: str = "127.0.0.1", unixsocket: Path | None = None,
-                  appendonly: bool = False, appendfsync: str = "everysec") -> list[str]:
+                  appendonly: bool = False, appendfsync: str = "everysec", aclfile: Path | None = None) -> list[str]:
     """A redis-server for lineage. ``appendonly``: an append-only file in ``directory``, fsynced every
     second (``appendfsync``: or after every write, ``always``), so a restart keeps the lineage; without
     it nothing is persisted, and a restart comes back empty (the run rolls back to its newest
@@ -51,8 +69,10 @@ def redis_command(directory: Path, port: int = 0, bind: str = "127.0.0.1", unixs
     persistence = ["--appendonly", "yes", "--appendfsync", appendfsync] if appendonly else ["--appendonly", "no"]
     args = [find_redis_server(), "--port", str(port), "--bind", bind, "--save", "", *persistence,
             "--dir", str(directory), "--loglevel", "warning"]
+    if aclfile is not None:
+        args += ["--aclfile", str(aclfile)]  # every client authenticates: the admin, or a pipeline's own user
     if bind != "127.0.0.1":
-        args += ["--protected-mode", "no"]  # reached by workers on other hosts; the network policy guards it
+        args += ["--protected-mode", "no"]  # reached by workers on other hosts (with aclfile: as a user)
     if unixsocket is not None:
         args += ["--unixsocket", str(unixsocket), "--unixsocketperm", "700"]
     return args

@@ -42,14 +42,17 @@ TICK_MS = 500  # session timeouts (worker heartbeats) may then be chosen between
 ZOOKEEPER_JAVA_OPTIONS = "-Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-def zookeeper_command(data_dir: Path, port: int) -> list[str]:
-    """A standalone ZooKeeper server from PySpark's jars, listening on every interface."""
+def zookeeper_command(data_dir: Path, port: int, super_digest: str | None = None) -> list[str]:
+    """A standalone ZooKeeper server from PySpark's jars, listening on every interface. ``super_digest``
+    (``super:<digest>``, ``commandlog/zkaccess.py``): whoever authenticates with it passes every ACL."""
     java = shutil.which("java") or (Path(os.environ.get("JAVA_HOME", "/nonexistent")) / "bin" / "java")
     jars = pyspark_jars()
     if not any(jars.glob("zookeeper-*.jar")):
         raise FileNotFoundError(f"no zookeeper jar in {jars}; pass a ZooKeeper connect string instead")
     log4j = Path(__file__).resolve().parent.parent / "obs" / "log4j2.properties"
     options = os.environ.get("FTPIPELINE_ZOOKEEPER_JAVA_OPTIONS", ZOOKEEPER_JAVA_OPTIONS).split()
+    if super_digest:
+        options.append(f"-Dzookeeper.DigestAuthenticationProvider.superDigest={super_digest}")
     return [str(java), *options, "-cp", f"{jars}/*", f"-Dlog4j2.configurationFile=file:{log4j}",
             "-Dzookeeper.admin.enableServer=false", "org.apache.zookeeper.server.ZooKeeperServerMain",
             str(port), str(data_dir), str(TICK_MS)]
@@ -75,8 +78,9 @@ def serving(port: int) -> bool:
 
 
 class EmbeddedZooKeeper:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, super_digest: str | None = None) -> None:
         self.directory = directory
+        self.super_digest = super_digest
         self.port = 0
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -88,7 +92,7 @@ class EmbeddedZooKeeper:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.port = self.port or _free_port()  # a restart keeps the address its clients know
         reap(self.directory / "zookeeper.pid", b"ZooKeeperServerMain")  # left by a killed run here
-        args = zookeeper_command(self.directory / "data", self.port)
+        args = zookeeper_command(self.directory / "data", self.port, self.super_digest)
         with open(self.directory / "zookeeper.log", "ab") as log:
             self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         record(self.directory / "zookeeper.pid", self._proc.pid)

@@ -192,3 +192,12 @@ class Task:
             ckpt=doc.get("x", 0),
             base=doc.get("b"),
         )
+
+
+def store_user(store_key: str) -> str:
+    """The user a pipeline is known by to the shared Redis and ZooKeeper (``control/access.py``,
+    ``commandlog/zkaccess.py``): a digest of its store key, short and free of characters a URL or a
+    ZooKeeper digest would need escaped."""
+    import hashlib
+
+    return "ftp-" + hashlib.sha256(store_key.encode()).hexdigest()[:24]

@@ -8,6 +8,7 @@ error happened (``log.exception``), where a developer looks for it.
 from __future__ import annotations
 
 import errno
+import re
 
 LIMIT = 400
 
@@ -38,3 +39,12 @@ def one_line(exc: BaseException | str, limit: int = LIMIT) -> str:
         if cause:
             first = f"{first} {cause}"
     return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+_CREDENTIALS = re.compile(r"(?<=://)([^:/@\s]*):[^@\s]*@")
+
+
+def redacted(endpoint: str) -> str:
+    """An endpoint as it may be shown: ``redis://user:secret@host`` as ``redis://user:***@host`` (the
+    same for a ``digest://`` ZooKeeper connect string)."""
+    return _CREDENTIALS.sub(r"\1:***@", endpoint)

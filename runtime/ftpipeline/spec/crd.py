@@ -37,10 +37,13 @@ def crd() -> dict[str, Any]:
     schema = _structural(copy.deepcopy(FTPIPELINE_SCHEMA))
     props = schema["properties"]
     # The API server validates apiVersion, kind and metadata itself, and refuses a CRD
-    # whose metadata schema says anything beyond name/generateName (even "required").
+    # whose metadata schema says anything beyond name/generateName (even "required"): the
+    # name's bounds (pods and Services are named after it) are all that is kept.
     props["apiVersion"] = {"type": "string", "description": props["apiVersion"]["description"]}
     props["kind"] = {"type": "string", "description": props["kind"]["description"]}
-    props["metadata"] = {"type": "object"}
+    name = props["metadata"]["properties"]["name"]
+    props["metadata"] = {"type": "object", "properties": {"name": {
+        "type": "string", "maxLength": name["maxLength"], "pattern": name["pattern"]}}}
     props["status"] = _structural(copy.deepcopy(STATUS_SCHEMA))
     schema["required"] = ["spec"]
     return {

@@ -376,6 +376,19 @@ def _checkpoint_steps(spec: Mapping[str, Any]) -> int:
     return int(spec["checkpoint"].get("intervalSteps") or 0)
 
 
+def document_problems(doc: Mapping[str, Any]) -> list[Problem]:
+    """The problems the document alone decides (passes 1 and 2: no file or module is read), as the
+    admission webhook reports them for a stored object and ``parse_pipeline`` before a run."""
+    problems = _schema_problems(doc)
+    if not problems:
+        problems = [Problem(_path(where), message) for where, message in violations(FTPIPELINE_SCHEMA, doc)]
+    if problems and all(p.message in (UNIQUE_STAGES, KNOWN_INPUTS) for p in problems):
+        problems = _dataflow_problems(doc["spec"]) or problems  # the same finding, naming the stage
+    if not problems:
+        problems = _dataflow_problems(doc["spec"])
+    return problems
+
+
 def parse_pipeline(text: str, base_dir: Path, source: str = "<text>", check_entry_point: bool = True) -> PipelineSpec:
     """Validate an FTPipeline document given as text; raise :class:`SpecError`. A file of several
     documents (an FTPipeline with the claim it mounts, as ``kubectl apply`` takes) is read for its
@@ -394,13 +407,7 @@ def parse_pipeline(text: str, base_dir: Path, source: str = "<text>", check_entr
         text = yaml.safe_dump(doc, sort_keys=False)  # what the workers are given: the pipeline alone
     if not isinstance(doc, dict):
         raise SpecError(source, [Problem("", "expected a YAML mapping with apiVersion, kind, metadata, spec")])
-    problems = _schema_problems(doc)
-    if not problems:
-        problems = [Problem(_path(where), message) for where, message in violations(FTPIPELINE_SCHEMA, doc)]
-    if problems and all(p.message in (UNIQUE_STAGES, KNOWN_INPUTS) for p in problems):
-        problems = _dataflow_problems(doc["spec"]) or problems  # the same finding, naming the stage
-    if not problems:
-        problems = _dataflow_problems(doc["spec"])
+    problems = document_problems(doc)
     if problems:
         raise SpecError(source, problems)
     spec = _build(doc, base_dir.resolve(), text)

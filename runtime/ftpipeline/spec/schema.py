@@ -400,6 +400,13 @@ SPEC_SCHEMA: Schema = _obj(
             }, ["name", "mountPath"]),
         },
         "serviceAccountName": _str("Service account of the worker pods (ignored by ftpipeline run)."),
+        "tls": _obj("Credentials of the workers' mutual TLS (ignored by ftpipeline run, which issues its own).", {
+            "secretName": _str(
+                "A Secret of this namespace with ca.crt, tls.crt and tls.key (a kubernetes.io/tls Secret as "
+                "cert-manager writes it) whose certificate is signed by ca.crt and names ftpipeline-worker; "
+                "every worker presents it and trusts only ca.crt. Unset: the operator issues a CA of the "
+                "pipeline's own on every run.", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", maxLength=253),
+        }),
         "deadLetter": _obj(
             "Where malformed records go.",
             {"path": _str("Directory; relative paths are resolved against the pipeline file.", minLength=1)},

@@ -113,17 +113,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--worker-id", required=True)
     parser.add_argument("--pipeline", required=True, help="the pipeline's identity: the key of its Redis keys and znodes")
     parser.add_argument("--metrics-label", default=None, help="the pipeline label of /metrics (default: --pipeline)")
-    parser.add_argument("--redis-url", required=True)
+    # endpoints (and the credentials they carry) come from the environment by default, which keeps them out of
+    # the process list: FTPIPELINE_REDIS_URL, FTPIPELINE_ZOOKEEPER
+    parser.add_argument("--redis-url", default=os.environ.get("FTPIPELINE_REDIS_URL") or None,
+                        help="Redis of the lineage (default: $FTPIPELINE_REDIS_URL)")
     parser.add_argument("--dir", required=True, type=Path, help="buffer directory shared with the Spark process")
     parser.add_argument("--bind", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--advertise", default=None, help="address peers use to reach this worker (default: --bind)")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus /metrics on this port")
-    parser.add_argument("--zookeeper", default=None, help="ZooKeeper of the command log: join its ring")
+    parser.add_argument("--zookeeper", default=os.environ.get("FTPIPELINE_ZOOKEEPER") or None,
+                        help="ZooKeeper of the command log: join its ring (default: $FTPIPELINE_ZOOKEEPER)")
     parser.add_argument("--heartbeat-timeout-ms", type=int, default=6000, help="ZooKeeper session timeout")
     parser.add_argument("--tls-dir", type=Path, default=None,
                         help="the pipeline's credentials (ca.crt, tls.crt, tls.key): mutual TLS on the network listener")
     args = parser.parse_args(argv)
+    if not args.redis_url:
+        parser.error("no Redis: pass --redis-url or set FTPIPELINE_REDIS_URL")
     setup_json_logging()
     credentials = load_credentials(args.tls_dir) if args.tls_dir else None
     sidecar = Sidecar(WorkerId(args.worker_id), args.pipeline, args.redis_url, args.dir, credentials)

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cryptography.exceptions import InvalidSignature
+
 SERVER_NAME = "ftpipeline-worker"
 FILES = ("ca.crt", "tls.crt", "tls.key")
 VALID_DAYS = 397  # the longest a public leaf may live; a pipeline's are issued again on every restart
@@ -79,8 +81,39 @@ def load(directory: Path) -> Credentials:
     return Credentials(*data)
 
 
-def generate(pipeline: str) -> Credentials:
-    """A new CA for ``pipeline`` and the leaf its members present (EC P-256)."""
+def problems(credentials: Credentials) -> list[str]:
+    """Why credentials brought by their owner (not issued by ``generate``) would fail every handshake: the
+    leaf must name ``SERVER_NAME``, be signed by the CA and match the key. Empty when they will do."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        ca = x509.load_pem_x509_certificate(credentials.ca)
+        leaf = x509.load_pem_x509_certificate(credentials.cert)
+        key = serialization.load_pem_private_key(credentials.key, password=None)
+    except ValueError as exc:
+        return [f"not PEM certificates and an unencrypted PEM key: {exc}"]
+    found = []
+    try:
+        names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+            x509.DNSName)
+    except x509.ExtensionNotFound:
+        names = []
+    if SERVER_NAME not in names:
+        found.append(f"tls.crt names {', '.join(names) or 'nothing'}, not {SERVER_NAME} (a DNS name of its SAN)")
+    try:
+        leaf.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        found.append("tls.crt is not signed by ca.crt")
+    if key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo) != \
+            leaf.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo):
+        found.append("tls.key is not the key of tls.crt")
+    return found
+
+
+def generate(pipeline: str, names: tuple[str, ...] = (SERVER_NAME,)) -> Credentials:
+    """A new CA for ``pipeline`` and the leaf its members present (EC P-256), naming ``names`` (the first is
+    its common name): a pipeline's workers are all ``SERVER_NAME``; the operator's webhook is its Service."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -100,10 +133,10 @@ def generate(pipeline: str) -> Credentials:
           .sign(ca_key, hashes.SHA256()))
     key = ec.generate_private_key(ec.SECP256R1())
     leaf = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, SERVER_NAME)]))
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0][:64])]))
             .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(until)
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(SERVER_NAME)]), critical=False)
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
                            critical=False)

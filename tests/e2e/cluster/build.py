@@ -4,7 +4,8 @@ Nothing here comes from a container registry or a release download:
 
 - Debian packages: containerd, runc, CNI plugins, buildah, debootstrap;
 - Go modules: etcd, CoreDNS (cluster DNS, run as a node process), local-path-provisioner (the
-  default StorageClass, also a node process), and kube-apiserver, kube-controller-manager,
+  default StorageClass, also a node process), kube-router (its NetworkPolicy controller alone, so
+  the chart's policies are enforced with the bridge CNI), and kube-apiserver, kube-controller-manager,
   kube-scheduler, kube-proxy, kubelet and kubectl built from a wrapper module
   whose go.mod maps each ``k8s.io/<staging>`` module to its published
   ``v0.X.Y`` (``k8s.io/kubernetes`` itself replaces them with ``./staging``
@@ -30,8 +31,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .config import (APT_PACKAGES, BASE_IMAGE, COREDNS, ETCD, HELM, KUBERNETES, LOCAL_PATH_PROVISIONER, PAUSE_IMAGE,
-                     PROJECT_IMAGE, Paths)
+from .config import (APT_PACKAGES, BASE_IMAGE, COREDNS, ETCD, HELM, KUBE_ROUTER, KUBERNETES, LOCAL_PATH_PROVISIONER,
+                     PAUSE_IMAGE, PROJECT_IMAGE, Paths)
 
 REPO = Path(__file__).resolve().parents[3]
 K8S_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubectl")
@@ -62,7 +63,8 @@ def run(*cmd: str | Path, env: dict[str, str] | None = None, cwd: Path | None = 
 def ensure_apt() -> None:
     probes = {"containerd": "containerd", "runc": "runc", "containernetworking-plugins": "/usr/lib/cni/bridge",
               "buildah": "buildah", "debootstrap": "debootstrap", "iptables": "iptables", "conntrack": "conntrack",
-              "socat": "socat", "openssl": "openssl", "gcc": "gcc", "libc6-dev": "/usr/lib/x86_64-linux-gnu/libc.a"}
+              "socat": "socat", "openssl": "openssl", "gcc": "gcc", "libc6-dev": "/usr/lib/x86_64-linux-gnu/libc.a",
+              "ipset": "ipset"}
     missing = [p for p in APT_PACKAGES if not (Path(probes[p]).exists() if probes[p].startswith("/") else shutil.which(probes[p]))]
     if not missing:
         return
@@ -103,7 +105,8 @@ def ensure_go_binaries(paths: Paths) -> None:
     helm = paths.bin("helm", HELM) / "helm"
     coredns = paths.bin("coredns", COREDNS) / "coredns"
     local_path = paths.bin("local-path-provisioner", LOCAL_PATH_PROVISIONER) / "local-path-provisioner"
-    if not wanted and all(b.exists() for b in (etcd, helm, coredns, local_path)):
+    kube_router = paths.bin("kube-router", KUBE_ROUTER) / "kube-router"
+    if not wanted and all(b.exists() for b in (etcd, helm, coredns, local_path, kube_router)):
         return
     env = _go_env(paths)
     if wanted:
@@ -116,10 +119,12 @@ def ensure_go_binaries(paths: Paths) -> None:
                 cgo = "1" if cmd == "kubelet" else "0"  # kubelet needs cgo (cadvisor, mount utilities)
                 run("go", "build", "-tags", "selinux,notest", "-ldflags", ldflags, "-o", k8s / cmd,
                     f"k8s.io/kubernetes/cmd/{cmd}", env={**env, "CGO_ENABLED": cgo}, cwd=src)
-    for binary, module, version, stamp in ((etcd, "go.etcd.io/etcd/server/v3", ETCD, ""),
-                                           (coredns, "github.com/coredns/coredns", COREDNS, ""),
-                                           (local_path, "github.com/rancher/local-path-provisioner",
-                                            LOCAL_PATH_PROVISIONER, f" -X main.VERSION=v{LOCAL_PATH_PROVISIONER}")):
+    for binary, module, version, stamp, package in (
+            (etcd, "go.etcd.io/etcd/server/v3", ETCD, "", ""),
+            (coredns, "github.com/coredns/coredns", COREDNS, "", ""),
+            (local_path, "github.com/rancher/local-path-provisioner", LOCAL_PATH_PROVISIONER,
+             f" -X main.VERSION=v{LOCAL_PATH_PROVISIONER}", ""),
+            (kube_router, "github.com/cloudnativelabs/kube-router/v2", KUBE_ROUTER, "", "/cmd/kube-router")):
         if not binary.exists():
             with phase(f"go build {binary.name} v{version}"):
                 src = paths.cache / "src" / f"{binary.name}-v{version}"
@@ -128,8 +133,8 @@ def ensure_go_binaries(paths: Paths) -> None:
                     run("go", "mod", "init", f"ftpipeline.io/e2e/{binary.name}", env=env, cwd=src, quiet=True)
                 run("go", "get", f"{module}@v{version}", env={**env, "GONOSUMDB": ",".join(NOT_IN_SUMDB)}, cwd=src,
                     quiet=True)
-                run("go", "build", "-ldflags", "-s -w" + stamp, "-o", binary, module, env={**env, "CGO_ENABLED": "0"},
-                    cwd=src)
+                run("go", "build", "-ldflags", "-s -w" + stamp, "-o", binary, module + package,
+                    env={**env, "CGO_ENABLED": "0"}, cwd=src)
     if not helm.exists():
         with phase(f"go install helm v{HELM}"):
             run("go", "install", "-ldflags", "-s -w", f"helm.sh/helm/v3/cmd/helm@v{HELM}",

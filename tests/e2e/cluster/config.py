@@ -11,11 +11,14 @@ ETCD = "3.5.21"
 HELM = "3.16.4"
 COREDNS = "1.11.3"
 LOCAL_PATH_PROVISIONER = "0.0.37"  # the default StorageClass, as kind ships one
+# NetworkPolicy enforcement (iptables and ipsets, any CNI). The only version the module proxy serves here;
+# flaws are reported against it, and it runs in this throwaway test cluster alone, never in the product.
+KUBE_ROUTER = "2.1.0"
 PAUSE_IMAGE = "localhost/pause:3.9"
 PROJECT_IMAGE = "localhost/ftpipeline:e2e"
 BASE_IMAGE = "localhost/ftpipeline-base:bookworm"
 APT_PACKAGES = ("containerd", "runc", "containernetworking-plugins", "buildah", "debootstrap", "iptables",
-                "conntrack", "socat", "openssl", "gcc", "libc6-dev")
+                "conntrack", "socat", "openssl", "gcc", "libc6-dev", "ipset")
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ class Network:
     service_ip: str = "10.96.0.1"         # the kubernetes Service's ClusterIP
     apiserver_port: int = 6443
     local_path_health_port: int = 10262   # local-path-provisioner's /ready (it listens on every address)
+    kube_router_health_port: int = 20244  # kube-router's /healthz
 
 
 def write_if_changed(path: Path, text: str) -> None:

@@ -5,8 +5,8 @@ interface, IP forwarding -> certificates and kubeconfigs -> etcd ->
 kube-apiserver (wait for /readyz) -> controller-manager, scheduler, CoreDNS
 (the cluster's DNS, serving on the node address) -> the default StorageClass
 ``standard`` and local-path-provisioner (wait for /ready; ``storage.py``) ->
-containerd (images imported) -> kubelet, kube-proxy -> wait for the node to
-be Ready. Each daemon runs in its own session with its log and pid file in
+containerd (images imported) -> kubelet, kube-proxy, kube-router (NetworkPolicy
+enforcement) -> wait for the node to be Ready. Each daemon runs in its own session with its log and pid file in
 the state directory, so it outlives this command and ``down`` can find it.
 
 ``down`` stops the provisioner and the kubelet first (so they create
@@ -32,11 +32,12 @@ from pathlib import Path
 
 from . import build, pki, storage
 from .build import phase, run
-from .config import (COREDNS, ETCD, HELM, LOCAL_PATH_PROVISIONER, PAUSE_IMAGE, PROJECT_IMAGE, Network, Paths,
-                     write_if_changed)
+from .config import (COREDNS, ETCD, HELM, KUBE_ROUTER, LOCAL_PATH_PROVISIONER, PAUSE_IMAGE, PROJECT_IMAGE, Network,
+                     Paths, write_if_changed)
 
+SERVICE_ROUTES = "1096"  # the routing table (and rule priority) that makes a pod's unrewritten ClusterIP unreachable
 DAEMONS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "coredns", "local-path-provisioner",
-           "containerd", "kubelet", "kube-proxy")
+           "containerd", "kubelet", "kube-proxy", "kube-router")
 
 
 class LocalCluster:
@@ -104,6 +105,15 @@ class LocalCluster:
         run("ip", "link", "set", n.node_if, "up")
         Path("/proc/sys/net/ipv4/ip_forward").write_text("1")
         Path("/proc/sys/net/bridge/bridge-nf-call-iptables").write_text("1")
+        # A ClusterIP is only ever rewritten to a pod by kube-proxy. A pod's packet to one that is not (its Service
+        # has no ready endpoint: Redis restarting) must fail here, as on any cluster, not follow the default route
+        # out of this machine, where whatever answers (an egress proxy's "HTTP/1.1 400") looks like a broken
+        # server. Only traffic from the pod bridge: this machine's own (the API server calling a webhook) is
+        # rewritten after its route is chosen, which an unreachable route would refuse first.
+        run("ip", "route", "replace", "unreachable", n.service_cidr, "table", SERVICE_ROUTES)
+        if f"lookup {SERVICE_ROUTES}" not in run("ip", "rule", "show", quiet=True):
+            run("ip", "rule", "add", "iif", n.bridge, "to", n.service_cidr, "lookup", SERVICE_ROUTES,
+                "priority", SERVICE_ROUTES)
         cni = self.state / "cni" / "net.d"
         cni.mkdir(parents=True, exist_ok=True)
         write_if_changed(cni / "10-ftpipeline.conflist", json.dumps({
@@ -289,9 +299,22 @@ oomScoreAdj: 0
                         "--node-ip", n.node_ip, "--hostname-override", n.node, "--oom-score-adj=0", "--v", "1")
             self._start("kube-proxy", k8s / "kube-proxy", "--config", s / "kube-proxy-config.yaml")
             self._wait(f"node {n.node} Ready", self._node_ready, 180, "kubelet")
+            # NetworkPolicy: kube-router's firewall alone (no routing, no service proxy), on this node's pods; it
+            # looks its node up at start, so it starts once the node is registered
+            self._start("kube-router", p.bin("kube-router", KUBE_ROUTER) / "kube-router", "--kubeconfig", p.kubeconfig,
+                        "--run-firewall=true", "--run-router=false", "--run-service-proxy=false",
+                        "--hostname-override", n.node, "--health-port", str(n.kube_router_health_port), "--v", "1")
+            self._wait("kube-router /healthz", self._kube_router_healthy, 60, "kube-router")
             self._wait("service account default/default", lambda: bool(self.kubectl(
                 "get", "serviceaccount", "default", "-n", "default", "-o", "name").strip()), 60, "kube-controller-manager")
         print(f"--- cluster up in {time.monotonic() - total:.1f}s; {self.env()}", flush=True)
+
+    def _kube_router_healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.net.kube_router_health_port}/healthz", timeout=2) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
 
     def env(self) -> str:
         return f"export KUBECONFIG={self.paths.kubeconfig} PATH={self.paths.k8s_bin}:{self.paths.bin('helm', HELM)}:$PATH"
@@ -311,6 +334,7 @@ oomScoreAdj: 0
             self._stop("local-path-provisioner")
             self._stop("kubelet")
             self._stop("kube-proxy")
+            self._stop("kube-router")
             if self._alive("containerd"):
                 for kind in ("tasks", "containers"):
                     ids = self._ctr(kind, "ls", "-q").split()
@@ -343,7 +367,12 @@ oomScoreAdj: 0
                     subprocess.run(["ip", "netns", "delete", ns.split()[0]], capture_output=True)
             for link in (n.bridge, n.node_if):
                 subprocess.run(["ip", "link", "delete", link], capture_output=True)
+            subprocess.run(["ip", "rule", "delete", "priority", SERVICE_ROUTES], capture_output=True)
+            subprocess.run(["ip", "route", "flush", "table", SERVICE_ROUTES], capture_output=True)
             self._flush_iptables()
+            for name in subprocess.run(["ipset", "list", "-n"], capture_output=True, text=True).stdout.split():
+                if name.startswith(("KUBE-", "kube-router")):  # kube-router's, referenced by no rule any more
+                    subprocess.run(["ipset", "destroy", name], capture_output=True)
             for sub in ("etcd", "kubelet", "containerd/state", "cni/ipam", "run"):
                 shutil.rmtree(s / sub, ignore_errors=True)
             shutil.rmtree(self.paths.volumes, ignore_errors=True)

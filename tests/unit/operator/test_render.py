@@ -129,3 +129,20 @@ def test_the_worker_credentials_are_a_secret_of_the_pipeline_mounted_in_the_side
     assert any(m["name"] == volume["name"] for m in sidecar["volumeMounts"])
     assert sidecar["args"][sidecar["args"].index("--tls-dir") + 1] == render.TLS_DIR
     assert not any(m["name"] == volume["name"] for m in spark["volumeMounts"]), "user code gets no certificate"
+
+
+def test_a_pipeline_that_brings_its_certificate_mounts_that_secret() -> None:
+    pod = render.worker_pod(body(tls={"secretName": "clicks-cert"}), "w0", "r", {})
+    secrets = [v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v]
+    assert secrets == ["clicks-cert"]
+
+
+def test_a_pipeline_user_of_the_shared_redis_reaches_the_sidecar_from_a_secret_never_as_a_literal() -> None:
+    pod = render.worker_pod(body(), "w0", "r", {"redis": "redis://:admin@r:6379/0", "redisSecret": "clicks-store"})
+    env = {e["name"]: e for e in container(pod, "sidecar")["env"]}
+    assert env["FTPIPELINE_REDIS_URL"]["valueFrom"]["secretKeyRef"] == {"name": "clicks-store",
+                                                                       "key": render.STORE_REDIS_KEY}
+    assert "admin" not in str(pod), "the admin's URL is in no pod"
+    own = render.worker_pod(body(redis={"url": "redis://theirs:6379/0"}), "w0", "r", {"redisSecret": "clicks-store"})
+    assert {e["name"]: e for e in container(own, "sidecar")["env"]}["FTPIPELINE_REDIS_URL"]["value"] == \
+        "redis://theirs:6379/0"
