@@ -43,6 +43,7 @@ from ftpipeline.spec.model import (
     Trigger,
 )
 from ftpipeline.spec.cel import violations
+from ftpipeline.spec.columns import column_problems
 from ftpipeline.spec.schema import (
     DEFAULT_CHECKPOINT_STEPS,
     DEFAULT_MAX_IN_MEMORY_BYTES,
@@ -173,7 +174,10 @@ def _dataflow_problems(spec: Mapping[str, Any]) -> list[Problem]:
         problems.append(Problem("spec.stages", "needs at least one sink"))
     if not problems:
         problems.extend(_size_problems(stages))
+    if not problems:
+        problems.extend(Problem(path, message) for path, message in column_problems(stages, index))
     return problems
+
 
 
 def _size_problems(stages: list[Mapping[str, Any]]) -> list[Problem]:
