@@ -264,7 +264,9 @@ def load_entry_module(entry_point: str, base_dir: Path) -> ModuleType:
     return importlib.import_module(entry_point)
 
 
-def _entry_problems(spec: PipelineSpec) -> list[Problem]:
+def entry_problems(spec: PipelineSpec) -> list[Problem]:
+    """Pass 3: the entry point imports and every function a stage names exists (``ftpipeline run`` before a
+    run; a worker on Kubernetes, where only the image has the module, before its first task)."""
     try:
         module = load_entry_module(spec.entry_point, spec.base_dir)
     except Exception as exc:  # the user's module: any failure to import is the answer
@@ -416,7 +418,7 @@ def parse_pipeline(text: str, base_dir: Path, source: str = "<text>", check_entr
         raise SpecError(source, problems)
     spec = _build(doc, base_dir.resolve(), text)
     if check_entry_point:
-        problems = _entry_problems(spec)
+        problems = entry_problems(spec)
         if problems:
             raise SpecError(source, problems)
     return spec

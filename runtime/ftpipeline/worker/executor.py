@@ -40,12 +40,13 @@ import json
 import logging
 import os
 import shutil
+import sys
 import time
 import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pyarrow as pa
 
@@ -64,7 +65,7 @@ from ftpipeline.lineage.naming import Channel, ObjectName, Task, TaskKind
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.spec.cores import cores_of
-from ftpipeline.spec.load import load_entry_module, worker_spec
+from ftpipeline.spec.load import entry_problems, load_entry_module, worker_spec
 from ftpipeline.spec.model import PipelineSpec, StageKind, StageSpec
 from ftpipeline.state.backend import KeyedState, make_backend
 from ftpipeline.worker.buffer import ObjectBuffer, read_ipc
@@ -73,6 +74,7 @@ from ftpipeline.worker.transport import SidecarClient
 log = logging.getLogger("ftpipeline.executor")
 
 
+TERMINATION_LOG = Path("/dev/termination-log")  # Kubernetes' default terminationMessagePath
 EVICT_EVERY = 10  # steps between evictions of a state with a TTL (and at every checkpoint)
 
 
@@ -396,6 +398,9 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> Non
         if config is None:
             time.sleep(0.1)
     spec = worker_spec(config)
+    wrong = entry_problems(spec)
+    if wrong:  # the operator could not see the image: say which field, not a task's AttributeError later
+        _cannot_run("invalid pipeline: " + "; ".join(map(str, wrong)))
     module = load_entry_module(spec.entry_point, spec.base_dir)
     runner = TaskRunner(spark, spec, module, ObjectBuffer(work_dir),
                         may_write=lambda: bool(sidecar.call("may_write", {})["ok"]))
@@ -438,6 +443,17 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> Non
                                      "rows_in": result["rows_in"], "outputs": len(result["outputs"])})
     runner.close()
     spark.stop()
+
+
+def _cannot_run(message: str) -> NoReturn:
+    """Exit naming why. On Kubernetes the kubelet keeps what is written to the termination log as the container's
+    termination message, which the operator's diagnosis of the lost worker quotes (``failures.py``)."""
+    log.error("cannot run", extra={"error": message})
+    try:
+        TERMINATION_LOG.write_text(message[:4000])
+    except OSError:
+        pass  # not a container: the log line says it
+    sys.exit(1)
 
 
 def main(argv: list[str] | None = None) -> None:
