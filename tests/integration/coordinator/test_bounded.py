@@ -11,6 +11,7 @@ Sampled from outside while ``ftpipeline run`` runs, against the real Redis and Z
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -30,10 +31,14 @@ GROWTH = 1.25  # what the late window's peak may exceed the early one's by (a sa
 def buffer_bytes(run_dir: Path) -> int:
     """Bytes of the objects every worker holds (its ``objects/`` directory, ``worker/buffer.py``)."""
     total = 0
-    for objects in (run_dir / "workers").glob("*/**/objects"):
-        for f in objects.iterdir():
+    # os.walk, not a recursive glob: Spark deletes its scratch directories while we walk, which a glob raises on
+    for root, dirs, files in os.walk(run_dir / "workers"):
+        dirs[:] = [d for d in dirs if d != "spark-tmp"]
+        if Path(root).name != "objects":
+            continue
+        for name in files:
             try:
-                total += f.stat().st_size
+                total += (Path(root) / name).stat().st_size
             except FileNotFoundError:  # collected while we counted
                 pass
     return total
