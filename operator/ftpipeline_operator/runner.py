@@ -62,7 +62,7 @@ from ftpipeline_operator.policy import problems as policy_problems
 from ftpipeline_operator.attempts import Attempts, Verdict, policy_of
 from ftpipeline_operator.cluster import KubernetesCluster
 from ftpipeline_operator.stores import issue as issue_store_users
-from ftpipeline_operator.stores import uses_default_redis, uses_default_zookeeper
+from ftpipeline_operator.stores import put_secret, uses_default_redis, uses_default_zookeeper
 from ftpipeline_operator.status import StatusReporter, api_message, now_iso
 
 log = logging.getLogger("ftpipeline.operator.runner")
@@ -269,13 +269,7 @@ class PipelineRunner:
         if brought:
             return self._brought_credentials(str(brought))
         credentials = issue(identity)
-        secret = render.tls_secret(self.body, credentials)
-        try:
-            self.core.create_namespaced_secret(self.namespace, cast(client.V1Secret, secret))
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            self.core.replace_namespaced_secret(secret["metadata"]["name"], self.namespace, cast(client.V1Secret, secret))
+        put_secret(self.core, render.tls_secret(self.body, credentials))
         return credentials
 
     def _own_store_users(self, spec: PipelineSpec, stopped: Stopped) -> tuple[PipelineSpec, dict[str, str]]:

@@ -51,6 +51,17 @@ def uses_default_zookeeper(body: Mapping[str, Any]) -> bool:
     return not body["spec"].get("zookeeper")
 
 
+def put_secret(core: client.CoreV1Api, secret: dict[str, Any]) -> None:
+    """Create the Secret, or replace the one of that name (the operator's own: a pipeline's credentials)."""
+    name, namespace = secret["metadata"]["name"], secret["metadata"]["namespace"]
+    try:
+        core.create_namespaced_secret(namespace, cast(client.V1Secret, secret))
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+        core.replace_namespaced_secret(name, namespace, cast(client.V1Secret, secret))
+
+
 def _read(core: client.CoreV1Api, namespace: str, name: str) -> dict[str, str] | None:
     try:
         data = core.read_namespaced_secret(name, namespace).data or {}
@@ -92,13 +103,7 @@ def issue(core: client.CoreV1Api, body: Mapping[str, Any], store_key: str, redis
         zookeeper = with_identity(zookeeper_admin, user, password)
         wanted.update({"zookeeper-password": password, render.STORE_ZOOKEEPER_KEY: zookeeper})
     if wanted != data:
-        secret = render.store_secret(body, wanted)
-        try:
-            core.create_namespaced_secret(namespace, cast(client.V1Secret, secret))
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            core.replace_namespaced_secret(secret_name, namespace, cast(client.V1Secret, secret))
+        put_secret(core, render.store_secret(body, wanted))
     log.info("pipeline store users granted", extra={"pipeline": f"{namespace}/{name}", "redis": bool(redis_url),
                                                      "zookeeper": bool(zookeeper)})
     return redis_url, zookeeper
