@@ -43,6 +43,7 @@ from ftpipeline.obs.errors import one_line
 log = logging.getLogger("ftpipeline.operator.status")
 
 Patch = dict[str, Any]
+ESSENTIAL = frozenset({"phase", "message", "conditions", "observedGeneration"})  # sent even when the rest is refused
 PatchStatus = Callable[[Patch], None]
 PostEvent = Callable[[str, str, str], None]   # type (Normal, Warning), reason, message
 
@@ -115,9 +116,24 @@ class StatusReporter(Observer):
         try:
             self._patch_status(patch)
             self._sent_at = self.clock()
+        except ApiException as exc:
+            if exc.status != 422:  # status is best effort; the next update carries it again
+                log.warning("status patch failed", extra={"error": api_message(exc)})
+                self._pending = {**patch, **self._pending}
+                return
+            # A field the CRD's status schema refuses would be carried again forever and hold every later
+            # update back with it (a phase stuck at Starting): drop the rest, keep what says where the run is.
+            log.error("status patch refused: sending the phase alone", extra={"error": api_message(exc)})
+            kept = {k: v for k, v in patch.items() if k in ESSENTIAL}
+            try:
+                self._patch_status(kept)
+                self._sent_at = self.clock()
+            except Exception as again:
+                error = api_message(again) if isinstance(again, ApiException) else one_line(again)
+                log.warning("status patch failed", extra={"error": error})
+                self._pending = {**kept, **self._pending}
         except Exception as exc:  # status is best effort; the next update carries it again
-            error = api_message(exc) if isinstance(exc, ApiException) else one_line(exc)
-            log.warning("status patch failed", extra={"error": error})
+            log.warning("status patch failed", extra={"error": one_line(exc)})
             self._pending = {**patch, **self._pending}
 
     def condition(self, kind: str, status: bool, reason: str, message: str) -> None:

@@ -90,7 +90,7 @@ def start_workers(c: Coordinator) -> None:
     c.metrics.workers_ready.set(len(c.workers))
 
 
-def start_over(c: Coordinator, dead: WorkerId, reason: str) -> None:
+def start_over(c: Coordinator, dead: WorkerId, reason: str, cause: str = "") -> None:
     """The last worker is gone (a node that held them all, two losses and a third before any replacement
     joined): as Flink restarts a job whose every task manager died, start a new set of workers, admit
     them under the same run token, and roll them back to the newest committed checkpoint (none: the
@@ -101,7 +101,7 @@ def start_over(c: Coordinator, dead: WorkerId, reason: str) -> None:
               extra={"worker": dead, "reason": reason, "committed": c.committed,
                      "boundary": int(manifest["boundary"]) if manifest else 0})
     c.ckpt.abort(f"worker {dead} lost, and no worker survives")
-    backoff = c.members.start_over(detected)
+    backoff = c.members.start_over(detected, cause)
     c.metrics.workers_ready.set(0)
     while c.clock() - detected < backoff:
         c.check_stop()

@@ -62,7 +62,8 @@ def recover(c: Coordinator, dead: WorkerId, reason: str = "") -> None:
     if not c.members.knows(dead):
         return  # already handled: a loss can be seen twice (heartbeat expiry, then the process/pod)
     c.journal.close_ring_around(dead, reason)
-    if c.members.lost_while_joining(dead, detected, c.committed):
+    cause = f"worker {dead} lost ({c.cluster.why(dead)})"  # what a spent restart budget names
+    if c.members.lost_while_joining(dead, detected, c.committed, cause):
         return
     c.observer.on_worker_lost(dead)
     if not c.spec.fault_tolerance:
@@ -73,7 +74,7 @@ def recover(c: Coordinator, dead: WorkerId, reason: str = "") -> None:
     if not survivors:
         from ftpipeline.coordinator.admission import start_over  # admission builds on this module
 
-        start_over(c, dead, reason or "lost")
+        start_over(c, dead, reason or "lost", cause)
         return
     c.ckpt.abort(f"worker {dead} lost")
     epoch = c.journal.next_epoch()
@@ -116,7 +117,7 @@ def recover(c: Coordinator, dead: WorkerId, reason: str = "") -> None:
     c.placement = dict(record.placement)
     c.members.remove(dead)
     record_applied(c, record)
-    c.members.schedule_replacement(detected, c.committed)
+    c.members.schedule_replacement(detected, c.committed, cause)
     c.last_progress = c.clock()
     log.info("recovered", extra=record.summary())
 

@@ -152,12 +152,12 @@ class Members:
     def knows(self, worker: WorkerId) -> bool:
         return worker in self.workers or worker in self.joining
 
-    def lost_while_joining(self, worker: WorkerId, now: float, committed: int) -> bool:
+    def lost_while_joining(self, worker: WorkerId, now: float, committed: int, cause: str = "") -> bool:
         """A replacement that died before joining: try again after a backoff. False if it was a member."""
         if worker not in self.joining:
             return False
         self.joining.remove(worker)
-        self.schedule_replacement(now, committed)
+        self.schedule_replacement(now, committed, cause)
         return True
 
     def remove(self, worker: WorkerId) -> None:
@@ -165,15 +165,16 @@ class Members:
         self._clients.pop(worker, None)
         self.newcomers = [w for w in self.newcomers if w != worker]
 
-    def schedule_replacement(self, now: float, committed: int) -> None:
-        """Ration replacements (restart budget, backoff); the run fails once the budget is spent."""
+    def schedule_replacement(self, now: float, committed: int, cause: str = "") -> None:
+        """Ration replacements (restart budget, backoff); the run fails once the budget is spent, naming
+        ``cause``, the loss that spent it (the remedy is there: a missing function, an OOM kill...)."""
         try:
             delay = self.restarts.on_loss(now)
         except BudgetExhausted as exc:
-            raise PipelineFailed(str(exc)) from exc
+            raise PipelineFailed(_spent(exc, cause)) from exc
         self._replacements.append((now + delay, committed))
 
-    def start_over(self, now: float) -> float:
+    def start_over(self, now: float, cause: str = "") -> float:
         """The last member is gone: a whole new set will replace it, the replacements still joining or
         due included (those are killed or forgotten). The loss is charged to the restart budget like any
         other; returns the backoff before the new set starts."""
@@ -185,7 +186,7 @@ class Members:
         try:
             return self.restarts.on_loss(now)
         except BudgetExhausted as exc:
-            raise PipelineFailed(str(exc)) from exc
+            raise PipelineFailed(_spent(exc, cause)) from exc
 
     def start_replacements(self, committed: int) -> None:
         """Start each replacement whose backoff has passed, once a step committed since its loss
@@ -205,3 +206,6 @@ class Members:
         for c in self._clients.values():
             c.close()
 
+
+def _spent(exc: BudgetExhausted, cause: str) -> str:
+    return f"{cause}; {exc}" if cause else str(exc)

@@ -349,7 +349,8 @@ SPEC_SCHEMA: Schema = _obj(
         "zookeeper": _obj(
             "Where the command log, the workers' heartbeats and committed checkpoints are kept. Empty: "
             "ftpipeline run starts a private ZooKeeper; the operator uses its own default.",
-            {"connect": _str("ZooKeeper connect string, host:port[,host:port...]."),
+            {"connect": _str("ZooKeeper connect string, host:port[,host:port...]; digest://user:password@hosts "
+                             "authenticates; a ?ca=/path/ca.crt suffix connects over TLS trusting that CA."),
              "secretRef": _SECRET_REF},
             rules=[_either("connect", "secretRef")],
         ),
@@ -359,7 +360,8 @@ SPEC_SCHEMA: Schema = _obj(
         ),
         "redis": _obj(
             "Lineage store. Empty: ftpipeline run starts a private Redis; the operator uses its own default.",
-            {"url": _str("redis:// or unix:// URL."), "secretRef": _SECRET_REF},
+            {"url": _str("redis://, unix:// or (TLS) rediss:// URL; rediss://...?ssl_ca_certs=/path/ca.crt trusts "
+                         "that CA."), "secretRef": _SECRET_REF},
             rules=[_either("url", "secretRef")],
         ),
         "spark": _obj(
@@ -459,7 +461,10 @@ STATUS_SCHEMA: Schema = _obj(
             "time": {**_TIME, "description": "When it failed."},
         }),
         "lastRecovery": _obj("The newest recovery.", {
-            "strategy": _str("How it recovered: lineage or checkpoint.", enum=["lineage", "checkpoint"]),
+            "strategy": _str("How it recovered: lineage (the lost work re-run on the survivors), checkpoint "
+                             "(every worker rolled back to the newest checkpoint) or restart (no worker survived: "
+                             "a new set started from the newest checkpoint).",
+                             enum=["lineage", "checkpoint", "restart"]),
             "worker": _str("The lost worker."),
             "reason": _str("Why the worker was lost (Deleted, OOMKilled, Evicted, ApplicationError, ...)."),
             "seconds": {"type": "number", "description": "From the loss to the recovery plan applied."},

@@ -39,8 +39,13 @@ class Members(Recorder):
     def knows(self, worker: WorkerId) -> bool:
         return True
 
-    def lost_while_joining(self, worker: WorkerId, now: float, committed: int) -> bool:
+    def lost_while_joining(self, worker: WorkerId, now: float, committed: int, cause: str = "") -> bool:
         return False
+
+
+class Cluster:
+    def why(self, worker: WorkerId) -> str:
+        return "exited"
 
 
 class Journal(Recorder):
@@ -76,6 +81,7 @@ class FakeCoordinator:
     def __init__(self) -> None:
         self.trail: list[str] = []
         self.members = Members(self.trail, "members")
+        self.cluster = Cluster()
         self.journal = Journal(self.trail, "journal")
         self.observer = Recorder(self.trail, "observer")
         self.ckpt = Recorder(self.trail, "ckpt")

@@ -113,5 +113,7 @@ def test_a_replacement_lost_before_joining_is_tried_again_and_the_budget_ends_th
     m.start_replacements(committed=1)
     assert m.lost_while_joining(WorkerId("w0"), clock(), committed=1)
     assert not m.lost_while_joining(WorkerId("w0"), clock(), committed=1), "reported once"
-    with pytest.raises(PipelineFailed, match="exceed the restart budget of 2"):
-        m.schedule_replacement(clock(), committed=1)
+    cause = "worker w0 lost (ApplicationError in container spark: spec.stages[1].transform.function: no 'f')"
+    with pytest.raises(PipelineFailed, match="exceed the restart budget of 2") as spent:
+        m.schedule_replacement(clock(), committed=1, cause=cause)
+    assert str(spent.value).startswith(cause), "the loss that spent the budget is named, with its remedy"

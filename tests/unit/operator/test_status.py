@@ -160,3 +160,33 @@ def test_an_aborted_checkpoint_is_a_warning_and_a_condition_until_one_commits() 
     assert failing["status"] == "True" and failing["reason"] == "CheckpointAborted" and "/data/ck" in failing["message"]
     r.on_checkpoint({"epoch": 4, "boundary": 6, "seconds": 0.5, "bytes": 100})
     assert cond(patches[-1], "CheckpointFailing")["status"] == "False"
+
+
+def test_every_recovery_strategy_the_coordinator_records_is_one_the_crd_accepts() -> None:
+    """A start-over of a pipeline whose every worker was lost records "restart": refused by the schema,
+    that one field froze the whole status at Starting while the Events said Failed."""
+    from ftpipeline.spec.schema import STATUS_SCHEMA
+
+    source = "\n".join(p.read_text() for p in (Path(__file__).parents[3] / "runtime" / "ftpipeline" / "coordinator")
+                       .rglob("*.py"))
+    recorded = set(re.findall(r'strategy="([a-z]+)"', source))
+    assert {"lineage", "checkpoint", "restart"} <= recorded  # the pattern still finds them
+    allowed = set(STATUS_SCHEMA["properties"]["lastRecovery"]["properties"]["strategy"]["enum"])
+    assert recorded <= allowed, recorded - allowed
+
+
+def test_a_status_the_crd_refuses_still_lands_its_phase() -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    sent: list[dict[str, Any]] = []
+
+    def patch(p: dict[str, Any]) -> None:
+        if "lastRecovery" in p:
+            raise ApiException(status=422, reason="Unprocessable Entity")
+        sent.append(p)
+
+    r = StatusReporter(patch, lambda *e: None, generation=1)
+    r.update(urgent=True, phase="Recovering", lastRecovery={"strategy": "unheard-of"})
+    assert sent[-1]["phase"] == "Recovering" and "lastRecovery" not in sent[-1]
+    r.update(urgent=True, phase="Failed", message="restart budget spent")
+    assert sent[-1]["phase"] == "Failed", "the refused field is not carried into later patches"
