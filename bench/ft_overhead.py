@@ -15,10 +15,14 @@ checkpoint every 10 steps (``checkpoint.intervalSteps``'s default).
 The headline is the median of the per-pair ratios: the two runs of a pair
 are back to back, so slow drift of the machine cancels within a pair.
 
-With ``--compare tls`` both sides run fault tolerant, and what alternates is
-worker traffic with mutual TLS (the default) and without
-(``--plaintext-workers``): what encrypting and authenticating every call and
-object transfer costs.
+With ``--compare tls`` both sides run fault tolerant against a Redis and a
+ZooKeeper of the benchmark's own on loopback TCP ports, as on Kubernetes, and
+what alternates is TLS everywhere — worker traffic with mutual TLS (the
+default), Redis and ZooKeeper serving TLS alone (``serve-redis``/
+``serve-zookeeper --tls-dir``, the chart's default) — and no TLS anywhere
+(``--plaintext-workers``, the same servers' plaintext twins): what encrypting
+and authenticating every call, object transfer, lineage write and command-log
+append costs.
 
     python bench/ft_overhead.py [--pairs 3] [--steps 60] [--warmup 15] [--rows 30000]
     python bench/ft_overhead.py --compare tls
@@ -28,15 +32,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import redis
 import yaml
 
+from ftpipeline.commandlog.zkclient import connect
+from ftpipeline.embedded.ports import free_port
 from ftpipeline.obs.spans import busy_seconds, step_spans
+from ftpipeline.worker.tls import generate
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "clickstream"
@@ -73,6 +85,40 @@ def run(path: Path, directory: Path, warmup: int, *extra: str) -> float:
     return rows_per_step * len(spans) / busy_seconds(spans)  # steps overlap: their union, not their sum
 
 
+@contextmanager
+def stores(directory: Path, tls: bool) -> Iterator[list[str]]:
+    """A Redis and a ZooKeeper on loopback TCP ports, serving TLS alone or plaintext; yields the run's flags."""
+    rport, zport, probe = free_port(), free_port(), free_port()
+    tls_args: list[str] = []
+    redis_url, zookeeper = f"redis://127.0.0.1:{rport}/0", f"127.0.0.1:{zport}"
+    if tls:
+        certs = generate("bench-stores", ("localhost",)).write(directory / "tls")
+        tls_args = ["--tls-dir", str(certs)]
+        redis_url = f"rediss://localhost:{rport}/0?ssl_ca_certs={certs / 'ca.crt'}"
+        zookeeper = f"localhost:{zport}?ca={certs / 'ca.crt'}"
+    cli = [sys.executable, "-m", "ftpipeline.cli"]
+    servers = [subprocess.Popen([*cli, "serve-redis", "--port", str(rport), "--bind", "127.0.0.1",
+                                 "--dir", str(directory / "redis"), *tls_args], stdout=subprocess.DEVNULL),
+               subprocess.Popen([*cli, "serve-zookeeper", "--port", str(zport), "--dir", str(directory / "zookeeper"),
+                                 "--probe-port", str(probe), *tls_args], stdout=subprocess.DEVNULL)]
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                redis.Redis.from_url(redis_url).ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        connect(zookeeper, start_timeout_s=60).stop()
+        yield ["--redis-url", redis_url, "--zookeeper", zookeeper, *([] if tls else ["--plaintext-workers"])]
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=3)
@@ -82,7 +128,8 @@ def main() -> None:
     parser.add_argument("--compare", choices=["ft", "tls"], default="ft",
                         help="what alternates: fault tolerance on/off, or (fault tolerant) TLS on/off")
     args = parser.parse_args()
-    what = "fault tolerance" if args.compare == "ft" else "worker TLS"
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # its retries while a ZooKeeper starts are expected
+    what = "fault tolerance" if args.compare == "ft" else "TLS"
     on: list[float] = []
     off: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -92,8 +139,8 @@ def main() -> None:
                 if args.compare == "ft":
                     rate = run(pipeline(d, side, args.steps, args.rows), d, args.warmup)
                 else:
-                    rate = run(pipeline(d, True, args.steps, args.rows), d, args.warmup,
-                               *([] if side else ["--plaintext-workers"]))
+                    with stores(d / f"stores-{i}-{'tls' if side else 'plain'}", side) as flags:
+                        rate = run(pipeline(d, True, args.steps, args.rows), d, args.warmup, *flags)
                 results.append(rate)
                 print(f"pair {i + 1}: {what} {'on ' if side else 'off'}: {rate:,.0f} rows/s", flush=True)
     m_on, m_off = statistics.median(on), statistics.median(off)

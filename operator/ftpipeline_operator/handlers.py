@@ -41,7 +41,7 @@ from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.spec.schema import API_GROUP, API_VERSION, PLURAL
 from ftpipeline_operator import admission, netpol, render
 from ftpipeline_operator.runner import Defaults, PipelineRunner, resolve_spec
-from ftpipeline_operator.stores import uses_default_redis
+from ftpipeline_operator.stores import store_cas, uses_default_redis
 
 def _default_redis_url() -> str:
     """The chart's Redis, as its admin when it requires a password (``FTPIPELINE_REDIS_ADMIN_PASSWORD``, from
@@ -136,7 +136,7 @@ def _apply(obj: dict[str, Any]) -> None:
 @kopf.on.update(API_GROUP, API_VERSION, PLURAL)
 def reconcile(body: kopf.Body, **_: Any) -> None:
     doc = dict(body)
-    _apply(render.config_map(doc))
+    _apply(render.config_map(doc, store_cas()))
     _apply(render.service(doc))
     if OPERATOR_PODS is not None:  # the chart's networkPolicy.enabled
         _apply(netpol.worker_policy(doc, OPERATOR_PODS))

@@ -12,7 +12,9 @@ sidecars:
 - a headless **Service** selecting the worker pods (stable DNS, metrics
   discovery);
 - a **ConfigMap** holding the pipeline document the run uses, mounted
-  read-only in every worker.
+  read-only in every worker, and the CAs of the operator's Redis and
+  ZooKeeper when they serve TLS, mounted in the sidecar at the path the
+  operator's own copies have (``STORE_CA_DIR``), which its URLs name.
 
 Pods run as the image's non-root user with a read-only root filesystem;
 what the processes write goes to ``emptyDir`` volumes or to the volumes the
@@ -39,6 +41,8 @@ WORK_DIR = "/var/run/ftpipeline"
 PIPELINE_DIR = "/etc/ftpipeline"
 PIPELINE_FILE = "pipeline.yaml"
 TLS_DIR = "/etc/ftpipeline-tls"  # the pipeline's worker credentials, in the sidecar container alone
+STORE_CA_DIR = "/etc/ftpipeline-stores"  # <store>/ca.crt: the CA of the operator's Redis and ZooKeeper
+STORES = ("redis", "zookeeper")
 RUNTIME_USER = 10001
 
 PIPELINE_LABEL = f"{API_GROUP}/pipeline"
@@ -144,10 +148,16 @@ def pod_name(name: str, worker: str) -> str:
     return f"{name}-{worker}"
 
 
-def config_map(body: Mapping[str, Any]) -> Obj:
+def store_ca_key(store: str) -> str:
+    return f"{store}-ca.crt"
+
+
+def config_map(body: Mapping[str, Any], store_cas: Mapping[str, str] | None = None) -> Obj:
+    """The pipeline document, and ``store_cas`` (store: PEM): the CAs its sidecars trust the stores with."""
     name = body["metadata"]["name"]
+    cas = {store_ca_key(store): pem for store, pem in (store_cas or {}).items()}
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": object_meta(body, config_map_name(name), "pipeline"),
-            "data": {PIPELINE_FILE: pipeline_document(body)}}
+            "data": {PIPELINE_FILE: pipeline_document(body), **cas}}
 
 
 def service(body: Mapping[str, Any]) -> Obj:
@@ -232,6 +242,9 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
         "securityContext": _HARDENED,
         "volumeMounts": [*mounts, {"name": "worker-tls", "mountPath": TLS_DIR, "readOnly": True}],
     }
+    store_cas = [s for s in defaults.get("storeCAs", "").split(",") if s]  # the stores the operator's URLs trust
+    if store_cas:
+        sidecar["volumeMounts"].append({"name": "store-ca", "mountPath": STORE_CA_DIR, "readOnly": True})
     executor = {
         "name": "spark",
         "image": image,
@@ -254,8 +267,11 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
                             "fsGroup": RUNTIME_USER, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [executor, sidecar],
         "volumes": [{"name": "work", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}},
-                    {"name": "pipeline", "configMap": {"name": config_map_name(name)}},
+                    {"name": "pipeline", "configMap": {"name": config_map_name(name),
+                                                       "items": [{"key": PIPELINE_FILE, "path": PIPELINE_FILE}]}},
                     {"name": "worker-tls", "secret": {"secretName": worker_tls_secret(body), "defaultMode": 0o440}},
+                    *([{"name": "store-ca", "configMap": {"name": config_map_name(name), "items": [
+                        {"key": store_ca_key(s), "path": f"{s}/ca.crt"} for s in store_cas]}}] if store_cas else []),
                     *spec.get("volumes", [])],
     }
     for key in ("serviceAccountName", "nodeSelector", "tolerations", "priorityClassName"):

@@ -62,7 +62,7 @@ from ftpipeline_operator.policy import problems as policy_problems
 from ftpipeline_operator.attempts import Attempts, Verdict, policy_of
 from ftpipeline_operator.cluster import KubernetesCluster
 from ftpipeline_operator.stores import issue as issue_store_users
-from ftpipeline_operator.stores import put_secret, uses_default_redis, uses_default_zookeeper
+from ftpipeline_operator.stores import put_secret, store_cas, uses_default_redis, uses_default_zookeeper
 from ftpipeline_operator.status import StatusReporter, api_message, now_iso
 
 log = logging.getLogger("ftpipeline.operator.runner")
@@ -400,7 +400,7 @@ class PipelineRunner:
 
     def _pod_defaults(self, redis_url: str, zookeeper: str) -> dict[str, str]:
         return {"redis": redis_url, "zookeeper": zookeeper, "image": self.defaults.image,
-                "pullPolicy": self.defaults.image_pull_policy}
+                "pullPolicy": self.defaults.image_pull_policy, "storeCAs": ",".join(store_cas())}
 
     def _worker_pods(self) -> list[dict[str, Any]]:
         listing = self.core.list_namespaced_pod(self.namespace, label_selector=render.worker_selector(self.name))

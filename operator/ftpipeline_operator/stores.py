@@ -18,12 +18,19 @@ the deletion handler.
 
 A pipeline with ``spec.redis`` or ``spec.zookeeper`` brings its own endpoint
 and credentials for it; the operator issues nothing for that server.
+
+When the stores serve TLS, the operator's URLs name their CA files
+(``rediss://...?ssl_ca_certs=``, ``hosts?ca=``) under
+``render.STORE_CA_DIR``, where the chart mounts each CA (never a server's
+key); the pipeline's ConfigMap carries them to its sidecars, mounted at the
+same path, so the same URL works in both (``store_cas``).
 """
 
 from __future__ import annotations
 
 import base64
 import logging
+from pathlib import Path
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
@@ -49,6 +56,17 @@ def uses_default_redis(body: Mapping[str, Any]) -> bool:
 
 def uses_default_zookeeper(body: Mapping[str, Any]) -> bool:
     return not body["spec"].get("zookeeper")
+
+
+def store_cas(directory: Path = Path(render.STORE_CA_DIR)) -> dict[str, str]:
+    """The CA (PEM) of each store the operator reaches over TLS, read now: a renewed CA reaches the pipelines
+    with their next reconcile and run."""
+    found = {}
+    for store in render.STORES:
+        path = directory / store / "ca.crt"
+        if path.is_file():
+            found[store] = path.read_text()
+    return found
 
 
 def put_secret(core: client.CoreV1Api, secret: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +32,7 @@ from ftpipeline.barrier import ParquetBundleSink
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.cluster.local import LocalCluster
 from ftpipeline.commandlog.zkaccess import super_digest
+from ftpipeline.commandlog.zkclient import connect as zk_connect
 from ftpipeline.coordinator.coordinator import Coordinator, Observer, PipelineFailed, RunResult
 from ftpipeline.coordinator.faults import FaultPlan
 from ftpipeline.coordinator.recovery import RecoveryRecord
@@ -224,8 +226,7 @@ def _session_expirer(zk: KazooClient, hosts: str, console: Console) -> Callable[
             return
         done = True
         session_id, password = zk.client_id
-        other = KazooClient(hosts=hosts, client_id=(session_id, password))
-        other.start(timeout=10)
+        other = zk_connect(hosts, start_timeout_s=10, client_id=(session_id, password))
         other.stop()
         other.close()
         console.log("[red]fault injection: ZooKeeper session expired during a checkpoint commit[/red]")
@@ -368,12 +369,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if args.admin_password_file is not None:
             aclfile = prepare_acl_file(args.dir, args.admin_password_file.read_text().strip())
         command = redis_command(args.dir, port=args.port, bind=args.bind, appendonly=args.appendonly,
-                                appendfsync=args.appendfsync, aclfile=aclfile)
+                                appendfsync=args.appendfsync, aclfile=aclfile, tls_dir=args.tls_dir,
+                                unixsocket=args.unixsocket)
     else:
         digest = None
         if args.super_password_file is not None:
             digest = super_digest(args.super_password_file.read_text().strip())
-        command = zookeeper_command(args.dir, args.port, digest)
+        # its configuration (and with TLS the key store) in a directory of its own, never on the data volume
+        conf = Path(tempfile.mkdtemp(prefix="ftpipeline-zookeeper-"))
+        command = zookeeper_command(args.dir, args.port, digest, tls_dir=args.tls_dir, probe_port=args.probe_port,
+                                    conf_dir=conf)
     sys.stdout.flush()
     os.execv(command[0], command)
 
@@ -389,8 +394,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("pipeline", type=Path, help="FTPipeline YAML file")
     run.add_argument("--workers", type=int, help="override spec.workers")
     run.add_argument("--steps", type=int, help="stop after this many committed steps (overrides spec.steps.maxSteps)")
-    run.add_argument("--redis-url", help="use this Redis (redis://host:port or unix:///path) instead of a private one")
-    run.add_argument("--zookeeper", metavar="HOSTS", help="use this ZooKeeper (host:port,...) instead of a private one")
+    run.add_argument("--redis-url", help="use this Redis (redis://host:port, unix:///path, or over TLS "
+                                         "rediss://host:port/0?ssl_ca_certs=CA.pem) instead of a private one")
+    run.add_argument("--zookeeper", metavar="HOSTS", help="use this ZooKeeper (host:port,..., over TLS "
+                                                          "host:port,...?ca=CA.pem) instead of a private one")
     run.add_argument("--checkpoint-every", type=int, metavar="N", help="checkpoint every N steps (overrides spec.checkpoint)")
     run.add_argument("--strategy", choices=["lineage", "checkpoint", "auto"], help="override spec.recovery.strategy")
     run.add_argument("--mode", choices=["lockstep", "pipelined"], help="override spec.steps.mode")
@@ -459,11 +466,19 @@ def build_parser() -> argparse.ArgumentParser:
             serve.add_argument("--admin-password-file", type=Path, metavar="FILE",
                                help="require authentication: the admin (default user) has the password in FILE; "
                                     "pipelines' own users are kept in --dir/users.acl across restarts")
+            serve.add_argument("--unixsocket", type=Path, metavar="PATH",
+                               help="also listen on this Unix socket (owner only), e.g. for a readiness probe")
         else:
             serve.add_argument("--super-password-file", type=Path, metavar="FILE",
                                help="the super user (the operator: it passes every ACL) has the password in FILE; "
                                     "each pipeline's znodes are then its own (digest ACLs)")
+            serve.add_argument("--probe-port", type=int, default=2182,
+                               help="with --tls-dir: a plaintext port on the loopback interface alone, for a "
+                                    "readiness probe inside the pod (default 2182)")
         serve.add_argument("--dir", type=Path, default=Path("/tmp") / name, help="working/data directory")
+        serve.add_argument("--tls-dir", type=Path, metavar="DIR",
+                           help="serve clients over TLS alone, with DIR/tls.crt and DIR/tls.key (and DIR/ca.crt, "
+                                "the files of a kubernetes.io/tls Secret)")
         serve.set_defaults(func=cmd_serve)
     return parser
 

@@ -79,13 +79,45 @@ def test_external_endpoints_replace_the_in_chart_servers() -> None:
 
 def test_redis_and_zookeeper_require_credentials_by_default_which_only_they_and_the_operator_read() -> None:
     docs = render()
-    secrets = {d["metadata"]["name"] for d in docs if d["kind"] == "Secret"}
+    secrets = {d["metadata"]["name"] for d in docs if d["kind"] == "Secret" and d["type"] == "Opaque"}
     assert secrets == {"t-ftpipeline-redis-auth", "t-ftpipeline-zookeeper-auth"}
     for store, flag in (("redis", "--admin-password-file"), ("zookeeper", "--super-password-file")):
         readers = {d["metadata"]["name"] for d in docs if d["kind"] == "Deployment" and f"t-ftpipeline-{store}-auth" in str(d)}
         assert readers == {"t-ftpipeline-operator", f"t-ftpipeline-{store}"}
         [server] = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == f"t-ftpipeline-{store}"]
         assert flag in server["spec"]["template"]["spec"]["containers"][0]["command"]
+
+
+def test_redis_and_zookeeper_serve_tls_alone_by_default_and_the_operator_holds_only_their_cas() -> None:
+    docs = render()
+    deployments = {d["metadata"]["name"]: d["spec"]["template"]["spec"] for d in docs if d["kind"] == "Deployment"}
+    op = deployments["t-ftpipeline-operator"]
+    env = {e["name"]: e.get("value") for e in op["containers"][0]["env"]}
+    assert env["FTPIPELINE_DEFAULT_REDIS_URL"] == \
+        "rediss://t-ftpipeline-redis.ns.svc:6379/0?ssl_ca_certs=/etc/ftpipeline-stores/redis/ca.crt"
+    assert env["FTPIPELINE_DEFAULT_ZOOKEEPER"] == "t-ftpipeline-zookeeper.ns.svc:2181?ca=/etc/ftpipeline-stores/zookeeper/ca.crt"
+    for store in ("redis", "zookeeper"):
+        [secret] = [d for d in docs if d["kind"] == "Secret" and d["metadata"]["name"] == f"t-ftpipeline-{store}-tls"]
+        assert secret["type"] == "kubernetes.io/tls" and set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key"}
+        [ca] = [v for v in op["volumes"] if v["name"] == f"{store}-ca"]
+        assert ca["secret"]["items"] == [{"key": "ca.crt", "path": "ca.crt"}], "the operator never mounts a server's key"
+        server = deployments[f"t-ftpipeline-{store}"]
+        [tls] = [v for v in server["volumes"] if v["name"] == "tls"]
+        assert tls["secret"]["secretName"] == f"t-ftpipeline-{store}-tls"
+        container = server["containers"][0]
+        assert f"/etc/ftpipeline-{store}-tls" in container["command"]
+        assert "exec" in container["readinessProbe"], "a TCP probe of a TLS port would be a failed handshake logged"
+    plain = render("redis.tls.enabled=false", "zookeeper.tls.enabled=false")
+    assert not [d for d in plain if d["kind"] == "Secret" and d["type"] == "kubernetes.io/tls"]
+    [op] = [d for d in plain if d["kind"] == "Deployment" and d["metadata"]["name"] == "t-ftpipeline-operator"]
+    env = {e["name"]: e.get("value") for e in op["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["FTPIPELINE_DEFAULT_REDIS_URL"] == "redis://t-ftpipeline-redis.ns.svc:6379/0"
+    assert env["FTPIPELINE_DEFAULT_ZOOKEEPER"] == "t-ftpipeline-zookeeper.ns.svc:2181"
+    # your own certificates (cert-manager's, a company CA): nothing generated, the server mounts yours
+    own = render("redis.tls.existingSecret=my-redis-cert", "zookeeper.tls.existingSecret=my-zk-cert")
+    assert not [d for d in own if d["kind"] == "Secret" and d["type"] == "kubernetes.io/tls"]
+    [server] = [d for d in own if d["kind"] == "Deployment" and d["metadata"]["name"] == "t-ftpipeline-redis"]
+    assert "my-redis-cert" in str(server["spec"]["template"]["spec"]["volumes"])
 
 
 def test_the_operator_runs_its_image_for_pipelines_without_one_and_mounts_no_pipeline_storage() -> None:
@@ -95,7 +127,7 @@ def test_the_operator_runs_its_image_for_pipelines_without_one_and_mounts_no_pip
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert env["FTPIPELINE_DEFAULT_IMAGE"] == "localhost/ftpipeline:e2e"
     assert env["FTPIPELINE_DEFAULT_IMAGE_PULL_POLICY"] == "Never"
-    assert [v["name"] for v in pod["volumes"]] == ["tmp"]
+    assert [v["name"] for v in pod["volumes"]] == ["tmp", "redis-ca", "zookeeper-ca"]  # and the stores' CAs
     refused = helm("template", "t", str(CHART), "--set", "operator.volumes[0].name=data", check=False)
     assert refused.returncode != 0 and "volumes" in refused.stderr
 

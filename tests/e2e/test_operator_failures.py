@@ -94,6 +94,8 @@ CASES: dict[str, tuple[Any, str, str]] = {   # edit, reason, what the one line m
     "certificate": (lambda d: d["spec"].update(tls={"secretName": "foreign-cert"}),
                     "Rejected", "spec.tls.secretName: Secret foreign-cert: tls.crt names worker.example.com, not "
                                 "ftpipeline-worker"),
+    "function": (lambda d: d["spec"]["stages"][1]["transform"].update(function="nosuch"),
+                 "RestartBudgetExhausted", "spec.stages[1].transform.function: "),
     "existing": (earlier_output, "ExistingOutput",
                  "/out already holds output (steps up to 2) and spec.stages[3].sink.existingOutput is fail"),
 }
@@ -167,8 +169,13 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 
 def test_the_operator_holds_no_pipeline_storage(kube: client.ApiClient, installed: str) -> None:
-    """The operator pod mounts nothing but its own scratch space: it never needs a pipeline's volumes."""
+    """The operator pod mounts nothing but its own scratch space and the stores' CAs: it never needs a
+    pipeline's volumes, nor a store's key."""
     core = client.CoreV1Api(kube)
     [pod] = core.list_namespaced_pod(installed, label_selector="app.kubernetes.io/component=operator").items
-    assert {v.name for v in pod.spec.volumes} <= {"tmp", *{v.name for v in pod.spec.volumes if v.projected}}
+    assert {v.name for v in pod.spec.volumes} <= {"tmp", "redis-ca", "zookeeper-ca",
+                                                  *{v.name for v in pod.spec.volumes if v.projected}}
     assert all(v.host_path is None and v.persistent_volume_claim is None for v in pod.spec.volumes)
+    for v in pod.spec.volumes:
+        if v.secret is not None:
+            assert [(i.key, i.path) for i in v.secret.items] == [("ca.crt", "ca.crt")], v

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import textwrap
@@ -16,6 +15,7 @@ import redis
 import yaml
 from kazoo.client import KazooClient
 
+from ftpipeline.embedded.ports import free_port
 from ftpipeline.oracle import compare
 from ftpipeline.spec import load_pipeline
 
@@ -161,12 +161,6 @@ def test_existing_output_is_not_overwritten_silently(tmp_path: Path, redis_url: 
     assert run_cli(pipeline, tmp_path / "run3", "--redis-url", redis_url, "--overwrite").code == 0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _serve(args: list[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-m", "ftpipeline.cli", *args], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -186,7 +180,7 @@ def _until(check: Callable[[], object], timeout_s: float) -> None:
 
 def test_serve_redis_and_zookeeper_are_real_servers(tmp_path: Path) -> None:
     """The chart's in-cluster Redis and ZooKeeper come from the project image through these commands."""
-    rport, zport = _free_port(), _free_port()
+    rport, zport = free_port(), free_port()
     servers = [_serve(["serve-redis", "--port", str(rport), "--bind", "127.0.0.1", "--dir", str(tmp_path / "r")]),
                _serve(["serve-zookeeper", "--port", str(zport), "--dir", str(tmp_path / "z")])]
     try:
@@ -206,36 +200,46 @@ def test_serve_redis_and_zookeeper_are_real_servers(tmp_path: Path) -> None:
             p.wait(30)
 
 
-def test_a_pipeline_runs_and_recovers_as_its_own_redis_user_and_zookeeper_identity(tmp_path: Path) -> None:
-    """The servers as the chart runs them (a Redis admin password, a ZooKeeper super user); the pipeline
-    given only its own user and identity, as the operator gives them. Every command the run sends, a
-    recovery's and a checkpoint's included, must be one its access allows; the output equals the oracle."""
+def test_a_pipeline_runs_and_recovers_as_its_own_redis_user_and_zookeeper_identity_over_tls(tmp_path: Path) -> None:
+    """The servers as the chart runs them (a Redis admin password, a ZooKeeper super user, TLS alone on the
+    client ports); the pipeline given only its own user and identity, as the operator gives them, over TLS
+    trusting the servers' CA. Every command the run sends, a recovery's and a checkpoint's included, must be
+    one its access allows; the output equals the oracle."""
     from ftpipeline.commandlog import zkaccess
     from ftpipeline.commandlog.zkclient import connect, with_identity
     from ftpipeline.control import access
+    from ftpipeline.worker.tls import generate
 
     from .pipelines import identity_of
 
+    tls = generate("stores", ("localhost",)).write(tmp_path / "tls")
+    ca = tls / "ca.crt"
     (tmp_path / "admin").write_text("redis-admin\n")
     (tmp_path / "super").write_text("zk-super\n")
-    rport, zport = _free_port(), _free_port()
+    rport, zport, probe = free_port(), free_port(), free_port()
     servers = [_serve(["serve-redis", "--port", str(rport), "--bind", "127.0.0.1", "--dir", str(tmp_path / "r"),
-                       "--admin-password-file", str(tmp_path / "admin")]),
+                       "--admin-password-file", str(tmp_path / "admin"), "--tls-dir", str(tls),
+                       "--unixsocket", str(tmp_path / "redis.sock")]),
                _serve(["serve-zookeeper", "--port", str(zport), "--dir", str(tmp_path / "z"),
-                       "--super-password-file", str(tmp_path / "super")])]
+                       "--super-password-file", str(tmp_path / "super"), "--tls-dir", str(tls),
+                       "--probe-port", str(probe)])]
     try:
-        admin = redis.Redis(port=rport, password="redis-admin")
+        admin = redis.Redis.from_url(f"rediss://:redis-admin@localhost:{rport}/0?ssl_ca_certs={ca}")
         _until(admin.ping, 30)
         with pytest.raises(redis.exceptions.AuthenticationError):
-            redis.Redis(port=rport).set("k", "v")
+            redis.Redis.from_url(f"rediss://localhost:{rport}/0?ssl_ca_certs={ca}").set("k", "v")
+        with pytest.raises(redis.exceptions.ConnectionError):
+            redis.Redis(port=rport, password="redis-admin", socket_timeout=5).ping()  # plaintext: refused
         pipeline = clickstream(tmp_path, "acl", steps=8, workers=2, rows_per_step=3000, checkpoint_every=3)
         key = identity_of(pipeline)
         user = access.grant(admin, key, "pipeline-redis")
-        super_client = connect(with_identity(f"127.0.0.1:{zport}", zkaccess.SUPER_USER, "zk-super"), start_timeout_s=60)
+        hosts = f"localhost:{zport}?ca={ca}"
+        super_client = connect(with_identity(hosts, zkaccess.SUPER_USER, "zk-super"), start_timeout_s=60)
         zk_user = zkaccess.grant(super_client, key, "pipeline-zk")
         run = run_cli(pipeline, tmp_path / "run", "--kill-at-step", "4", "--verify",
-                      "--redis-url", access.with_credentials(f"redis://127.0.0.1:{rport}/0", user, "pipeline-redis"),
-                      "--zookeeper", with_identity(f"127.0.0.1:{zport}", zk_user, "pipeline-zk"))
+                      "--redis-url", access.with_credentials(f"rediss://localhost:{rport}/0?ssl_ca_certs={ca}", user,
+                                                             "pipeline-redis"),
+                      "--zookeeper", with_identity(hosts, zk_user, "pipeline-zk"))
         assert run.code == 0, run.output
         assert run.summary["recoveries"], run.output
         assert all(v["equal"] for v in run.summary["verify"]), run.summary["verify"]

@@ -33,19 +33,46 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
+{{/* Where the operator finds the stores' CAs (ca.crt of each store's TLS Secret); it hands them to every
+pipeline's sidecar at the same path, so the URLs below mean the same file in both (the operator's
+render.STORE_CA_DIR). */}}
+{{- define "ftpipeline.storeCADir" -}}/etc/ftpipeline-stores{{- end -}}
+
+{{/* The Secret with a store's certificate (or only its CA, for an external one); empty: no TLS. */}}
+{{- define "ftpipeline.storeTLSSecret" -}}
+{{- $values := index .root.Values .store -}}
+{{- if $values.tls.enabled -}}
+{{- if $values.tls.existingSecret -}}
+{{ $values.tls.existingSecret }}
+{{- else if $values.enabled -}}
+{{ include "ftpipeline.fullname" .root }}-{{ .store }}-tls
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "ftpipeline.redisUrl" -}}
+{{- $tls := include "ftpipeline.storeTLSSecret" (dict "root" . "store" "redis") -}}
+{{- $url := .Values.redis.externalUrl -}}
 {{- if .Values.redis.enabled -}}
-redis://{{ include "ftpipeline.fullname" . }}-redis.{{ .Release.Namespace }}.svc:6379/0
+{{- $url = printf "%s://%s-redis.%s.svc:6379/0" (ternary "rediss" "redis" (ne $tls "")) (include "ftpipeline.fullname" .) .Release.Namespace -}}
+{{- end -}}
+{{- if $tls -}}
+{{ $url }}{{ ternary "&" "?" (contains "?" $url) }}ssl_ca_certs={{ include "ftpipeline.storeCADir" . }}/redis/ca.crt
 {{- else -}}
-{{ .Values.redis.externalUrl }}
+{{ $url }}
 {{- end -}}
 {{- end -}}
 
 {{- define "ftpipeline.zookeeperConnect" -}}
+{{- $tls := include "ftpipeline.storeTLSSecret" (dict "root" . "store" "zookeeper") -}}
+{{- $hosts := .Values.zookeeper.externalConnect -}}
 {{- if .Values.zookeeper.enabled -}}
-{{ include "ftpipeline.fullname" . }}-zookeeper.{{ .Release.Namespace }}.svc:2181
+{{- $hosts = printf "%s-zookeeper.%s.svc:2181" (include "ftpipeline.fullname" .) .Release.Namespace -}}
+{{- end -}}
+{{- if $tls -}}
+{{ $hosts }}?ca={{ include "ftpipeline.storeCADir" . }}/zookeeper/ca.crt
 {{- else -}}
-{{ .Values.zookeeper.externalConnect }}
+{{ $hosts }}
 {{- end -}}
 {{- end -}}
 

@@ -16,12 +16,20 @@ authenticates with ZooKeeper's digest scheme, and every znode the client
 creates is readable and writable by that identity alone (``zkaccess.py``).
 It stays one string, so it travels as the plain form does: a flag, an
 environment variable filled from a Secret, a field of the pipeline spec.
+
+It may also ask for TLS: ``host:port,...?ca=/path/ca.crt`` connects to the
+servers' secure client port and trusts the servers whose certificate that
+CA signed and names the host (as ``rediss://...?ssl_ca_certs=`` does for
+Redis). The CA is a file path, so the string stays short and free of key
+material; on Kubernetes the operator mounts the file at the same path in
+every pipeline's sidecar.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import parse_qs, quote, unquote
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, OperationTimeoutError, SessionExpiredError
@@ -38,36 +46,73 @@ UNREACHABLE: tuple[type[BaseException], ...] = (ConnectionLoss, ConnectionClosed
 
 
 DIGEST = "digest://"
+OPTIONS = ("ca",)  # what a connect string's ?query may set
+
+
+@dataclass(frozen=True)
+class ConnectString:
+    hosts: str                             # host:port,...[/chroot], as kazoo takes it
+    identity: tuple[str, str] | None = None  # digest (user, password)
+    ca: str | None = None                  # TLS, trusting this CA file
+
+    def __str__(self) -> str:
+        head = ""
+        if self.identity is not None:
+            user, password = self.identity
+            head = f"{DIGEST}{quote(user, safe='')}:{quote(password, safe='')}@"
+        return f"{head}{self.hosts}" + (f"?ca={quote(self.ca, safe='/')}" if self.ca else "")
+
+
+def parse_connect(connect_string: str) -> ConnectString:
+    """The parts of a connect string (see the module's docstring); a malformed one is a ValueError naming
+    what is wrong, never a connection attempt to a wrong host."""
+    rest, question, query = connect_string.partition("?")
+    ca = None
+    if question:
+        options = parse_qs(query, keep_blank_values=True, strict_parsing=True)
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise ValueError(f"ZooKeeper connect string: unknown option {', '.join(unknown)} (known: {', '.join(OPTIONS)})")
+        ca = options["ca"][-1]
+        if not ca:
+            raise ValueError("ZooKeeper connect string: ?ca= names no file")
+    if not rest.startswith(DIGEST):
+        return ConnectString(rest, None, ca)
+    credentials, at, hosts = rest[len(DIGEST):].rpartition("@")
+    user, colon, password = credentials.partition(":")
+    if not at or not colon or not user:
+        raise ValueError("a digest:// ZooKeeper connect string is digest://user:password@host:port,...")
+    return ConnectString(hosts, (unquote(user), unquote(password)), ca)
 
 
 def parse(connect_string: str) -> tuple[str, tuple[str, str] | None]:
     """The hosts, and the digest identity (user, password) if the string carries one."""
-    if not connect_string.startswith(DIGEST):
-        return connect_string, None
-    credentials, at, hosts = connect_string[len(DIGEST):].rpartition("@")
-    user, colon, password = credentials.partition(":")
-    if not at or not colon or not user:
-        raise ValueError("a digest:// ZooKeeper connect string is digest://user:password@host:port,...")
-    return hosts, (unquote(user), unquote(password))
+    parts = parse_connect(connect_string)
+    return parts.hosts, parts.identity
 
 
 def with_identity(connect_string: str, user: str, password: str) -> str:
-    """``connect_string`` authenticating as ``user`` instead of any identity it has."""
-    hosts, _ = parse(connect_string)
-    return f"{DIGEST}{quote(user, safe='')}:{quote(password, safe='')}@{hosts}"
+    """``connect_string`` authenticating as ``user`` instead of any identity it has (its TLS kept)."""
+    parts = parse_connect(connect_string)
+    return str(ConnectString(parts.hosts, (user, password), parts.ca))
 
 
-def connect(hosts: str, timeout_s: float = 10.0, start_timeout_s: float | None = 30.0) -> KazooClient:
+def connect(hosts: str, timeout_s: float = 10.0, start_timeout_s: float | None = 30.0,
+            client_id: tuple[int, bytes] | None = None) -> KazooClient:
     """A started client (``start_timeout_s=None``: not started) with the reconnect policy above.
     ``timeout_s`` is the session timeout: for a worker, its heartbeat timeout. ``hosts`` may carry a
     digest identity (see the module's docstring)."""
-    plain, identity = parse(hosts)
-    auth: dict[str, Any] = {}
-    if identity is not None:
-        user, password = identity
-        auth = {"auth_data": [("digest", f"{user}:{password}")],
-                "default_acl": [make_digest_acl(user, password, all=True)]}
-    client = KazooClient(hosts=plain, timeout=timeout_s, connection_retry=KazooRetry(**RECONNECT), **auth)
+    parts = parse_connect(hosts)
+    options: dict[str, Any] = {}
+    if parts.identity is not None:
+        user, password = parts.identity
+        options = {"auth_data": [("digest", f"{user}:{password}")],
+                   "default_acl": [make_digest_acl(user, password, all=True)]}
+    if parts.ca is not None:
+        options.update(use_ssl=True, ca=parts.ca, verify_certs=True, check_hostname=True)
+    if client_id is not None:  # a session of another client (fault injection: closing it expires theirs)
+        options["client_id"] = client_id
+    client = KazooClient(hosts=parts.hosts, timeout=timeout_s, connection_retry=KazooRetry(**RECONNECT), **options)
     if start_timeout_s is not None:
         client.start(timeout=start_timeout_s)
     return client

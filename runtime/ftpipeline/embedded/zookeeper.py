@@ -4,6 +4,13 @@ PySpark ships ``zookeeper-3.9.x.jar`` with its dependencies, and the JRE it
 needs is already required; ``ZooKeeperServerMain PORT DATADIR`` runs a
 standalone server from them. Started on a free loopback port when the
 pipeline names no ZooKeeper, stopped when the run ends.
+
+The same command serves the chart's in-cluster ZooKeeper (``ftpipeline
+serve-zookeeper``), where it may serve clients over TLS alone: its client
+port is then Netty's secure port, with the certificate from a
+``kubernetes.io/tls``-style directory (``ca.crt``, ``tls.crt``,
+``tls.key``), and a plaintext port stays open on the loopback interface
+only, for the readiness probe's ``srvr`` inside the pod.
 """
 
 from __future__ import annotations
@@ -17,18 +24,13 @@ from pathlib import Path
 from types import TracebackType
 
 from ftpipeline.embedded.orphans import reap, record
+from ftpipeline.embedded.ports import free_port
 
 
 def pyspark_jars() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent / "jars"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 TICK_MS = 500  # session timeouts (worker heartbeats) may then be chosen between 1 s and 10 s
@@ -42,9 +44,47 @@ TICK_MS = 500  # session timeouts (worker heartbeats) may then be chosen between
 ZOOKEEPER_JAVA_OPTIONS = "-Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-def zookeeper_command(data_dir: Path, port: int, super_digest: str | None = None) -> list[str]:
-    """A standalone ZooKeeper server from PySpark's jars, listening on every interface. ``super_digest``
-    (``super:<digest>``, ``commandlog/zkaccess.py``): whoever authenticates with it passes every ACL."""
+def _keystore(tls_dir: Path, conf_dir: Path) -> Path:
+    """ZooKeeper's PEM key store: the key as PKCS#8 (its reader takes no other form) and the certificate
+    chain, one file readable by its owner alone; rewritten on every start, so a renewed Secret applies."""
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key((tls_dir / "tls.key").read_bytes(), password=None)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()) + (tls_dir / "tls.crt").read_bytes()
+    path = conf_dir / "keystore.pem"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(pem)
+    return path
+
+
+def zookeeper_config(data_dir: Path, port: int, tls_dir: Path | None = None, probe_port: int | None = None,
+                     conf_dir: Path | None = None) -> Path:
+    """``zoo.cfg`` in ``conf_dir`` (default: ``data_dir``). Plaintext clients on ``port``, every interface;
+    with ``tls_dir``, TLS clients alone on ``port`` and plaintext on ``probe_port`` of the loopback interface."""
+    conf_dir = conf_dir or data_dir
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    lines = [f"tickTime={TICK_MS}", f"dataDir={data_dir}", "admin.enableServer=false"]
+    if tls_dir is None:
+        lines.append(f"clientPort={port}")
+    else:
+        if probe_port is None:
+            raise ValueError("a TLS ZooKeeper needs a loopback probe port")
+        lines += [f"clientPort={probe_port}", "clientPortAddress=127.0.0.1", f"secureClientPort={port}",
+                  "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+                  f"ssl.keyStore.location={_keystore(tls_dir, conf_dir)}", "ssl.keyStore.type=PEM",
+                  "ssl.clientAuth=none"]  # clients authenticate with their digest identity
+    path = conf_dir / "zoo.cfg"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def zookeeper_command(data_dir: Path, port: int, super_digest: str | None = None, tls_dir: Path | None = None,
+                      probe_port: int | None = None, conf_dir: Path | None = None) -> list[str]:
+    """A standalone ZooKeeper server from PySpark's jars, listening on every interface (its configuration
+    written by ``zookeeper_config``). ``super_digest`` (``super:<digest>``, ``commandlog/zkaccess.py``):
+    whoever authenticates with it passes every ACL."""
     java = shutil.which("java") or (Path(os.environ.get("JAVA_HOME", "/nonexistent")) / "bin" / "java")
     jars = pyspark_jars()
     if not any(jars.glob("zookeeper-*.jar")):
@@ -53,9 +93,9 @@ def zookeeper_command(data_dir: Path, port: int, super_digest: str | None = None
     options = os.environ.get("FTPIPELINE_ZOOKEEPER_JAVA_OPTIONS", ZOOKEEPER_JAVA_OPTIONS).split()
     if super_digest:
         options.append(f"-Dzookeeper.DigestAuthenticationProvider.superDigest={super_digest}")
+    config = zookeeper_config(data_dir, port, tls_dir, probe_port, conf_dir)
     return [str(java), *options, "-cp", f"{jars}/*", f"-Dlog4j2.configurationFile=file:{log4j}",
-            "-Dzookeeper.admin.enableServer=false", "org.apache.zookeeper.server.ZooKeeperServerMain",
-            str(port), str(data_dir), str(TICK_MS)]
+            "org.apache.zookeeper.server.ZooKeeperServerMain", str(config)]
 
 
 def serving(port: int) -> bool:
@@ -78,21 +118,30 @@ def serving(port: int) -> bool:
 
 
 class EmbeddedZooKeeper:
-    def __init__(self, directory: Path, super_digest: str | None = None) -> None:
+    """``tls_dir``: clients connect over TLS alone (``connect`` asks for it), to ``localhost``, the name a
+    test's certificate gives."""
+
+    def __init__(self, directory: Path, super_digest: str | None = None, tls_dir: Path | None = None) -> None:
         self.directory = directory
         self.super_digest = super_digest
+        self.tls_dir = tls_dir
         self.port = 0
+        self.probe_port = 0  # the plaintext port serving() asks: the client port, unless TLS
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def connect(self) -> str:
+        if self.tls_dir is not None:
+            return f"localhost:{self.port}?ca={self.tls_dir / 'ca.crt'}"
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 60.0) -> EmbeddedZooKeeper:
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.port = self.port or _free_port()  # a restart keeps the address its clients know
+        self.port = self.port or free_port()  # a restart keeps the address its clients know
+        self.probe_port = self.probe_port or (free_port() if self.tls_dir is not None else self.port)
         reap(self.directory / "zookeeper.pid", b"ZooKeeperServerMain")  # left by a killed run here
-        args = zookeeper_command(self.directory / "data", self.port, self.super_digest)
+        args = zookeeper_command(self.directory / "data", self.port, self.super_digest, self.tls_dir,
+                                 self.probe_port, conf_dir=self.directory)
         with open(self.directory / "zookeeper.log", "ab") as log:
             self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         record(self.directory / "zookeeper.pid", self._proc.pid)
@@ -100,7 +149,7 @@ class EmbeddedZooKeeper:
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"ZooKeeper exited with {self._proc.returncode}; see {self.directory / 'zookeeper.log'}")
-            if serving(self.port):
+            if serving(self.probe_port):
                 return self
             time.sleep(0.1)
         self.stop()

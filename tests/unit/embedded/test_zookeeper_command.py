@@ -25,4 +25,24 @@ def test_the_environment_replaces_the_options_whole(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("FTPIPELINE_ZOOKEEPER_JAVA_OPTIONS", "-Xmx1g -XX:+UseG1GC")
     args = zookeeper_command(tmp_path, 2181)
     assert jvm_options(args) == ["-Xmx1g", "-XX:+UseG1GC"]
-    assert args[-3:] == ["2181", str(tmp_path), "500"]
+    config = dict(line.split("=", 1) for line in Path(args[-1]).read_text().splitlines())
+    assert (config["clientPort"], config["dataDir"], config["tickTime"]) == ("2181", str(tmp_path), "500")
+
+
+def test_a_tls_server_serves_plaintext_on_the_loopback_probe_port_alone(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    from ftpipeline.worker.tls import generate
+
+    tls = generate("stores", ("localhost",)).write(tmp_path / "tls")
+    args = zookeeper_command(tmp_path / "data", 2181, tls_dir=tls, probe_port=2182, conf_dir=tmp_path / "conf")
+    config = dict(line.split("=", 1) for line in Path(args[-1]).read_text().splitlines())
+    assert config["secureClientPort"] == "2181"
+    assert (config["clientPort"], config["clientPortAddress"]) == ("2182", "127.0.0.1")
+    keystore = Path(config["ssl.keyStore.location"])
+    assert keystore.parent == tmp_path / "conf" and keystore.stat().st_mode & 0o777 == 0o600
+    pem = keystore.read_bytes()
+    assert pem.startswith(b"-----BEGIN PRIVATE KEY-----"), "PKCS#8, the one form ZooKeeper's PEM reader takes"
+    serialization.load_pem_private_key(pem, password=None)
+    with pytest.raises(ValueError, match="probe port"):
+        zookeeper_command(tmp_path / "data", 2181, tls_dir=tls)

@@ -112,7 +112,8 @@ def test_config_map_holds_the_document_ftpipeline_run_would_take() -> None:
     assert doc["metadata"] == {"name": "clicks"}
     assert doc["spec"]["image"] == "registry/ftpipeline:1"
     pod = render.worker_pod(body(), "w0", "r", {})
-    assert {"name": "pipeline", "configMap": {"name": cm["metadata"]["name"]}} in pod["spec"]["volumes"]
+    [volume] = [v for v in pod["spec"]["volumes"] if v["name"] == "pipeline"]
+    assert volume["configMap"]["name"] == cm["metadata"]["name"]
 
 
 def test_the_worker_credentials_are_a_secret_of_the_pipeline_mounted_in_the_sidecar_alone() -> None:
@@ -146,3 +147,19 @@ def test_a_pipeline_user_of_the_shared_redis_reaches_the_sidecar_from_a_secret_n
     own = render.worker_pod(body(redis={"url": "redis://theirs:6379/0"}), "w0", "r", {"redisSecret": "clicks-store"})
     assert {e["name"]: e for e in container(own, "sidecar")["env"]}["FTPIPELINE_REDIS_URL"]["value"] == \
         "redis://theirs:6379/0"
+
+
+def test_the_stores_cas_reach_the_sidecar_alone_at_the_path_the_operators_urls_name() -> None:
+    cm = render.config_map(body(), {"redis": "REDIS CA", "zookeeper": "ZK CA"})
+    assert cm["data"]["redis-ca.crt"] == "REDIS CA" and cm["data"]["zookeeper-ca.crt"] == "ZK CA"
+    pod = render.worker_pod(body(), "w0", "run-a", {"storeCAs": "redis,zookeeper"})
+    [volume] = [v for v in pod["spec"]["volumes"] if v["name"] == "store-ca"]
+    assert volume["configMap"]["items"] == [{"key": "redis-ca.crt", "path": "redis/ca.crt"},
+                                            {"key": "zookeeper-ca.crt", "path": "zookeeper/ca.crt"}]
+    [mount] = [m for m in container(pod, "sidecar")["volumeMounts"] if m["name"] == "store-ca"]
+    assert mount["mountPath"] == render.STORE_CA_DIR == "/etc/ftpipeline-stores"  # the chart's storeCADir
+    assert "store-ca" not in str(container(pod, "spark")), "user code needs no way to the stores"
+    [document] = [v for v in pod["spec"]["volumes"] if v["name"] == "pipeline"]
+    assert document["configMap"]["items"] == [{"key": "pipeline.yaml", "path": "pipeline.yaml"}]
+    plain = render.worker_pod(body(), "w0", "run-a", {})
+    assert not [v for v in plain["spec"]["volumes"] if v["name"] == "store-ca"]

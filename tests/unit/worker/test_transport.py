@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Iterator
 
 import pyarrow.flight as flight
 import pytest
 
+from ftpipeline.embedded.ports import free_port
 from ftpipeline.worker.transport import SidecarClient, Unreachable, call_each
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Refusing(flight.FlightServerBase):  # type: ignore[misc]
