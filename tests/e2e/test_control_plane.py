@@ -35,12 +35,13 @@ import base64
 import itertools
 import os
 import subprocess
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -117,12 +118,14 @@ def _secret(core: client.CoreV1Api, namespace: str, name: str, key: str) -> str:
 
 def _chart_redis(core: client.CoreV1Api, operator_ns: str, url: str) -> redis.Redis:
     """A client of the chart's Redis from this machine, with the credentials ``url`` carries: its host
-    (the Service's DNS name, which only pods resolve) replaced by the Service's cluster IP."""
+    (the Service's DNS name, which only pods resolve) replaced by the Service's cluster IP, over TLS
+    trusting the chart's Redis CA (by address, so the name is not checked here: the sidecars check it)."""
     ip = core.read_namespaced_service("ftp-ftpipeline-redis", operator_ns).spec.cluster_ip
-    parts = urlsplit(url)
-    credentials = parts.netloc.rpartition("@")[0]
-    return redis.Redis.from_url(urlunsplit((parts.scheme, f"{credentials}@{ip}:6379", parts.path, "", "")),
-                                socket_timeout=10)
+    ca = Path(tempfile.mkdtemp()) / "ca.crt"
+    ca.write_text(_secret(core, operator_ns, "ftp-ftpipeline-redis-tls", "ca.crt"))
+    credentials = urlsplit(url).netloc.rpartition("@")[0]
+    return redis.Redis.from_url(f"rediss://{credentials}@{ip}:6379/0", socket_timeout=10, ssl_ca_certs=str(ca),
+                                ssl_check_hostname=False)
 
 
 def _one_pipeline_cannot_touch_the_others_redis_keys(core: client.CoreV1Api, api: client.CustomObjectsApi,

@@ -30,7 +30,7 @@ from ftpipeline.worker.tls import SERVER_NAME, generate
 
 from .conftest import dump_operator, failed
 from .test_operator import (GROUP, HOST_ROOT, PLURAL, VERSION, _install, _writable_dir, create_pipeline, finished,
-                            host_claim, new_namespace, oracle_spec, pipeline)
+                            host_claim, new_namespace, oracle_spec, pipeline, wait_for)
 
 pytestmark = pytest.mark.skipif(not os.environ.get("KUBECONFIG"), reason="no cluster")
 
@@ -144,8 +144,11 @@ def test_broken_pipelines_end_failed_in_one_line_while_a_healthy_one_runs(
         if reason == "RestartBudgetExhausted":  # tried again once (maxRestarts: 1), then given up
             assert final["lastFailure"]["attempt"] == 2, (case, final)
             assert "restart budget spent" in final["message"]
-        events = core.list_namespaced_event(tenant, field_selector=f"involvedObject.name={names[case]}").items
-        assert any(e.reason == reason and named in e.message and "\n" not in e.message for e in events), case
+        def posted(name: str = names[case], reason: str = reason, named: str = named) -> bool:
+            events = core.list_namespaced_event(tenant, field_selector=f"involvedObject.name={name}").items
+            return any(e.reason == reason and named in e.message and "\n" not in e.message for e in events)
+
+        wait_for(f"{case}'s {reason} Event", posted, 30)  # Kopf posts Events from a queue: after the status
         pods = core.list_namespaced_pod(tenant, label_selector=f"ftpipeline.io/pipeline={names[case]}").items
         assert not [p for p in pods if p.metadata.deletion_timestamp is None
                     and p.status.phase in ("Pending", "Running")], f"{case}: pods left running"
