@@ -17,6 +17,14 @@ ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr
     PYTHONUNBUFFERED=1 JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64
 RUN python3 -m venv /opt/venv
 
+# The Kafka broker's jars, pinned with their digests (runtime/ftpipeline/embedded/kafkajars.py, which runs
+# on the standard library alone): a layer of its own, rebuilt only when the lock changes.
+COPY runtime/ftpipeline/embedded/kafkajars.py runtime/ftpipeline/embedded/kafka.lock /opt/kafka-lock/
+RUN --mount=type=secret,id=pip_cert,required=false \
+    if [ -s /run/secrets/pip_cert ]; then export SSL_CERT_FILE=/run/secrets/pip_cert; fi \
+ && python3 /opt/kafka-lock/kafkajars.py fetch /opt/kafka
+ENV FTPIPELINE_KAFKA_JARS=/opt/kafka
+
 WORKDIR /opt/ftpipeline
 COPY pyproject.toml README.md ./
 COPY runtime runtime

@@ -13,10 +13,8 @@ import dataclasses
 import faulthandler
 import json
 import logging
-import os
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,7 +29,6 @@ from kazoo.client import KazooClient
 from ftpipeline.barrier import ParquetBundleSink
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.cluster.local import LocalCluster
-from ftpipeline.commandlog.zkaccess import super_digest
 from ftpipeline.commandlog.zkclient import connect as zk_connect
 from ftpipeline.coordinator.coordinator import Coordinator, Observer, PipelineFailed, RunResult
 from ftpipeline.coordinator.faults import FaultPlan
@@ -40,13 +37,12 @@ from ftpipeline.coordinator.session import open_session
 from ftpipeline.coordinator.trigger import Reason
 from ftpipeline.dataflow.deadletter import default_dead_letter_root
 from ftpipeline.dataflow.graph import Graph
-from ftpipeline.embedded.redis import prepare_acl_file, redis_command
-from ftpipeline.embedded.zookeeper import zookeeper_command
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.obs.errors import one_line, redacted
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.obs.spans import busy_seconds, step_spans
+from ftpipeline.servers import add_server_parsers
 from ftpipeline.spec.cores import master_for_process
 from ftpipeline.spec.load import SpecError, load_pipeline
 from ftpipeline.spec.model import PipelineSpec
@@ -361,28 +357,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    """Become the server (exec): in a container it is then the process signals and the kubelet see."""
-    args.dir.mkdir(parents=True, exist_ok=True)
-    if args.command == "serve-redis":
-        aclfile = None
-        if args.admin_password_file is not None:
-            aclfile = prepare_acl_file(args.dir, args.admin_password_file.read_text().strip())
-        command = redis_command(args.dir, port=args.port, bind=args.bind, appendonly=args.appendonly,
-                                appendfsync=args.appendfsync, aclfile=aclfile, tls_dir=args.tls_dir,
-                                unixsocket=args.unixsocket)
-    else:
-        digest = None
-        if args.super_password_file is not None:
-            digest = super_digest(args.super_password_file.read_text().strip())
-        # its configuration (and with TLS the key store) in a directory of its own, never on the data volume
-        conf = Path(tempfile.mkdtemp(prefix="ftpipeline-zookeeper-"))
-        command = zookeeper_command(args.dir, args.port, digest, tls_dir=args.tls_dir, probe_port=args.probe_port,
-                                    conf_dir=conf)
-    sys.stdout.flush()
-    os.execv(command[0], command)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ftpipeline", description="Fault-tolerant PySpark pipelines.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -452,34 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--steps", type=int, help="compare steps 1..N (default: every released step)")
     verify.set_defaults(func=cmd_verify)
 
-    for name, port, what in (("serve-redis", 6379, "a Redis server for lineage"),
-                             ("serve-zookeeper", 2181, "a standalone ZooKeeper server (from PySpark's jars)")):
-        serve = sub.add_parser(name, help=f"run {what}: the chart's in-cluster default, from the same image")
-        serve.add_argument("--port", type=int, default=port, help=f"port to listen on (default {port})")
-        if name == "serve-redis":  # ZooKeeper's standalone server always listens on every interface
-            serve.add_argument("--bind", default="0.0.0.0", help="address to listen on (default: every interface)")
-            serve.add_argument("--appendonly", action="store_true",
-                               help="keep an append-only file in --dir (fsync every second): a restart keeps the data")
-            serve.add_argument("--appendfsync", choices=["everysec", "always"], default="everysec",
-                               help="with --appendonly: fsync every second (a machine's crash may lose the last "
-                                    "second of writes) or after every write (nothing lost, slower)")
-            serve.add_argument("--admin-password-file", type=Path, metavar="FILE",
-                               help="require authentication: the admin (default user) has the password in FILE; "
-                                    "pipelines' own users are kept in --dir/users.acl across restarts")
-            serve.add_argument("--unixsocket", type=Path, metavar="PATH",
-                               help="also listen on this Unix socket (owner only), e.g. for a readiness probe")
-        else:
-            serve.add_argument("--super-password-file", type=Path, metavar="FILE",
-                               help="the super user (the operator: it passes every ACL) has the password in FILE; "
-                                    "each pipeline's znodes are then its own (digest ACLs)")
-            serve.add_argument("--probe-port", type=int, default=2182,
-                               help="with --tls-dir: a plaintext port on the loopback interface alone, for a "
-                                    "readiness probe inside the pod (default 2182)")
-        serve.add_argument("--dir", type=Path, default=Path("/tmp") / name, help="working/data directory")
-        serve.add_argument("--tls-dir", type=Path, metavar="DIR",
-                           help="serve clients over TLS alone, with DIR/tls.crt and DIR/tls.key (and DIR/ca.crt, "
-                                "the files of a kubernetes.io/tls Secret)")
-        serve.set_defaults(func=cmd_serve)
+    add_server_parsers(sub)
     return parser
 
 

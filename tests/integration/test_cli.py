@@ -200,6 +200,43 @@ def test_serve_redis_and_zookeeper_are_real_servers(tmp_path: Path) -> None:
             p.wait(30)
 
 
+def test_serve_kafka_is_a_real_broker_that_keeps_its_log_across_a_restart(tmp_path: Path) -> None:
+    """The chart's optional in-cluster broker: the pinned jars, KRaft formatted once, the data kept on --dir."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from ftpipeline.embedded.kafka import serving
+
+    port, controller = free_port(), free_port()
+    args = ["serve-kafka", "--port", str(port), "--controller-port", str(controller), "--bind", "127.0.0.1",
+            "--dir", str(tmp_path / "k")]
+    bootstrap = f"127.0.0.1:{port}"
+    broker = _serve(args)
+    try:
+        _until(lambda: serving(bootstrap) or (_ for _ in ()).throw(RuntimeError("not yet")), 90)
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures fail if it is collected first
+        for future in admin.create_topics([NewTopic("t", 1, 1)]).values():
+            future.result(30)
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        producer.produce("t", value=b"kept")
+        assert producer.flush(30) == 0
+        broker.terminate()
+        broker.wait(60)
+        broker = _serve(args)  # formatted already: the same cluster, the same log
+        _until(lambda: serving(bootstrap) or (_ for _ in ()).throw(RuntimeError("not yet")), 90)
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "auto.offset.reset": "earliest"})
+        consumer.subscribe(["t"])
+        deadline, got = time.monotonic() + 30, None
+        while got is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            got = message.value() if message is not None and message.error() is None else None
+        consumer.close()
+        assert got == b"kept"
+    finally:
+        broker.terminate()
+        broker.wait(60)
+
+
 def test_a_pipeline_runs_and_recovers_as_its_own_redis_user_and_zookeeper_identity_over_tls(tmp_path: Path) -> None:
     """The servers as the chart runs them (a Redis admin password, a ZooKeeper super user, TLS alone on the
     client ports); the pipeline given only its own user and identity, as the operator gives them, over TLS

@@ -19,15 +19,12 @@ import filecmp
 import hashlib
 import os
 import shutil
-import subprocess
-import time
 from pathlib import Path
-from types import TracebackType
 
 import redis
 
-from ftpipeline.embedded.orphans import reap, record
 from ftpipeline.embedded.ports import free_port
+from ftpipeline.embedded.process import ServerProcess
 
 
 def _bundled_redis_server() -> str | None:
@@ -114,18 +111,22 @@ def redis_command(directory: Path, port: int = 0, bind: str = "127.0.0.1", unixs
     return args
 
 
-class EmbeddedRedis:
+class EmbeddedRedis(ServerProcess):
     """Start ``redis-server`` on a Unix socket in ``directory``; ``url`` connects to it. ``tls_dir``: also
     on a loopback TCP port that speaks TLS alone, which ``url`` then names (as ``localhost``, the name a
-    test's certificate gives)."""
+    test's certificate gives). A ``kill`` with ``appendonly`` loses nothing Redis acknowledged: it writes a
+    command to the file before it replies (only a crash of the machine loses what was not yet fsynced, up
+    to a second)."""
+
+    what, stem, marker = "redis-server", "redis", b"redis-server"
+    stop_grace_s = 5.0
 
     def __init__(self, directory: Path, appendonly: bool = False, tls_dir: Path | None = None) -> None:
-        self.directory = directory
+        super().__init__(directory)
         self.appendonly = appendonly
         self.tls_dir = tls_dir
         self.port = 0
         self.socket = directory / "redis.sock"
-        self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -133,53 +134,21 @@ class EmbeddedRedis:
             return f"rediss://localhost:{self.port}/0?ssl_ca_certs={self.tls_dir / 'ca.crt'}"
         return f"unix://{self.socket}"
 
+    def _answers(self) -> bool:
+        if not self.socket.exists():
+            return False
+        try:
+            return bool(redis.Redis.from_url(f"unix://{self.socket}").ping())
+        except redis.ConnectionError:
+            return False
+
     def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._reap()
         if self.socket.exists():
             self.socket.unlink()
-        reap(self.directory / "redis.pid", b"redis-server")  # left by a killed run in this directory
         if self.tls_dir is not None:
             self.port = self.port or free_port()  # a restart keeps the address its clients know
         args = redis_command(self.directory, port=self.port, unixsocket=self.socket, appendonly=self.appendonly,
                              tls_dir=self.tls_dir)
-        log = open(self.directory / "redis.log", "ab")
-        self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        log.close()
-        record(self.directory / "redis.pid", self._proc.pid)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {self._proc.returncode}; see {self.directory / 'redis.log'}")
-            if self.socket.exists():
-                try:
-                    redis.Redis.from_url(f"unix://{self.socket}").ping()
-                    return self
-                except redis.ConnectionError:
-                    pass
-            time.sleep(0.02)
-        self.stop()
-        raise TimeoutError(f"redis-server did not open {self.socket} within {timeout_s}s")
-
-    def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        self._proc = None
-
-    def kill(self) -> None:
-        """SIGKILL, as a crash. With ``appendonly`` nothing Redis acknowledged is lost: it writes a command to
-        the file before it replies (only a crash of the machine loses what was not yet fsynced, up to a second)."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait()
-        self._proc = None
-
-    def __enter__(self) -> EmbeddedRedis:
-        return self.start()
-
-    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        self.stop()
+        self._launch(args, self._answers, timeout_s, interval_s=0.02)
+        return self

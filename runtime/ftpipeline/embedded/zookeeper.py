@@ -18,13 +18,10 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
-import time
 from pathlib import Path
-from types import TracebackType
 
-from ftpipeline.embedded.orphans import reap, record
 from ftpipeline.embedded.ports import free_port
+from ftpipeline.embedded.process import ServerProcess
 
 
 def pyspark_jars() -> Path:
@@ -117,17 +114,18 @@ def serving(port: int) -> bool:
     return b"Mode:" in reply
 
 
-class EmbeddedZooKeeper:
+class EmbeddedZooKeeper(ServerProcess):
     """``tls_dir``: clients connect over TLS alone (``connect`` asks for it), to ``localhost``, the name a
     test's certificate gives."""
 
+    what, stem, marker = "ZooKeeper", "zookeeper", b"ZooKeeperServerMain"
+
     def __init__(self, directory: Path, super_digest: str | None = None, tls_dir: Path | None = None) -> None:
-        self.directory = directory
+        super().__init__(directory)
         self.super_digest = super_digest
         self.tls_dir = tls_dir
         self.port = 0
         self.probe_port = 0  # the plaintext port serving() asks: the client port, unless TLS
-        self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def connect(self) -> str:
@@ -136,44 +134,10 @@ class EmbeddedZooKeeper:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 60.0) -> EmbeddedZooKeeper:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._reap()
         self.port = self.port or free_port()  # a restart keeps the address its clients know
         self.probe_port = self.probe_port or (free_port() if self.tls_dir is not None else self.port)
-        reap(self.directory / "zookeeper.pid", b"ZooKeeperServerMain")  # left by a killed run here
         args = zookeeper_command(self.directory / "data", self.port, self.super_digest, self.tls_dir,
                                  self.probe_port, conf_dir=self.directory)
-        with open(self.directory / "zookeeper.log", "ab") as log:
-            self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        record(self.directory / "zookeeper.pid", self._proc.pid)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"ZooKeeper exited with {self._proc.returncode}; see {self.directory / 'zookeeper.log'}")
-            if serving(self.probe_port):
-                return self
-            time.sleep(0.1)
-        self.stop()
-        raise TimeoutError(f"ZooKeeper did not serve on {self.port} within {timeout_s}s")
-
-    def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        self._proc = None
-
-    def kill(self) -> None:
-        """SIGKILL, as a crash: no clean shutdown (its data directory is kept; ``start`` restarts it)."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait()
-        self._proc = None
-
-    def __enter__(self) -> EmbeddedZooKeeper:
-        return self.start()
-
-    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        self.stop()
+        self._launch(args, lambda: serving(self.probe_port), timeout_s)
+        return self

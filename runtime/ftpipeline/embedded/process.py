@@ -1,0 +1,80 @@
+"""The process of an embedded server (Redis, ZooKeeper, Kafka): one lifecycle for all three.
+
+    (stopped) --start: reap a killed run's server, launch, probe until ready--> (serving)
+    (serving) --stop: SIGTERM, then SIGKILL after a grace--> (stopped)
+    (serving) --kill: SIGKILL, as a crash--> (stopped; its data kept, so start is a restart)
+
+Each server records its pid in its directory (``orphans.py``), so a run
+killed without cleaning up cannot leave a second server on the same data,
+and logs to ``<name>.log`` there. "Ready" is the server's own probe: a
+session opened, a ping answered, a metadata request served — never only a
+port that listens.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from ftpipeline.embedded.orphans import reap, record
+
+
+class ServerProcess:
+    what = "server"          # in errors: "ZooKeeper exited with 1"
+    stem = "server"          # <stem>.pid and <stem>.log in the directory
+    marker = b""             # in a recorded pid's command line: it is still ours to kill
+    stop_grace_s = 10.0
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 60.0) -> Self:
+        raise NotImplementedError
+
+    def _reap(self) -> None:
+        """Kill the server a killed run left in this directory (before anything touches its data)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        reap(self.directory / f"{self.stem}.pid", self.marker)
+
+    def _launch(self, args: list[str], ready: Callable[[], bool], timeout_s: float, interval_s: float = 0.1) -> None:
+        with open(self.directory / f"{self.stem}.log", "ab") as log:
+            self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        record(self.directory / f"{self.stem}.pid", self._proc.pid)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"{self.what} exited with {self._proc.returncode}; "
+                                   f"see {self.directory / f'{self.stem}.log'}")
+            if ready():
+                return
+            time.sleep(interval_s)
+        self.stop()
+        raise TimeoutError(f"{self.what} was not ready within {timeout_s}s; see {self.directory / f'{self.stem}.log'}")
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(self.stop_grace_s)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: no clean shutdown; the data directory is kept and ``start`` restarts it."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._proc = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()

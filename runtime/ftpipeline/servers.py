@@ -1,0 +1,127 @@
+"""The servers a pipeline depends on, as commands: the chart runs them from the project image.
+
+``ftpipeline serve-redis``, ``serve-zookeeper`` and ``serve-kafka`` each
+become the server (``exec``), so in a container the server is the process
+that signals and the kubelet see. They are the same commands the embedded
+servers of ``ftpipeline run`` and the tests use (``embedded/``), with the
+chart's settings as flags: credentials, TLS, persistence.
+``ftpipeline fetch-kafka`` downloads the broker's pinned jars ahead of time
+(the image build does; a run otherwise fetches them on first use).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from ftpipeline.commandlog.zkaccess import super_digest
+from ftpipeline.embedded import kafka, kafkajars
+from ftpipeline.embedded.redis import prepare_acl_file, redis_command
+from ftpipeline.embedded.zookeeper import zookeeper_command
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Become the server (exec)."""
+    args.dir.mkdir(parents=True, exist_ok=True)
+    if args.command == "serve-redis":
+        aclfile = None
+        if args.admin_password_file is not None:
+            aclfile = prepare_acl_file(args.dir, args.admin_password_file.read_text().strip())
+        command = redis_command(args.dir, port=args.port, bind=args.bind, appendonly=args.appendonly,
+                                appendfsync=args.appendfsync, aclfile=aclfile, tls_dir=args.tls_dir,
+                                unixsocket=args.unixsocket)
+    elif args.command == "serve-zookeeper":
+        digest = None
+        if args.super_password_file is not None:
+            digest = super_digest(args.super_password_file.read_text().strip())
+        # its configuration (and with TLS the key store) in a directory of its own, never on the data volume
+        conf = Path(tempfile.mkdtemp(prefix="ftpipeline-zookeeper-"))
+        command = zookeeper_command(args.dir, args.port, digest, tls_dir=args.tls_dir, probe_port=args.probe_port,
+                                    conf_dir=conf)
+    else:
+        jars = args.jars or kafkajars.jars_dir()
+        kafkajars.fetch(jars)
+        conf = Path(tempfile.mkdtemp(prefix="ftpipeline-kafka-"))
+        command = kafka.prepare(conf, args.dir, args.port, args.controller_port, advertise=args.advertise,
+                                bind=args.bind, jars=jars)
+    sys.stdout.flush()
+    os.execv(command[0], command)
+
+
+def cmd_fetch_kafka(args: argparse.Namespace) -> int:
+    console = Console()
+    jars = kafkajars.locked()
+    directory = args.dir or kafkajars.jars_dir()
+    wanted = kafkajars.missing(directory, jars)
+    if not wanted:
+        console.print(f"Kafka {kafkajars.KAFKA_VERSION}: all {len(jars)} jars are in {directory}")
+        return 0
+    with Progress(TextColumn("fetching Kafka {task.fields[version]} jars"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[mb]:.1f} MB"), console=console) as progress:
+        task = progress.add_task("fetch", total=len(wanted), version=kafkajars.KAFKA_VERSION, mb=0.0)
+        fetched = 0
+
+        def done(jar: kafkajars.Jar, size: int) -> None:
+            nonlocal fetched
+            fetched += size
+            progress.update(task, advance=1, mb=fetched / 1e6)
+
+        try:
+            kafkajars.fetch(directory, jars, done)
+        except (OSError, ValueError) as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            return 1
+    console.print(f"Kafka {kafkajars.KAFKA_VERSION}: {len(wanted)} jars ({fetched / 1e6:.1f} MB) into {directory}")
+    return 0
+
+
+def add_server_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    for name, port, what in (("serve-redis", 6379, "a Redis server for lineage"),
+                             ("serve-zookeeper", 2181, "a standalone ZooKeeper server (from PySpark's jars)"),
+                             ("serve-kafka", 9092, "a single-node Kafka broker (KRaft, from the pinned jars)")):
+        serve = sub.add_parser(name, help=f"run {what}: the chart's in-cluster default, from the same image")
+        serve.add_argument("--port", type=int, default=port, help=f"port to listen on (default {port})")
+        if name == "serve-redis":  # ZooKeeper's standalone server always listens on every interface
+            serve.add_argument("--bind", default="0.0.0.0", help="address to listen on (default: every interface)")
+            serve.add_argument("--appendonly", action="store_true",
+                               help="keep an append-only file in --dir (fsync every second): a restart keeps the data")
+            serve.add_argument("--appendfsync", choices=["everysec", "always"], default="everysec",
+                               help="with --appendonly: fsync every second (a machine's crash may lose the last "
+                                    "second of writes) or after every write (nothing lost, slower)")
+            serve.add_argument("--admin-password-file", type=Path, metavar="FILE",
+                               help="require authentication: the admin (default user) has the password in FILE; "
+                                    "pipelines' own users are kept in --dir/users.acl across restarts")
+            serve.add_argument("--unixsocket", type=Path, metavar="PATH",
+                               help="also listen on this Unix socket (owner only), e.g. for a readiness probe")
+        elif name == "serve-zookeeper":
+            serve.add_argument("--super-password-file", type=Path, metavar="FILE",
+                               help="the super user (the operator: it passes every ACL) has the password in FILE; "
+                                    "each pipeline's znodes are then its own (digest ACLs)")
+            serve.add_argument("--probe-port", type=int, default=2182,
+                               help="with --tls-dir: a plaintext port on the loopback interface alone, for a "
+                                    "readiness probe inside the pod (default 2182)")
+        else:
+            serve.add_argument("--bind", default="0.0.0.0", help="address to listen on (default: every interface)")
+            serve.add_argument("--advertise", default="127.0.0.1",
+                               help="host clients are told to connect to (on Kubernetes: the Service's name)")
+            serve.add_argument("--controller-port", type=int, default=9093,
+                               help="the KRaft controller's port, on the loopback interface (default 9093)")
+            serve.add_argument("--jars", type=Path, metavar="DIR", help="the broker's jars (default: the cache)")
+        serve.add_argument("--dir", type=Path, default=Path("/tmp") / name, help="working/data directory")
+        if name != "serve-kafka":
+            serve.add_argument("--tls-dir", type=Path, metavar="DIR",
+                               help="serve clients over TLS alone, with DIR/tls.crt and DIR/tls.key (and "
+                                    "DIR/ca.crt, the files of a kubernetes.io/tls Secret)")
+        serve.set_defaults(func=cmd_serve)
+    fetch = sub.add_parser("fetch-kafka", help="download the Kafka broker's pinned jars from Maven Central",
+                           description="Download the jars of the Kafka broker ftpipeline runs (the locked closure, "
+                                       "each checked by its SHA-256) into --dir, default the cache every run uses "
+                                       "(FTPIPELINE_KAFKA_JARS or ~/.cache/ftpipeline/kafka-<version>).")
+    fetch.add_argument("--dir", type=Path, metavar="DIR", help="where to keep them")
+    fetch.set_defaults(func=cmd_fetch_kafka)

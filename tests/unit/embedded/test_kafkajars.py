@@ -1,0 +1,52 @@
+"""The Kafka broker's pinned jars: the lock names the broker's closure, and a jar whose digest differs is refused."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from ftpipeline.embedded import kafkajars
+from ftpipeline.embedded.kafkajars import Jar
+
+
+def test_the_lock_pins_the_broker_of_this_version_and_a_logging_binding() -> None:
+    jars = kafkajars.locked()
+    names = {(j.group, j.artifact): j.version for j in jars}
+    assert names[("org.apache.kafka", "kafka_2.13")] == kafkajars.KAFKA_VERSION
+    assert ("org.apache.logging.log4j", "log4j-slf4j-impl") in names, "else the broker's logs go nowhere"
+    assert len({j.file for j in jars}) == len(jars), "one file per jar on the class path"
+
+
+def repository(root: Path, jars: dict[str, bytes]) -> list[Jar]:
+    """A Maven repository layout under ``root`` holding ``jars`` (artifact: content)."""
+    out = []
+    for artifact, content in jars.items():
+        jar = Jar("org.example", artifact, "1.0", hashlib.sha256(content).hexdigest())
+        path = root / jar.url_path
+        path.parent.mkdir(parents=True)
+        path.write_bytes(content)
+        out.append(jar)
+    return out
+
+
+def test_fetch_takes_what_is_missing_and_refuses_a_jar_whose_digest_differs(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    jars = repository(tmp_path / "repo", {"good": b"good bytes", "tampered": b"what was pinned"})
+    monkeypatch.setenv("FTPIPELINE_MAVEN_REPOSITORY", (tmp_path / "repo").as_uri())
+    (tmp_path / "repo" / jars[1].url_path).write_bytes(b"something else")
+    target = tmp_path / "jars"
+    with pytest.raises(ValueError, match="tampered-1.0.jar: SHA-256 .* is not the locked"):
+        kafkajars.fetch(target, jars)
+    assert sorted(p.name for p in target.iterdir()) == ["good-1.0.jar"], "no partial or refused file is left"
+    (tmp_path / "repo" / jars[1].url_path).write_bytes(b"what was pinned")
+    seen: list[str] = []
+    assert kafkajars.fetch(target, jars, lambda jar, size: seen.append(jar.artifact)) == [jars[1]]
+    assert seen == ["tampered"], "only what was missing is fetched"
+    assert kafkajars.missing(target, jars) == []
+
+
+def test_a_class_path_with_jars_missing_says_how_to_get_them(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="ftpipeline fetch-kafka"):
+        kafkajars.classpath(tmp_path)
