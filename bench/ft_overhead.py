@@ -98,9 +98,11 @@ def stores(directory: Path, tls: bool) -> Iterator[list[str]]:
         zookeeper = f"localhost:{zport}?ca={certs / 'ca.crt'}"
     cli = [sys.executable, "-m", "ftpipeline.cli"]
     servers = [subprocess.Popen([*cli, "serve-redis", "--port", str(rport), "--bind", "127.0.0.1",
-                                 "--dir", str(directory / "redis"), *tls_args], stdout=subprocess.DEVNULL),
+                                 "--dir", str(directory / "redis"), *tls_args], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL),
                subprocess.Popen([*cli, "serve-zookeeper", "--port", str(zport), "--dir", str(directory / "zookeeper"),
-                                 "--probe-port", str(probe), *tls_args], stdout=subprocess.DEVNULL)]
+                                 "--probe-port", str(probe), *tls_args], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)]
     try:
         deadline = time.monotonic() + 60
         while True:
