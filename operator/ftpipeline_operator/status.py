@@ -114,27 +114,30 @@ class StatusReporter(Observer):
         patch["observedGeneration"] = self.generation
         patch["conditions"] = self.conditions
         try:
-            self._patch_status(patch)
-            self._sent_at = self.clock()
+            self._send(patch)
         except ApiException as exc:
-            if exc.status != 422:  # status is best effort; the next update carries it again
-                log.warning("status patch failed", extra={"error": api_message(exc)})
-                self._pending = {**patch, **self._pending}
+            if exc.status != 422:
+                self._keep(patch, api_message(exc))
                 return
             # A field the CRD's status schema refuses would be carried again forever and hold every later
             # update back with it (a phase stuck at Starting): drop the rest, keep what says where the run is.
             log.error("status patch refused: sending the phase alone", extra={"error": api_message(exc)})
             kept = {k: v for k, v in patch.items() if k in ESSENTIAL}
             try:
-                self._patch_status(kept)
-                self._sent_at = self.clock()
+                self._send(kept)
             except Exception as again:
-                error = api_message(again) if isinstance(again, ApiException) else one_line(again)
-                log.warning("status patch failed", extra={"error": error})
-                self._pending = {**kept, **self._pending}
-        except Exception as exc:  # status is best effort; the next update carries it again
-            log.warning("status patch failed", extra={"error": one_line(exc)})
-            self._pending = {**patch, **self._pending}
+                self._keep(kept, api_message(again) if isinstance(again, ApiException) else one_line(again))
+        except Exception as exc:
+            self._keep(patch, one_line(exc))
+
+    def _send(self, patch: Patch) -> None:
+        self._patch_status(patch)
+        self._sent_at = self.clock()
+
+    def _keep(self, patch: Patch, error: str) -> None:
+        """Status is best effort: a patch that failed is merged into the next one."""
+        log.warning("status patch failed", extra={"error": error})
+        self._pending = {**patch, **self._pending}
 
     def condition(self, kind: str, status: bool, reason: str, message: str) -> None:
         self.conditions = set_condition(self.conditions, kind, status, reason, message, self.generation)

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import base64
 import logging
-from pathlib import Path
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, cast
 
 import redis

@@ -45,11 +45,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         command = zookeeper_command(args.dir, args.port, digest, tls_dir=args.tls_dir, probe_port=args.probe_port,
                                     conf_dir=conf)
     else:
-        jars = args.jars or kafkajars.jars_dir()
-        kafkajars.fetch(jars)
         conf = Path(tempfile.mkdtemp(prefix="ftpipeline-kafka-"))
         command = kafka.prepare(conf, args.dir, args.port, args.controller_port, advertise=args.advertise,
-                                bind=args.bind, jars=jars)
+                                bind=args.bind, jars=args.jars)
     sys.stdout.flush()
     os.execv(command[0], command)
 

@@ -18,12 +18,11 @@ that, a few seconds after the JVM starts.
 from __future__ import annotations
 
 import base64
-import os
-import shutil
 import subprocess
 import uuid
 from pathlib import Path
 
+from ftpipeline.embedded.jvm import jvm_command
 from ftpipeline.embedded.kafkajars import classpath, fetch, jars_dir
 from ftpipeline.embedded.ports import free_port
 from ftpipeline.embedded.process import ServerProcess
@@ -31,10 +30,6 @@ from ftpipeline.embedded.process import ServerProcess
 # A test's or a laptop's broker: a small heap, and (as for ZooKeeper) C1 and the serial collector, which
 # start fast and leave the cores to the workers. FTPIPELINE_KAFKA_JAVA_OPTIONS replaces them.
 KAFKA_JAVA_OPTIONS = "-Xmx512m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-
-
-def _java() -> str:
-    return shutil.which("java") or str(Path(os.environ.get("JAVA_HOME", "/nonexistent")) / "bin" / "java")
 
 
 def broker_config(data_dir: Path, port: int, controller_port: int, advertise: str = "127.0.0.1",
@@ -68,16 +63,15 @@ def broker_config(data_dir: Path, port: int, controller_port: int, advertise: st
 
 
 def _java_command(jars: Path, main: str, *args: str) -> list[str]:
-    options = os.environ.get("FTPIPELINE_KAFKA_JAVA_OPTIONS", KAFKA_JAVA_OPTIONS).split()
-    log4j = Path(__file__).resolve().parent.parent / "obs" / "log4j2.properties"
-    return [_java(), *options, "-cp", classpath(jars), f"-Dlog4j2.configurationFile=file:{log4j}", main, *args]
+    return jvm_command("FTPIPELINE_KAFKA_JAVA_OPTIONS", KAFKA_JAVA_OPTIONS, classpath(jars), main, args)
 
 
 def prepare(conf_dir: Path, data_dir: Path, port: int, controller_port: int, advertise: str = "127.0.0.1",
             bind: str = "127.0.0.1", jars: Path | None = None) -> list[str]:
-    """Write the broker's configuration, format its log directories if they are new (a restart keeps
-    them), and return the command that runs it."""
+    """Fetch what the jar directory lacks, write the broker's configuration, format its log directories if
+    they are new (a restart keeps them), and return the command that runs it."""
     jars = jars or jars_dir()
+    fetch(jars)  # nothing when every locked jar is there
     conf_dir.mkdir(parents=True, exist_ok=True)
     data_dir.mkdir(parents=True, exist_ok=True)
     config = conf_dir / "server.properties"
@@ -117,10 +111,8 @@ class EmbeddedKafka(ServerProcess):
 
     def start(self, timeout_s: float = 90.0) -> EmbeddedKafka:
         self._reap()  # a killed run's broker still holds the log directories' lock
-        jars = self.jars or jars_dir()
-        fetch(jars)  # nothing when every locked jar is there
         self.port = self.port or free_port()  # a restart keeps the address its clients know
         self.controller_port = self.controller_port or free_port()
-        args = prepare(self.directory, self.directory / "data", self.port, self.controller_port, jars=jars)
+        args = prepare(self.directory, self.directory / "data", self.port, self.controller_port, jars=self.jars)
         self._launch(args, lambda: serving(self.bootstrap), timeout_s, interval_s=0.2)
         return self

@@ -16,10 +16,10 @@ only, for the readiness probe's ``srvr`` inside the pod.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 from pathlib import Path
 
+from ftpipeline.embedded.jvm import jvm_command
 from ftpipeline.embedded.ports import free_port
 from ftpipeline.embedded.process import ServerProcess
 
@@ -82,17 +82,13 @@ def zookeeper_command(data_dir: Path, port: int, super_digest: str | None = None
     """A standalone ZooKeeper server from PySpark's jars, listening on every interface (its configuration
     written by ``zookeeper_config``). ``super_digest`` (``super:<digest>``, ``commandlog/zkaccess.py``):
     whoever authenticates with it passes every ACL."""
-    java = shutil.which("java") or (Path(os.environ.get("JAVA_HOME", "/nonexistent")) / "bin" / "java")
     jars = pyspark_jars()
     if not any(jars.glob("zookeeper-*.jar")):
         raise FileNotFoundError(f"no zookeeper jar in {jars}; pass a ZooKeeper connect string instead")
-    log4j = Path(__file__).resolve().parent.parent / "obs" / "log4j2.properties"
-    options = os.environ.get("FTPIPELINE_ZOOKEEPER_JAVA_OPTIONS", ZOOKEEPER_JAVA_OPTIONS).split()
-    if super_digest:
-        options.append(f"-Dzookeeper.DigestAuthenticationProvider.superDigest={super_digest}")
+    digest = [f"-Dzookeeper.DigestAuthenticationProvider.superDigest={super_digest}"] if super_digest else []
     config = zookeeper_config(data_dir, port, tls_dir, probe_port, conf_dir)
-    return [str(java), *options, "-cp", f"{jars}/*", f"-Dlog4j2.configurationFile=file:{log4j}",
-            "org.apache.zookeeper.server.ZooKeeperServerMain", str(config)]
+    return jvm_command("FTPIPELINE_ZOOKEEPER_JAVA_OPTIONS", ZOOKEEPER_JAVA_OPTIONS, f"{jars}/*",
+                       "org.apache.zookeeper.server.ZooKeeperServerMain", [str(config)], digest)
 
 
 def serving(port: int) -> bool:
