@@ -71,3 +71,26 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     session = build_session("local[2]", {}, tmp_path_factory.mktemp("oracle-spark"), "ftpipeline-tests-oracle")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Bootstrap servers of a real Kafka broker (KRaft, from the pinned jars), shared by the session's tests:
+    each test uses topics of its own. FTPIPELINE_TEST_KAFKA names an existing one instead."""
+    configured = os.environ.get("FTPIPELINE_TEST_KAFKA")
+    if configured:
+        yield configured
+        return
+    from ftpipeline.embedded.kafka import EmbeddedKafka
+
+    server = EmbeddedKafka(tmp_path_factory.mktemp("kafka")).start()
+    try:
+        yield server.bootstrap
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def topic_name() -> str:
+    """A topic name no other test uses."""
+    return f"t-{uuid.uuid4().hex[:10]}"

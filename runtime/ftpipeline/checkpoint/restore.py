@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from ftpipeline.lineage.naming import Channel, ObjectName, Task, TaskKind
+from ftpipeline.lineage.naming import Channel, ObjectName, SlotRange, Task, TaskKind
 from ftpipeline.lineage.planner import PlanningError, TaskGraph
 
 
@@ -39,7 +39,7 @@ def plan_restore(
     graph: TaskGraph,
     cut: Cut,
     kind_of: Callable[[str], TaskKind],
-    offsets_of: Callable[[Channel, int], tuple[int, int]],
+    ranges_of: Callable[[Channel, int], tuple[SlotRange, ...]],
     epoch: int,
 ) -> list[Task]:
     planned: dict[tuple[str, int, int], Task] = {}
@@ -72,8 +72,8 @@ def plan_restore(
                 raise PlanningError(f"{name} is folded into {producer.key()}'s snapshot but not saved in flight")
             add(Task(kind, obj.actor, obj.channel, obj.seq, recovery=True, epoch=epoch), name)
             return
-        offsets = offsets_of(producer, obj.seq) if kind is TaskKind.SOURCE else None
-        task = Task(kind, obj.actor, obj.channel, obj.seq, offsets=offsets, recovery=True, epoch=epoch)
+        ranges = ranges_of(producer, obj.seq) if kind is TaskKind.SOURCE else None
+        task = Task(kind, obj.actor, obj.channel, obj.seq, ranges=ranges, recovery=True, epoch=epoch)
         if add(task, name):
             work.append(planned[(obj.actor, obj.channel, obj.seq)])
 

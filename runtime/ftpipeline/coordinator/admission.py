@@ -54,7 +54,7 @@ def worker_config(c: Coordinator) -> dict[str, Any]:
     """What ``create`` tells a worker: the pipeline, where the run stands, and whose it is."""
     return {"spec": c.spec.source_text, "base_dir": str(c.spec.base_dir), "committed": c.committed,
             "identity": c.spec.store_key, "label": c.spec.metrics_label, "chaining": c.spec.chaining,
-            "reuse_plans": c.spec.reuse_plans}
+            "reuse_plans": c.spec.reuse_plans, "kafka_bootstrap": c.spec.kafka_bootstrap}
 
 
 def _admit_a_new_set(c: Coordinator) -> None:

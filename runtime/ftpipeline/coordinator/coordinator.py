@@ -65,11 +65,11 @@ from ftpipeline.coordinator.faults import FaultPlan
 from ftpipeline.coordinator.journal import Journal
 from ftpipeline.coordinator.losses import rebuild_lost_store, recover
 from ftpipeline.coordinator.members import Members
+from ftpipeline.coordinator.offsets import SourceOffsets
 from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.trigger import Reason, StepTrigger
 from ftpipeline.dataflow.graph import Graph
-from ftpipeline.dataflow.sources import channel_share, rows_per_step
-from ftpipeline.lineage.naming import Channel, Task, TaskKind, WorkerId
+from ftpipeline.lineage.naming import Channel, Slot, Task, TaskKind, WorkerId
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.metrics import RunMetrics
@@ -177,8 +177,7 @@ class Coordinator:
         self.released = 0           # GT_last of the barrier (> committed only right after a rollback)
         self.triggered = 0
         self.outstanding: dict[str, Task] = {}
-        self.avail: dict[Channel, tuple[int, int, bool]] = {}
-        self.next_offsets: dict[Channel, int] = {}
+        self.sources = SourceOffsets(self.graph)   # what each source slot reported, and reads next (offsets.py)
         self.recoveries: list[RecoveryRecord] = []
         self.last_progress = 0.0
         self._started_at = 0.0
@@ -261,7 +260,7 @@ class Coordinator:
         elif kind == "failed":
             raise PipelineFailed(f"task {event['id']} failed on worker {event['w']}: {event['error']}")
         elif kind == "received":
-            self.avail[Channel.parse(event["ch"])] = (event["start"], event["n"], event["exhausted"])
+            self.sources.received(Slot.parse(event["ch"]), event["start"], event["n"], event["exhausted"])
         elif kind == "replay":
             self._replays.add(int(event["step"]))
         elif kind in ("checkpointed", "inflight", "checkpoint_failed"):
@@ -282,38 +281,13 @@ class Coordinator:
         self._unreleased = []  # every step after the boundary commits again
         self._release_failing_since = 0.0
         offsets = (manifest or {}).get("offsets", {})
-        self.next_offsets = {Channel.parse(c): int(v) for c, v in offsets.items()}
-        self.store.set_offsets(self.next_offsets)
-        self.avail.clear()
+        self.sources.reset({Slot.parse(c): int(v) for c, v in offsets.items()})
+        self.store.set_offsets(self.sources.next)
         self._checked_log_for = -1
         # messages carry the reopened cut's epoch until the next checkpoint, which gets a fresh number
         self.ckpt.restored(int(manifest["epoch"]) if manifest else 0)
 
     # --- steps -------------------------------------------------------------
-    def _plan_offsets(self) -> tuple[dict[Channel, tuple[int, int]], bool, bool]:
-        """Offsets of the next step; (offsets, every channel reported, input exhausted)."""
-        offsets: dict[Channel, tuple[int, int]] = {}
-        reported, exhausted = True, True
-        for stage in self.graph.sources():
-            share_total = rows_per_step(stage)
-            for i in range(stage.parallelism):
-                ch = Channel(stage.name, i)
-                start = self.next_offsets.get(ch, 0)
-                share = channel_share(share_total, stage.parallelism, i)
-                if stage.generator is not None:
-                    offsets[ch] = (start, start + share)
-                    exhausted = False
-                    continue
-                seen = self.avail.get(ch)
-                if seen is None or seen[0] != start:
-                    reported, exhausted = False, False
-                    offsets[ch] = (start, start)
-                    continue
-                n = share if seen[1] < 0 else min(seen[1], share)
-                offsets[ch] = (start, start + n)
-                exhausted = exhausted and seen[2] and n == 0
-        return offsets, reported, exhausted
-
     def _maybe_trigger(self, trigger: StepTrigger) -> None:
         if self.triggered - self.committed >= self.spec.window:
             return
@@ -335,25 +309,24 @@ class Coordinator:
                 trigger.replay(True)
                 self._trigger(trigger, step, Reason.REPLAY, recorded.offsets)
                 return
-        offsets, reported, exhausted = self._plan_offsets()
-        self._exhausted = reported and exhausted
-        if self._exhausted or not reported:
+        plan = self.sources.plan()
+        self._exhausted = plan.reported and plan.exhausted
+        if self._exhausted or not plan.reported:
             return
         now = self.clock()
-        trigger.received(sum(hi - lo for lo, hi in offsets.values()), now)
+        trigger.received(plan.rows, now)
         reason = trigger.due(now)
         if reason is None and self._force_step:
             reason = Reason.CHECKPOINT
         if reason is not None:
-            self._trigger(trigger, step, reason, offsets)
+            self._trigger(trigger, step, reason, plan.offsets)
 
     def _trigger(self, trigger: StepTrigger, step: int, reason: Reason, offsets: dict[Channel, tuple[int, int]]) -> None:
         now = self.clock()
         self.store.record_step(StepRecord(step, offsets, reason.value))  # before the step runs
         # in the command log while the tasks run; settled before anything else is logged (journal.py)
         self.journal.append_ahead("step-started", step=step, offsets={c.key(): list(o) for c, o in offsets.items()})
-        for ch, (_, hi) in offsets.items():
-            self.next_offsets[ch] = hi
+        self.sources.recorded(offsets)
         self.triggered = step
         self._force_step = False
         epoch = self.ckpt.epoch

@@ -38,7 +38,7 @@ from ftpipeline.control.store import RunStore, StepRecord
 from ftpipeline.coordinator.trigger import Reason
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.lineage.lost import lost_work
-from ftpipeline.lineage.naming import Channel, Task, TaskKind, WorkerId
+from ftpipeline.lineage.naming import Channel, SlotRange, Task, TaskKind, WorkerId
 from ftpipeline.lineage.planner import TablesView, plan_recovery
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.worker.transport import SidecarClient, Unreachable, call_each
@@ -190,16 +190,16 @@ def rollback(
         if store.step(step) is None:
             store.record_step(StepRecord(step, offsets, Reason.REPLAY.value))
 
-    def offsets_of(ch: Channel, step: int) -> tuple[int, int]:
+    def ranges_of(ch: Channel, step: int) -> tuple[SlotRange, ...]:
         if step in recorded:
-            return recorded[step][ch]
+            return graph.ranges(recorded[step], ch.stage, ch.index)
         record = store.step(step)
         if record is None:
             raise RuntimeError(f"step {step} is neither in the checkpoint nor in the step log")
-        return record.offsets[ch]
+        return graph.ranges(record.offsets, ch.stage, ch.index)
 
     cut = Cut(boundary=boundary, states=states, gt_last=gt_last, inflight=frozenset(inflight))
-    tasks = plan_restore(graph, cut, graph.task_kind, offsets_of, epoch)
+    tasks = plan_restore(graph, cut, graph.task_kind, ranges_of, epoch)
     assigned = tuple((placement[t.ref], t) for t in tasks)
     tables.assign(assigned)
     wake(clients)

@@ -13,10 +13,11 @@ asks them of the pipeline as written.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cached_property
 
 from ftpipeline.dataflow.chains import physical
-from ftpipeline.lineage.naming import Channel, ObjectName, Task, TaskKind
+from ftpipeline.lineage.naming import Channel, ObjectName, Slot, SlotRange, Task, TaskKind, slot_channel
 from ftpipeline.spec.model import Edge, Partition, PipelineSpec, StageKind, StageSpec
 
 _TASK_KIND = {
@@ -114,12 +115,20 @@ class Graph:
                 out.append(ObjectName(task.stage, task.channel, task.step, edge.downstream, pf, tc))
         return out
 
-    def step_tasks(self, step: int, offsets: dict[Channel, tuple[int, int]]) -> list[Task]:
-        """The tasks of one ordinary step, in topological order."""
+    def ranges(self, offsets: Mapping[Slot, tuple[int, int]], stage: str, channel: int) -> tuple[SlotRange, ...]:
+        """What source channel ``channel`` of ``stage`` reads of a step recorded with ``offsets``: the
+        ranges of its slots, in slot order."""
+        parallelism = self._stages[stage].parallelism
+        return tuple(sorted((slot.index, lo, hi) for slot, (lo, hi) in offsets.items()
+                            if slot.stage == stage and slot_channel(slot.index, parallelism) == channel))
+
+    def step_tasks(self, step: int, offsets: Mapping[Slot, tuple[int, int]]) -> list[Task]:
+        """The tasks of one ordinary step, in topological order; ``offsets``: of every source slot."""
         tasks = []
         for name in self.order:
             stage = self._stages[name]
+            kind = self.task_kind(name)
             for ch in range(stage.parallelism):
-                ref = Channel(name, ch)
-                tasks.append(Task(self.task_kind(name), name, ch, step, offsets=offsets.get(ref)))
+                ranges = self.ranges(offsets, name, ch) if kind is TaskKind.SOURCE else None
+                tasks.append(Task(kind, name, ch, step, ranges=ranges))
         return tasks

@@ -33,8 +33,8 @@ from ftpipeline.lineage.planner import TablesView, TaskGraph
 
 def rows_read(graph: TaskGraph, view: TablesView, task: Task) -> int:
     """Rows ``task`` reads: its source range, or its inputs' recorded rows."""
-    if task.offsets is not None:
-        return task.offsets[1] - task.offsets[0]
+    if task.ranges is not None:
+        return task.source_rows
     return sum(view.rows.get(o.key(), 0) for o in graph.inputs_of(task))
 
 

@@ -50,6 +50,21 @@ class Channel:
         return cls(stage, int(index))
 
 
+# A source's unit of offsets, named like a channel (``stage.index``): a channel of a generator or a
+# directory of files is its own one slot; a Kafka partition p is a slot of the channel p mod parallelism
+# (a channel may read several partitions). The step log, the command log and checkpoint manifests keep
+# offsets per slot; a source task reads the ranges of its channel's slots.
+Slot = Channel
+
+# (slot index, lo, hi): the offsets [lo, hi) of one slot that a source task reads
+SlotRange = tuple[int, int, int]
+
+
+def slot_channel(slot: int, parallelism: int) -> int:
+    """The channel that reads ``slot``."""
+    return slot % parallelism
+
+
 @dataclass(frozen=True, order=True)
 class EdgeKey:
     """The cemetery key: one producer channel feeding one consumer channel."""
@@ -129,7 +144,7 @@ class Task:
     channel: int
     step: int
     first: int = -1
-    offsets: tuple[int, int] | None = None
+    ranges: tuple[SlotRange, ...] | None = None   # a source task's slots and offsets
     emit: frozenset[str] | None = None
     recovery: bool = False
     epoch: int = 0
@@ -150,6 +165,11 @@ class Task:
         return f"{self.kind.value}:{self.stage}.{self.channel}:{span}@{self.epoch}"
 
     @property
+    def source_rows(self) -> int:
+        """Offsets a source task reads (its records, less any gaps in a Kafka partition)."""
+        return sum(hi - lo for _, lo, hi in self.ranges or ())
+
+    @property
     def steps(self) -> range:
         return range(self.first, self.step + 1)
 
@@ -160,8 +180,8 @@ class Task:
         doc: dict[str, Any] = {"k": self.kind.value, "s": self.stage, "c": self.channel, "n": self.step}
         if self.first != self.step:
             doc["f"] = self.first
-        if self.offsets is not None:
-            doc["o"] = list(self.offsets)
+        if self.ranges is not None:
+            doc["o"] = [list(r) for r in self.ranges]
         if self.emit is not None:
             doc["e"] = sorted(self.emit)
         if self.recovery:
@@ -177,7 +197,7 @@ class Task:
     @classmethod
     def from_json(cls, text: str | bytes) -> Task:
         doc = json.loads(text)
-        offsets = doc.get("o")
+        ranges = doc.get("o")
         emit = doc.get("e")
         return cls(
             kind=TaskKind(doc["k"]),
@@ -185,7 +205,7 @@ class Task:
             channel=doc["c"],
             step=doc["n"],
             first=doc.get("f", doc["n"]),
-            offsets=(offsets[0], offsets[1]) if offsets is not None else None,
+            ranges=tuple((r[0], r[1], r[2]) for r in ranges) if ranges is not None else None,
             emit=frozenset(emit) if emit is not None else None,
             recovery=bool(doc.get("r", 0)),
             epoch=doc.get("p", 0),

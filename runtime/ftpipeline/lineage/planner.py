@@ -261,8 +261,7 @@ def plan_recovery(
     tasks = tuple((where(t), t) for t in sorted(planned.values(), key=_key))
     planned_rows = 0
     for _, task in tasks:
-        if task.offsets is not None:
-            planned_rows += task.offsets[1] - task.offsets[0]
+        planned_rows += task.source_rows
         planned_rows += sum(view.rows.get(o.key(), 0) for o in graph.inputs_of(task))
     return RecoveryPlan(
         dead=dead,

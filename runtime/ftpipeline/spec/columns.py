@@ -3,8 +3,9 @@
 A hash edge's ``keys``, an aggregate's ``keyBy`` and the columns it totals
 must be columns of what flows in. For most stages only the code says which
 columns those are (a generator's rows, a transform's result), and the run
-reports a wrong name. Two kinds of stage fix them in the document: a file
-source with a ``schema``, and an aggregate (its keys and its totals). Names
+reports a wrong name. Three kinds of stage fix them in the document: a file
+or Kafka source with a ``schema``, a raw Kafka source (its fixed columns), and
+an aggregate (its keys and its totals). Names
 checked against those are refused before anything runs, at admission
 included, naming the field.
 """
@@ -14,6 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+# The columns of a Kafka source of format raw, as Spark's Kafka source names them.
+RAW_KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
+
 
 def _columns(stage: Mapping[str, Any]) -> set[str] | None:
     """The columns a stage emits when the document alone says (a file source's schema, an aggregate's keys and
@@ -21,7 +25,10 @@ def _columns(stage: Mapping[str, Any]) -> set[str] | None:
     if "aggregate" in stage:
         agg = stage["aggregate"]
         return {*agg["keyBy"], *(a["name"] for a in agg["aggregations"])}
-    schema = (stage.get("source") or {}).get("file", {}).get("schema")
+    source = stage.get("source") or {}
+    if source.get("kafka", {}).get("format") == "raw":
+        return set(RAW_KAFKA_COLUMNS)
+    schema = source.get("file", source.get("kafka", {})).get("schema")
     return set(schema) if schema else None
 
 

@@ -35,6 +35,8 @@ from ftpipeline.spec.model import (
     Edge,
     FileSource,
     GeneratorSource,
+    KafkaSink,
+    KafkaSource,
     ParquetSink,
     Partition,
     PipelineSpec,
@@ -142,6 +144,15 @@ def _dataflow_problems(spec: Mapping[str, Any]) -> list[Problem]:
             file = raw["source"]["file"]
             if file["format"] != "parquet" and not file.get("schema"):
                 problems.append(Problem(f"{at}.source.file.schema", f"required for format {file['format']}"))
+        if kind is StageKind.SOURCE and "kafka" in raw["source"]:
+            kafka = raw["source"]["kafka"]
+            if kafka.get("format", "json") == "json" and not kafka.get("schema"):
+                problems.append(Problem(f"{at}.source.kafka.schema", "required for format json"))
+            if kafka.get("format") == "raw" and kafka.get("schema"):
+                problems.append(Problem(f"{at}.source.kafka.schema", "format raw has fixed columns; set no schema"))
+            if (kafka.get("startingOffsets") == "timestamp") != ("startingTimestampMs" in kafka):
+                problems.append(Problem(f"{at}.source.kafka.startingTimestampMs",
+                                        "set it with startingOffsets timestamp, and only then"))
         if kind is StageKind.AGGREGATE:
             for j, agg in enumerate(raw["aggregate"]["aggregations"]):
                 if agg["op"] != "count" and not agg.get("column"):
@@ -302,11 +313,16 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
                 else:
                     partition = "forward"
             edges.append(Edge(edge["stage"], raw["name"], Partition(partition), keys))
-        generator = file = sink = aggregate = None
+        generator = file = sink = aggregate = kafka = kafka_sink = None
         function = None
         if kind is StageKind.SOURCE and "generator" in raw["source"]:
             g = raw["source"]["generator"]
             generator = GeneratorSource(g["function"], g["rowsPerStep"], g.get("seed", 0))
+        elif kind is StageKind.SOURCE and "kafka" in raw["source"]:
+            k = raw["source"]["kafka"]
+            kafka = KafkaSource(k["topic"], k.get("format", "json"), tuple(k.get("schema", {}).items()),
+                                k.get("startingOffsets", "earliest"), k.get("startingTimestampMs", 0),
+                                k.get("endingOffsets", ""), k.get("maxRecordsPerStep", 0))
         elif kind is StageKind.SOURCE:
             f = raw["source"]["file"]
             file = FileSource(
@@ -322,10 +338,14 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
                 tuple(Aggregation(x["name"], x["op"], x.get("column")) for x in a["aggregations"]),
                 a.get("ttl", {}).get("steps", 0),
             )
+        elif "kafka" in raw["sink"]:
+            k = raw["sink"]["kafka"]
+            kafka_sink = KafkaSink(k["topic"], tuple(k.get("key", ())), raw["sink"].get("existingOutput", "fail"))
         else:
             sink = ParquetSink(_resolve(base_dir, raw["sink"]["parquet"]["path"]),
                                raw["sink"].get("existingOutput", "fail"))
-        stages.append(StageSpec(raw["name"], kind, parallelism, tuple(edges), generator, file, function, aggregate, sink))
+        stages.append(StageSpec(raw["name"], kind, parallelism, tuple(edges), generator, file, function, aggregate, sink,
+                                kafka=kafka, kafka_sink=kafka_sink))
     steps = spec.get("steps", {})
     trig = steps.get("trigger", {})
     budget = spec.get("recovery", {}).get("restartBudget", {})
@@ -365,6 +385,7 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
         if "storage" in spec.get("checkpoint", {}) else None,
         state_backend=spec.get("state", {}).get("backend", "rocksdb"),
         zookeeper=spec.get("zookeeper", {}).get("connect") or None,
+        kafka_bootstrap=spec.get("kafka", {}).get("bootstrapServers", ""),
         source_text=text,
     )
 
@@ -450,10 +471,11 @@ def for_user_code(text: str) -> str:
 
 def worker_spec(config: Mapping[str, Any]) -> PipelineSpec:
     """The spec a worker is given by the coordinator (``create``/``hello``): the document, and the
-    identity its state is keyed by and how its stages are chained and planned, which the document alone does
-    not carry (``ftpipeline run --no-chaining``/``--no-plan-reuse`` override it): the workers' tasks must be
+    identity its state is keyed by, how its stages are chained and planned, and the Kafka cluster of a private
+    broker, which the document alone does not carry (``ftpipeline run --no-chaining``/``--no-plan-reuse`` override it): the workers' tasks must be
     the coordinator's."""
     spec = parse_pipeline(config["spec"], Path(config["base_dir"]), check_entry_point=False)
     return replace(spec, identity=config.get("identity", ""), label=config.get("label", ""),
                    chaining=bool(config.get("chaining", spec.chaining)),
-                   reuse_plans=bool(config.get("reuse_plans", spec.reuse_plans)))
+                   reuse_plans=bool(config.get("reuse_plans", spec.reuse_plans)),
+                   kafka_bootstrap=config.get("kafka_bootstrap") or spec.kafka_bootstrap)

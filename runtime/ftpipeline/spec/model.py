@@ -58,6 +58,19 @@ class FileSource:
 
 
 @dataclass(frozen=True)
+class KafkaSource:
+    """A Kafka topic: its partitions are the source's slots, partition p read by channel p mod parallelism."""
+
+    topic: str
+    format: str = "json"                      # json (a schema's columns) | raw (key, value and the record's coordinates)
+    schema: tuple[tuple[str, str], ...] = ()
+    starting: str = "earliest"                # earliest | latest | timestamp: where partitions start on a fresh run
+    starting_timestamp_ms: int = 0
+    ending: str = ""                          # "": never ends; latest: stops at the ends seen when reading began
+    max_records_per_step: int = 0             # 0: everything available
+
+
+@dataclass(frozen=True)
 class Aggregation:
     name: str
     op: str
@@ -78,6 +91,15 @@ class ParquetSink:
 
 
 @dataclass(frozen=True)
+class KafkaSink:
+    """A Kafka topic written in one transaction per step and sink channel, released with the barrier."""
+
+    topic: str
+    key: tuple[str, ...] = ()                 # columns of the record key (none: no key, partitions spread)
+    existing: str = "fail"                    # what a fresh run does when this pipeline already wrote steps here
+
+
+@dataclass(frozen=True)
 class StageSpec:
     name: str
     kind: StageKind
@@ -89,6 +111,8 @@ class StageSpec:
     aggregate: AggregateOp | None = None
     sink: ParquetSink | None = None
     chain: tuple[StageSpec, ...] = ()  # stages run in this one's task, in order (``dataflow/chains.py``)
+    kafka: KafkaSource | None = None
+    kafka_sink: KafkaSink | None = None
 
     @property
     def members(self) -> tuple[StageSpec, ...]:
@@ -138,6 +162,7 @@ class PipelineSpec:
     checkpoint_path: Path | None = None
     state_backend: str = "rocksdb"   # ``state/backend.py``
     zookeeper: str | None = None
+    kafka_bootstrap: str = ""        # spec.kafka.bootstrapServers ("": ftpipeline run starts a private broker)
     source_text: str = ""
     identity: str = ""  # what the pipeline's shared state is keyed by (store_key); set by whoever runs it
     label: str = ""     # the pipeline as metrics and logs name it (metrics_label)
@@ -174,6 +199,10 @@ class PipelineSpec:
     @property
     def checkpoint_root(self) -> Path:
         return self.checkpoint_path or (self.base_dir / f"{self.name}-checkpoints")
+
+    @property
+    def uses_kafka(self) -> bool:
+        return any(s.kafka is not None or s.kafka_sink is not None for s in self.stages)
 
     def stage(self, name: str) -> StageSpec:
         for stage in self.stages:

@@ -154,6 +154,35 @@ _FILE = _obj(
     ["path", "format", "rowsPerStep"],
 )
 
+_COLUMN_TYPES = ["string", "long", "double", "boolean"]
+
+_KAFKA_SOURCE = _obj(
+    "A Kafka topic. Its partitions are read in recorded offset ranges (partition p by channel p mod "
+    "parallelism; partitions added while it runs join at the next step, from their start), committed "
+    "transactions only (read_committed).",
+    {
+        "topic": _str("Topic to read.", minLength=1, maxLength=249, pattern=r"^[A-Za-z0-9._-]+$"),
+        "format": _str("json: each value is a JSON object holding the schema's columns (records that are not go "
+                       "to the dead-letter output). raw: the columns key and value (binary), topic, partition, "
+                       "offset and timestamp (milliseconds).", enum=["json", "raw"], default="json"),
+        "schema": {
+            "type": "object",
+            "description": "Column name to type (string, long, double, boolean). Required for format json.",
+            "additionalProperties": {"type": "string", "enum": _COLUMN_TYPES},
+        },
+        "startingOffsets": _str("Where a fresh run starts each partition: earliest (default), latest, or timestamp "
+                                "(the first record at or after startingTimestampMs). A resumed run continues where "
+                                "its step log says.", enum=["earliest", "latest", "timestamp"], default="earliest"),
+        "startingTimestampMs": _int("Milliseconds since the epoch, for startingOffsets timestamp.", minimum=0),
+        "endingOffsets": _str("latest: the run ends once every partition is read up to the end it had when the "
+                              "worker began reading it (Spark's availableNow). Unset: it never ends.",
+                              enum=["latest"]),
+        "maxRecordsPerStep": _int("Most offsets one step reads across the topic's partitions, shared in proportion "
+                                  "to their backlog (0: all available).", minimum=0, default=0),
+    },
+    ["topic"],
+)
+
 _AGGREGATION = _obj(
     "One aggregate column of the running state.",
     {
@@ -188,9 +217,9 @@ STAGE_SCHEMA: Schema = _obj(
                         "maximum": MAX_PARALLELISM},
         "inputs": {"type": "array", "description": "Upstream stages.", "maxItems": 16, "items": _INPUT},
         "source": _obj(
-            "Replayable input. Exactly one of generator, file.",
-            {"generator": _GENERATOR, "file": _FILE},
-            rules=[_one_of("generator", "file")],
+            "Replayable input. Exactly one of generator, file, kafka.",
+            {"generator": _GENERATOR, "file": _FILE, "kafka": _KAFKA_SOURCE},
+            rules=[_one_of("generator", "file", "kafka")],
         ),
         "transform": _obj(
             "Stateless transformation: a function DataFrame -> DataFrame from the entry point.",
@@ -216,12 +245,25 @@ STAGE_SCHEMA: Schema = _obj(
             ["keyBy", "aggregations"],
         ),
         "sink": _obj(
-            "Exactly-once output: each step is released as one atomic bundle.",
+            "Exactly-once output: each step is released as one atomic bundle. Exactly one of parquet, kafka.",
             {
                 "parquet": _obj(
                     "A directory of Parquet files, one subdirectory per committed step (step=N).",
                     {"path": _str("Output directory; relative paths are resolved against the pipeline file.", minLength=1)},
                     ["path"],
+                ),
+                "kafka": _obj(
+                    "A Kafka topic, written exactly once: each step's rows of each sink channel in one transaction, "
+                    "committed when the step is released, so read_committed consumers see every row once. Rows "
+                    "are JSON objects.",
+                    {
+                        "topic": _str("Topic to write (it must exist).", minLength=1, maxLength=249,
+                                      pattern=r"^[A-Za-z0-9._-]+$"),
+                        "key": {"type": "array", "description": "Columns of the record key: one column's value "
+                                "as text, several as a JSON array. Kafka's partitioner then puts equal keys in one "
+                                "partition. Unset: no key.", "maxItems": 16, "items": {"type": "string"}},
+                    },
+                    ["topic"],
                 ),
                 "existingOutput": _str(
                     "What a fresh run does when the sink's directory already holds released steps: fail (the "
@@ -230,7 +272,7 @@ STAGE_SCHEMA: Schema = _obj(
                     "drops the steps it already holds). A resumed run never checks.",
                     enum=["fail", "overwrite", "resume"]),
             },
-            ["parquet"],
+            rules=[_one_of("parquet", "kafka")],
         ),
     },
     ["name"],
@@ -353,6 +395,10 @@ SPEC_SCHEMA: Schema = _obj(
                              "authenticates; a ?ca=/path/ca.crt suffix connects over TLS trusting that CA."),
              "secretRef": _SECRET_REF},
             rules=[_either("connect", "secretRef")],
+        ),
+        "kafka": _obj(
+            "The Kafka cluster of the pipeline's Kafka sources and sinks.",
+            {"bootstrapServers": _str("host:port[,host:port...]. Empty: ftpipeline run starts a private broker.")},
         ),
         "gc": _obj(
             "Garbage collection of consumed objects.",

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from ftpipeline.lineage.naming import Channel
+from ftpipeline.lineage.naming import Slot
 
 if TYPE_CHECKING:
     from ftpipeline.worker.sidecar import Sidecar
@@ -36,7 +36,7 @@ log = logging.getLogger("ftpipeline.sidecar")
 class Background:
     def __init__(self, sidecar: Sidecar) -> None:
         self.s = sidecar
-        self._sent: dict[Channel, tuple[Any, ...]] = {}  # the last 'received' report per source channel
+        self._sent: dict[Slot, tuple[Any, ...]] = {}  # the last 'received' report per source slot
         self._replayed = 0
 
     def collect_garbage(self) -> int:
@@ -56,17 +56,22 @@ class Background:
         if not owned:
             return
         offsets = s.store.next_offsets()
+        started = {slot.stage for slot in offsets}  # sources the run has recorded offsets of
         now = time.monotonic()
         for ch in owned:
-            start = offsets.get(ch, 0)
             reader = readers[ch.stage]
-            n = reader.available(ch.index, start)
-            report = (start, -1 if n is None else n, reader.exhausted(ch.index, start))
-            last = self._sent.get(ch)
-            if last is None or last[:3] != report or now - last[3] > 1.0:
-                self._sent[ch] = (*report, now)
-                s.store.send({"t": "received", "w": s.worker, "step": s.step + 1, "ch": ch.key(),
-                              "start": report[0], "n": report[1], "exhausted": report[2]})
+            for index in reader.slots(ch.index):
+                slot = Slot(ch.stage, index)
+                start = offsets.get(slot)
+                if start is None:  # not read yet: where the source's starting offsets say
+                    start = reader.first_offset(index, fresh=ch.stage not in started)
+                n = reader.available(index, start)
+                report = (start, -1 if n is None else n, reader.exhausted(index, start))
+                last = self._sent.get(slot)
+                if last is None or last[:3] != report or now - last[3] > 1.0:
+                    self._sent[slot] = (*report, now)
+                    s.store.send({"t": "received", "w": s.worker, "step": s.step + 1, "ch": slot.key(),
+                                  "start": report[0], "n": report[1], "exhausted": report[2]})
 
     def report_replay(self) -> None:
         """Feldera's replay(step): the step log already holds the next step's offsets.

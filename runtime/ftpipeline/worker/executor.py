@@ -60,7 +60,7 @@ from ftpipeline.dataflow.frames import to_dataframe
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.partition import hashing, split, wanted
 from ftpipeline.dataflow.plans import Plans
-from ftpipeline.dataflow.sources import DeadLetter, SourceReader, make_reader
+from ftpipeline.dataflow.sources import DeadLetter, SourceReader, make_reader, read_ranges
 from ftpipeline.lineage.naming import Channel, ObjectName, Task, TaskKind
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.logging import setup_json_logging
@@ -98,7 +98,8 @@ class TaskRunner:
         self.plans = Plans(spark, buffer.root / "scan", reuse=spec.reuse_plans)
         self.results = buffer.root / "results"  # large tasks' results, as Spark wrote them (``dataflow/spill.py``)
         shutil.rmtree(self.results, ignore_errors=True)
-        self.readers: dict[str, SourceReader] = {s.name: make_reader(s, module) for s in self.graph.sources()}
+        self.readers: dict[str, SourceReader] = {s.name: make_reader(s, module, spec.kafka_bootstrap)
+                                                   for s in self.graph.sources()}
         self.sinks = {s.name: ParquetBundleSink(s.sink.path) for s in self.graph.sinks() if s.sink}
         self.dead_letters = default_dead_letter_root(spec)
         self.storage = CheckpointStorage(spec.checkpoint_root, spec.store_key)
@@ -192,10 +193,9 @@ class TaskRunner:
         dead: list[DeadLetter] = []
         table, rows_in = self._inputs(inputs)
         if task.kind is TaskKind.SOURCE:
-            assert task.offsets is not None
-            lo, hi = task.offsets
-            batch = self.readers[task.stage].read(task.channel, task.step, lo, hi)
-            table, dead, rows_in = batch.table, batch.dead_letters, hi - lo
+            assert task.ranges is not None
+            batch = read_ranges(self.readers[task.stage], task.step, task.ranges)
+            table, dead, rows_in = batch.table, batch.dead_letters, task.source_rows
         elif task.kind is TaskKind.REBUILD and stage.aggregate is not None and stage.aggregate.ttl_steps:
             table, dead = self._rebuild_by_step(task, inputs, stage.aggregate)
         elif task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD):

@@ -179,7 +179,7 @@ class Sidecar:
             self.buffer.reset()
             self.spec, self.graph, self._config = spec, graph, dict(body)
             self.inputs.storage = CheckpointStorage(spec.checkpoint_root, spec.store_key)
-            self._readers = {s.name: make_reader(s, None) for s in graph.sources()}
+            self._readers = {s.name: make_reader(s, None, spec.kafka_bootstrap) for s in graph.sources()}
             self._queue.clear()
             self._running.clear()
             self._state_steps = {ch: body["committed"] for ch in owned if graph.is_stateful(ch.stage)}

@@ -19,7 +19,7 @@ def obj(seq: int, tc: int = 0) -> str:
 
 
 def produce(tables: LineageTables, worker: WorkerId, seq: int, names: list[str]) -> None:
-    task = Task(TaskKind.SOURCE, "a", 0, seq, offsets=(0, 5))
+    task = Task(TaskKind.SOURCE, "a", 0, seq, ranges=((0, 0, 5),))
     tables.assign([(worker, task)])
     assert tables.complete(worker, Completion(task, [(n, 5) for n in names], [], None, {"t": "done"}, {})) == 1
 

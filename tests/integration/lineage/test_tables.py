@@ -129,7 +129,7 @@ def test_twin_tasks_bury_their_inputs_only_when_the_last_one_finishes(redis_clie
 def test_collect_drops_consumed_objects_unless_recovery_holds_the_lock(redis_client: redis.Redis, pipeline_name: str) -> None:
     tables = LineageTables(redis_client, pipeline_name)
     tables.admit(W0)
-    producer = Task(TaskKind.SOURCE, "a", 0, 1, offsets=(0, 5))
+    producer = Task(TaskKind.SOURCE, "a", 0, 1, ranges=((0, 0, 5),))
     tables.assign([(W0, producer)])
     tables.complete(W0, _done(producer, [obj(1), obj(1, tc=1)], []))
     tables.bury([obj(1)])
@@ -145,7 +145,7 @@ def test_object_entering_the_cemetery_while_planned_is_resurrected(redis_client:
     tables = LineageTables(redis_client, pipeline_name)
     for w in (W0, W1):
         tables.admit(w)
-    producer = Task(TaskKind.SOURCE, "a", 0, 4, offsets=(0, 5))
+    producer = Task(TaskKind.SOURCE, "a", 0, 4, ranges=((0, 0, 5),))
     tables.assign([(W0, producer)])
     tables.complete(W0, _done(producer, [obj(4)], []))
     tables.lock_exclusive("coord")
@@ -175,9 +175,9 @@ def test_a_replayed_step_counts_its_dead_letters_once(redis_client: redis.Redis,
 
     tables = LineageTables(redis_client, pipeline_name)
     tables.admit(W0)
-    first = Task(TaskKind.SOURCE, "a", 0, 2, offsets=(0, 10))
+    first = Task(TaskKind.SOURCE, "a", 0, 2, ranges=((0, 0, 10),))
     again = first.for_recovery(1)
-    other = Task(TaskKind.SOURCE, "a", 1, 2, offsets=(0, 10))
+    other = Task(TaskKind.SOURCE, "a", 1, 2, ranges=((1, 0, 10),))
     events = []
     for task, dead in ((first, 3), (again, 3), (other, 2), (first, 3)):
         tables.assign([(W0, task)])

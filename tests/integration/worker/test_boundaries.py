@@ -139,7 +139,7 @@ def test_the_spark_process_reaches_only_its_own_actions_and_only_its_own_files(w
     config = spark.call("hello", {"pid": os.getpid()})
     assert "secret-password" not in config["spec"] and "redis" not in config["spec"], "no control-plane endpoint"
     before = _seen(worker)  # hello announced the worker (the run's joined message): that is its job
-    task = Task(TaskKind.SOURCE, "events", 0, 1, offsets=(0, 10)).to_json()
+    task = Task(TaskKind.SOURCE, "events", 0, 1, ranges=((0, 0, 10),)).to_json()
     for file in ("../../../etc/passwd", "/etc/hostname", "sub/x.arrow", ".events.0.1.0.arrow.1.tmp"):
         with pytest.raises(flight.FlightServerError, match="is not a file of"):
             spark.call("task_done", {"task": task, "rows_in": 10, "outputs": [["events.0.1.out.0.0", 10, file, -1]]})

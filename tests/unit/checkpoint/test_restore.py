@@ -24,12 +24,12 @@ CHAINED = PIPELINE.replace(
 )
 
 
-def offsets_of(ch: Channel, step: int) -> tuple[int, int]:
-    return (step * 100 + ch.index, step * 100 + 50 + ch.index)
+def ranges_of(ch: Channel, step: int) -> tuple[tuple[int, int, int], ...]:
+    return ((ch.index, step * 100 + ch.index, step * 100 + 50 + ch.index),)
 
 
 def plan(g: Graph, cut: Cut) -> list[Task]:
-    return plan_restore(g, cut, g.task_kind, offsets_of, EPOCH)
+    return plan_restore(g, cut, g.task_kind, ranges_of, EPOCH)
 
 
 def name(actor: str, ch: int, step: int, target: str, pf: int, tc: int) -> str:
@@ -57,7 +57,7 @@ def test_channel_behind_with_inputs_in_flight_reruns_only_its_steps() -> None:
     tasks = plan(g, cut)
     assert spans(tasks) == [("aggregate", "agg", 1, 4), ("aggregate", "agg", 1, 5)]
     assert all(t.emit == frozenset() for t in tasks)       # the sinks released past the boundary
-    assert all(t.offsets is None for t in tasks)
+    assert all(t.ranges is None for t in tasks)
 
 
 def test_inputs_not_in_flight_are_regenerated_down_to_the_sources() -> None:
@@ -74,8 +74,8 @@ def test_inputs_not_in_flight_are_regenerated_down_to_the_sources() -> None:
     for step in (4, 5):
         assert by["clean", step].emit == frozenset({name("clean", 1, step, "agg", 1, 1)})
         assert by["events", step].emit == frozenset({name("events", 1, step, "clean", 0, 1)})
-        assert by["events", step].offsets == offsets_of(Channel("events", 1), step)
-        assert by["clean", step].offsets is None
+        assert by["events", step].ranges == ranges_of(Channel("events", 1), step)
+        assert by["clean", step].ranges is None
     assert ("transform", "clean", 0, 4) not in spans(tasks)
 
 

@@ -77,7 +77,7 @@ def test_physical_graph_joins_chain_heads_and_keeps_every_sink() -> None:
     assert [x.name for x in g.sinks()] == ["out"] == [x.name for x in Graph(s).sinks()]
     assert not g.is_stateful("src") and g.is_stateful("agg")
     # the chain's output is named after the chain: lineage is kept at its boundary
-    src = Task(TaskKind.SOURCE, "src", 0, 4, offsets=(0, 5))
+    src = Task(TaskKind.SOURCE, "src", 0, 4, ranges=((0, 0, 5),))
     assert g.outputs_of(src) == [ObjectName("src", 0, 4, "agg", 1, t) for t in range(2)]
     assert g.outputs_of(Task(TaskKind.AGGREGATE, "agg", 1, 4)) == []
     assert g.inputs_of(Task(TaskKind.AGGREGATE, "agg", 1, 4)) == [ObjectName("src", u, 4, "agg", 1, 1) for u in range(2)]

@@ -180,10 +180,20 @@ def test_step_tasks_attach_offsets_to_source_tasks() -> None:
     g = graph()
     offsets = {Channel("events", 0): (100, 150), Channel("events", 1): (90, 140)}
     tasks = g.step_tasks(3, offsets)
-    got = {(t.stage, t.channel): t.offsets for t in tasks}
-    assert got[("events", 0)] == (100, 150)
-    assert got[("events", 1)] == (90, 140)
-    assert all(t.offsets is None for t in tasks if t.kind is not TaskKind.SOURCE)
+    got = {(t.stage, t.channel): t.ranges for t in tasks}
+    assert got[("events", 0)] == ((0, 100, 150),)
+    assert got[("events", 1)] == ((1, 90, 140),)
+    assert all(t.ranges is None for t in tasks if t.kind is not TaskKind.SOURCE)
+
+
+def test_a_channel_reads_every_slot_it_owns_in_slot_order() -> None:
+    """Kafka partitions are slots: partition p is read by channel p mod parallelism (two channels here)."""
+    g = graph()
+    offsets = {Channel("events", 4): (7, 9), Channel("events", 2): (0, 3), Channel("events", 3): (5, 5)}
+    tasks = {(t.stage, t.channel): t for t in g.step_tasks(1, offsets)}
+    assert tasks[("events", 0)].ranges == ((2, 0, 3), (4, 7, 9))
+    assert tasks[("events", 0)].source_rows == 5
+    assert tasks[("events", 1)].ranges == ((3, 5, 5),)
 
 
 def test_step_tasks_of_a_scrambled_pipeline() -> None:

@@ -60,8 +60,8 @@ class History:
 
     def task(self, stage: str, ch: int, step: int) -> Task:
         kind = self.g.task_kind(stage)
-        offsets = (step * 100, step * 100 + 50) if kind is TaskKind.SOURCE else None
-        return Task(kind, stage, ch, step, offsets=offsets)
+        ranges = ((ch, step * 100, step * 100 + 50),) if kind is TaskKind.SOURCE else None
+        return Task(kind, stage, ch, step, ranges=ranges)
 
     def schedule(self, step: int) -> None:
         for t in self.g.step_tasks(step, {}):

@@ -106,9 +106,9 @@ def test_task_ids_distinct_for_epoch_first_and_step() -> None:
 
 
 def test_for_recovery() -> None:
-    task = Task(TaskKind.TRANSFORM, "clean", 1, 4, offsets=(0, 10))
+    task = Task(TaskKind.TRANSFORM, "clean", 1, 4, ranges=((1, 0, 10),))
     again = task.for_recovery(2, frozenset({"agg.0"}))
-    assert again == Task(TaskKind.TRANSFORM, "clean", 1, 4, offsets=(0, 10), emit=frozenset({"agg.0"}), recovery=True, epoch=2)
+    assert again == Task(TaskKind.TRANSFORM, "clean", 1, 4, ranges=((1, 0, 10),), emit=frozenset({"agg.0"}), recovery=True, epoch=2)
     assert again.id != task.id
 
 
@@ -120,8 +120,8 @@ def test_to_json_omits_defaults() -> None:
     "task",
     [
         Task(TaskKind.SOURCE, "events", 0, 1),
-        Task(TaskKind.SOURCE, "events", 3, 12, offsets=(100, 200)),
-        Task(TaskKind.SOURCE, "events", 3, 12, offsets=(0, 0)),
+        Task(TaskKind.SOURCE, "events", 3, 12, ranges=((3, 100, 200),)),
+        Task(TaskKind.SOURCE, "events", 3, 12, ranges=((3, 0, 0),)),
         Task(TaskKind.TRANSFORM, "clean-v2", 1, 4, emit=frozenset({"agg.0", "agg.1"}), recovery=True, epoch=5),
         Task(TaskKind.TRANSFORM, "clean", 1, 4, emit=frozenset()),
         Task(TaskKind.REBUILD, "per-user", 2, 9, first=1, recovery=True, epoch=1),
@@ -133,7 +133,7 @@ def test_to_json_omits_defaults() -> None:
 def test_task_json_round_trip(task: Task) -> None:
     back = Task.from_json(task.to_json())
     assert back == task
-    for field in ("kind", "stage", "channel", "step", "first", "offsets", "emit", "recovery", "epoch"):
+    for field in ("kind", "stage", "channel", "step", "first", "ranges", "emit", "recovery", "epoch"):
         assert getattr(back, field) == getattr(task, field), field
     assert Task.from_json(task.to_json().encode()) == task
 
@@ -144,12 +144,12 @@ def test_task_json_round_trip(task: Task) -> None:
     numbers,
     numbers,
     st.one_of(st.none(), numbers),
-    st.one_of(st.none(), st.tuples(numbers, numbers)),
+    st.one_of(st.none(), st.lists(st.tuples(numbers, numbers, numbers), max_size=3).map(tuple)),
     st.one_of(st.none(), st.frozensets(st.from_regex(r"\A[a-z]{1,5}\.[0-9]\Z"), max_size=4)),
     st.booleans(),
     st.integers(0, 50),
 )
-def test_task_json_round_trip_property(kind, stage, channel, step, first, offsets, emit, recovery, epoch) -> None:
-    task = Task(kind, stage, channel, step, first=-1 if first is None else first, offsets=offsets,
+def test_task_json_round_trip_property(kind, stage, channel, step, first, ranges, emit, recovery, epoch) -> None:
+    task = Task(kind, stage, channel, step, first=-1 if first is None else first, ranges=ranges,
                 emit=emit, recovery=recovery, epoch=epoch)
     assert Task.from_json(task.to_json()) == task

@@ -42,7 +42,7 @@ def test_stateless_loss_relaunches_pending_and_regenerates_only_needed_inputs():
     assert ("sink", "out", 1, 3, 3) in got
     # clean.1@3 needs events.1@3, which died with w1: regenerated from its offsets
     regen = [t for _, t in plan.tasks if t.kind is TaskKind.SOURCE and t.step == 3]
-    assert [(t.channel, t.step, t.offsets) for t in regen] == [(1, 3, (300, 350))]
+    assert [(t.channel, t.step, t.ranges) for t in regen] == [(1, 3, ((1, 300, 350),))]
     assert regen[0].emit == {ObjectName("events", 1, 3, "clean", 0, 1).key()}
     # nothing of step 3 that survivors already produced is recomputed
     assert ("source", "events", 0, 3, 3) not in got and ("transform", "clean", 0, 3, 3) not in got

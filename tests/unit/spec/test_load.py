@@ -364,7 +364,7 @@ def test_source_with_two_inputs_kinds() -> None:
     stages(doc)[0]["source"]["file"] = {"path": "in", "format": "parquet", "rowsPerStep": 10}
     p = only_problem(doc)
     assert p.path == "spec.stages[0].source"
-    assert p.message == "needs exactly one of generator, file"
+    assert p.message == "needs exactly one of generator, file, kafka"
 
 
 def test_source_with_inputs() -> None:

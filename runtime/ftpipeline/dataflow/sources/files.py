@@ -60,7 +60,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ftpipeline.dataflow.sources.base import DeadLetter, SourceBatch
+from ftpipeline.dataflow.sources.base import DeadLetter, OneSlotPerChannel, SourceBatch
 from ftpipeline.spec.model import FileSource
 
 ARROW_TYPES: dict[str, pa.DataType] = {
@@ -73,7 +73,7 @@ _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 Value = str | int | float | bool | None
 
 
-class _Bad(ValueError):
+class BadRecord(ValueError):
     """A record that becomes a dead letter; the message is the reason."""
 
 
@@ -165,7 +165,21 @@ def _json_value(name: str, kind: str, value: object) -> Value:
                 return float(value)
             except OverflowError:
                 pass
-    raise _Bad(f"field '{name}': expected {kind}, got {_show(value)}")
+    raise BadRecord(f"field '{name}': expected {kind}, got {_show(value)}")
+
+
+def json_row(raw: bytes, schema: Sequence[tuple[str, str]]) -> list[Value]:
+    """The schema's columns of one JSON object (a JSON Lines line, a Kafka record's value); a record that is
+    not one raises :class:`BadRecord` naming why."""
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise BadRecord(f"not valid UTF-8: {error}") from None
+    except ValueError as error:
+        raise BadRecord(f"not valid JSON: {error}") from None
+    if not isinstance(obj, dict):
+        raise BadRecord(f"not a JSON object: got {_show(obj)}")
+    return [_json_value(name, kind, obj.get(name)) for name, kind in schema]
 
 
 def _csv_value(name: str, kind: str, text: str) -> Value:
@@ -183,7 +197,7 @@ def _csv_value(name: str, kind: str, text: str) -> Value:
             pass
     if kind == "boolean" and stripped.lower() in ("true", "false"):
         return stripped.lower() == "true"
-    raise _Bad(f"field '{name}': expected {kind}, got {text!r}")
+    raise BadRecord(f"field '{name}': expected {kind}, got {text!r}")
 
 
 def _physical_lines(text: str) -> list[str]:
@@ -192,7 +206,7 @@ def _physical_lines(text: str) -> list[str]:
     return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
-class FileSourceReader:
+class FileSourceReader(OneSlotPerChannel):
     """The :class:`~ftpipeline.dataflow.sources.base.SourceReader` of a ``file`` source."""
 
     def __init__(self, spec: FileSource, parallelism: int) -> None:
@@ -338,7 +352,7 @@ class FileSourceReader:
                     values = self._parse_json(raw)
                 else:
                     values = self._parse_csv(text, index.header, positions)
-            except _Bad as bad:
+            except BadRecord as bad:
                 dead.append(DeadLetter(text, str(bad), f"{path}:{index.lines[i]}"))
                 continue
             for column, value in zip(columns, values):
@@ -347,24 +361,16 @@ class FileSourceReader:
         return pa.Table.from_arrays(arrays, schema=self._schema)
 
     def _parse_json(self, raw: bytes) -> list[Value]:
-        try:
-            obj = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as error:
-            raise _Bad(f"not valid UTF-8: {error}") from None
-        except ValueError as error:
-            raise _Bad(f"not valid JSON: {error}") from None
-        if not isinstance(obj, dict):
-            raise _Bad(f"not a JSON object: got {_show(obj)}")
-        return [_json_value(name, kind, obj.get(name)) for name, kind in self.spec.schema]
+        return json_row(raw, self.spec.schema)
 
     def _parse_csv(self, text: str, header: tuple[str, ...], positions: list[int]) -> list[Value]:
         missing = [name for (name, _), p in zip(self.spec.schema, positions) if p < 0]
         if missing:
-            raise _Bad(f"header has no column {missing[0]!r}")
+            raise BadRecord(f"header has no column {missing[0]!r}")
         try:
             fields = next(csv.reader(_physical_lines(text)), [])
         except csv.Error as error:
-            raise _Bad(f"not valid CSV: {error}") from None
+            raise BadRecord(f"not valid CSV: {error}") from None
         if len(fields) != len(header):
-            raise _Bad(f"expected {len(header)} fields as in the header, got {len(fields)}")
+            raise BadRecord(f"expected {len(header)} fields as in the header, got {len(fields)}")
         return [_csv_value(name, kind, fields[p]) for (name, kind), p in zip(self.spec.schema, positions)]

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ftpipeline.dataflow.sources.base import SourceBatch
+from ftpipeline.dataflow.sources.base import OneSlotPerChannel, SourceBatch
 from ftpipeline.spec.model import GeneratorSource
 
 
@@ -31,7 +31,7 @@ class GeneratorContext:
     rng: np.random.Generator
 
 
-class GeneratorReader:
+class GeneratorReader(OneSlotPerChannel):
     def __init__(self, spec: GeneratorSource, module: ModuleType | None) -> None:
         self.spec = spec
         self._module = module

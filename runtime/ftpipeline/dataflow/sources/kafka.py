@@ -1,0 +1,205 @@
+"""A Kafka topic as a replayable source: partitions are slots, Kafka's offsets are the offsets.
+
+Why it reads this way: a step's ranges are recorded before anything reads
+them, and a replay, perhaps in another process after a failure, must read
+the same records. So the reader never subscribes, joins a group or commits:
+it assigns one partition at a recorded offset and reads up to (not
+including) the recorded end, with ``isolation.level=read_committed``. The
+records of aborted transactions and the transaction markers take offsets
+but are never returned, so a range may hold fewer records than offsets;
+the same range always holds the same ones, and ends are planned at or below
+the last stable offset, where no transaction is still open.
+
+* ``slots(channel)``: the topic's partitions p with p mod parallelism equal
+  to the channel, listed again every few seconds, so partitions added while
+  the pipeline runs are read from their first offset at a step boundary.
+* ``first_offset``: a fresh run's ``startingOffsets`` (earliest, latest, or
+  the first offset at a timestamp); a partition that appears later starts
+  at its earliest offset, as Spark reads a new partition.
+* ``endingOffsets: latest``: the first time a partition is looked at, its
+  last stable offset is taken as its end; the source is exhausted once every
+  partition is read to its end (Spark's ``availableNow``).
+* A range that is gone (deleted by retention before a replay read it) is an
+  error naming the topic, partition and offsets, never a silent skip.
+
+Format ``json``: each value a JSON object, read into the schema's columns as
+a JSON Lines file is (``files.json_row``); any other value is a dead letter
+located ``<topic>/<partition>@<offset>``. Format ``raw``: Spark's columns,
+``key`` and ``value`` as bytes, ``topic``, ``partition``, ``offset`` and
+``timestamp`` (milliseconds).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from ftpipeline.dataflow.sources.base import DeadLetter, SourceBatch
+from ftpipeline.dataflow.sources.files import ARROW_TYPES, BadRecord, json_row
+from ftpipeline.kafka.client import TIMEOUT_S, describe, reader_config
+from ftpipeline.lineage.naming import slot_channel
+from ftpipeline.spec.model import KafkaSource
+
+RAW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
+                        ("partition", pa.int64()), ("offset", pa.int64()), ("timestamp", pa.int64())])
+LIST_EVERY_S = 5.0   # how often the topic's partitions are listed again
+BATCH = 10_000       # records asked of the consumer at a time
+
+
+class KafkaSourceError(RuntimeError):
+    """The topic cannot be read as recorded (missing, unreachable, a range gone)."""
+
+
+class KafkaSourceReader:
+    def __init__(self, spec: KafkaSource, parallelism: int, bootstrap: str) -> None:
+        self.spec = spec
+        self.parallelism = parallelism
+        self.bootstrap = bootstrap
+        self._consumer: Consumer | None = None
+        self._partitions: list[int] = []
+        self._listed_at = float("-inf")
+        self._ends: dict[int, int] = {}          # endingOffsets latest: partition -> its end
+        self._schema = (RAW_SCHEMA if spec.format == "raw" else
+                        pa.schema([pa.field(n, ARROW_TYPES[t]) for n, t in spec.schema]))
+
+    # -- the cluster -----------------------------------------------------------
+
+    @property
+    def consumer(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(reader_config(self.bootstrap))
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def partitions(self) -> list[int]:
+        """The topic's partitions, listed again at most every ``LIST_EVERY_S``."""
+        now = time.monotonic()
+        if now - self._listed_at >= LIST_EVERY_S:
+            try:
+                meta = self.consumer.list_topics(self.spec.topic, timeout=TIMEOUT_S).topics[self.spec.topic]
+            except KafkaException as exc:
+                raise KafkaSourceError(f"topic {self.spec.topic!r}: {describe(exc)}") from None
+            if meta.error is not None:
+                raise KafkaSourceError(f"topic {self.spec.topic!r}: {meta.error.name()}: {meta.error.str()}")
+            self._partitions = sorted(meta.partitions)
+            self._listed_at = now
+        return self._partitions
+
+    def _watermarks(self, partition: int) -> tuple[int, int]:
+        """(earliest offset, last stable offset) of a partition."""
+        try:
+            low, high = self.consumer.get_watermark_offsets(TopicPartition(self.spec.topic, partition),
+                                                            timeout=TIMEOUT_S, cached=False)
+        except KafkaException as exc:
+            raise KafkaSourceError(f"{self.spec.topic}/{partition}: {describe(exc)}") from None
+        return int(low), int(high)
+
+    def _at_time(self, partition: int, ms: int) -> int:
+        found = self.consumer.offsets_for_times([TopicPartition(self.spec.topic, partition, ms)], timeout=TIMEOUT_S)
+        offset = found[0].offset
+        return self._watermarks(partition)[1] if offset < 0 else int(offset)  # none that late: the end
+
+    # -- SourceReader ----------------------------------------------------------
+
+    def slots(self, channel: int) -> list[int]:
+        return [p for p in self.partitions() if slot_channel(p, self.parallelism) == channel]
+
+    def first_offset(self, slot: int, fresh: bool) -> int:
+        low, high = self._watermarks(slot)
+        if not fresh or self.spec.starting == "earliest":
+            return low
+        if self.spec.starting == "latest":
+            return high
+        return self._at_time(slot, self.spec.starting_timestamp_ms)
+
+    def available(self, slot: int, start: int) -> int | None:
+        end = self._watermarks(slot)[1]
+        if self.spec.ending == "latest":
+            end = min(end, self._ends.setdefault(slot, end))
+        return max(0, end - start)
+
+    def exhausted(self, slot: int, start: int) -> bool:
+        if self.spec.ending != "latest":
+            return False
+        if slot not in self._ends:
+            self._ends[slot] = self._watermarks(slot)[1]
+        return start >= self._ends[slot]
+
+    def empty(self) -> pa.Table:
+        return self._schema.empty_table()
+
+    def read(self, slot: int, step: int, lo: int, hi: int) -> SourceBatch:
+        """The committed records of partition ``slot`` at offsets ``[lo, hi)``."""
+        if not 0 <= lo <= hi:
+            raise ValueError(f"bad offset range [{lo}, {hi})")
+        if lo == hi:
+            return SourceBatch(self.empty())
+        records = self._fetch(slot, lo, hi)
+        if self.spec.format == "raw":
+            return SourceBatch(self._raw(records))
+        return self._json(slot, records)
+
+    def _fetch(self, partition: int, lo: int, hi: int) -> list[Any]:
+        where = f"{self.spec.topic}/{partition} offsets [{lo}, {hi})"
+        consumer = self.consumer
+        tp = TopicPartition(self.spec.topic, partition, lo)
+        consumer.assign([tp])
+        records: list[Any] = []
+        reached = lo   # every offset below this one was seen: a record, or skipped by the broker
+        deadline = time.monotonic() + TIMEOUT_S
+        try:
+            while reached < hi:
+                for message in consumer.consume(BATCH, timeout=0.2):
+                    error, offset = message.error(), message.offset() or 0
+                    if error is None:
+                        if offset < hi:
+                            records.append(message)
+                        reached = max(reached, offset + 1)
+                    elif error.code() == KafkaError._PARTITION_EOF:  # at the last stable offset
+                        reached = max(reached, offset)
+                    elif error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
+                        low, _ = self._watermarks(partition)
+                        raise KafkaSourceError(f"{where}: no longer in the topic (it begins at {low} now: "
+                                               f"retention removed records a replay needs)")
+                    else:
+                        raise KafkaSourceError(f"{where}: {error.name()}: {error.str()}")
+                if reached < hi and time.monotonic() > deadline:
+                    raise KafkaSourceError(f"{where}: read only up to {reached} in {TIMEOUT_S:.0f}s")
+            return records
+        except KafkaException as exc:
+            raise KafkaSourceError(f"{where}: {describe(exc)}") from None
+        finally:
+            consumer.unassign()
+
+    def _raw(self, records: list[Any]) -> pa.Table:
+        return pa.table({
+            "key": pa.array([m.key() for m in records], pa.binary()),
+            "value": pa.array([m.value() for m in records], pa.binary()),
+            "topic": pa.array([m.topic() for m in records], pa.string()),
+            "partition": pa.array([m.partition() for m in records], pa.int64()),
+            "offset": pa.array([m.offset() for m in records], pa.int64()),
+            "timestamp": pa.array([m.timestamp()[1] for m in records], pa.int64()),
+        }, schema=RAW_SCHEMA)
+
+    def _json(self, partition: int, records: list[Any]) -> SourceBatch:
+        columns: list[list[Any]] = [[] for _ in self.spec.schema]
+        dead: list[DeadLetter] = []
+        for m in records:
+            raw = m.value() or b""
+            try:
+                values = json_row(raw, self.spec.schema)
+            except BadRecord as bad:
+                text = raw.decode("utf-8", errors="replace")
+                dead.append(DeadLetter(text, str(bad), f"{self.spec.topic}/{partition}@{m.offset()}"))
+                continue
+            for column, value in zip(columns, values):
+                column.append(value)
+        arrays = [pa.array(values, type=f.type) for values, f in zip(columns, self._schema)]
+        return SourceBatch(pa.Table.from_arrays(arrays, schema=self._schema), dead)

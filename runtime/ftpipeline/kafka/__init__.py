@@ -1,0 +1,1 @@
+"""Kafka clients as the runtime uses them: one configuration, errors in one line (``client.py``)."""

@@ -1,0 +1,102 @@
+"""Topics as the CLI, the oracle and the tests handle them: create, fill, read back committed.
+
+These are the operations around a pipeline, not in it: ``ftpipeline run``
+creates a private broker's topics and loads a demo's input; ``--verify`` reads
+the output topic the way a downstream consumer would (read_committed, every
+partition from its beginning up to its last stable offset, so the read ends
+without waiting for more).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from ftpipeline.kafka.client import TIMEOUT_S, config, describe
+
+
+@dataclass(frozen=True)
+class Record:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+def create_topics(bootstrap: str, partitions: dict[str, int]) -> list[str]:
+    """Create the topics that do not exist yet (name -> partitions); the names created."""
+    admin = AdminClient(config(bootstrap))
+    existing = admin.list_topics(timeout=TIMEOUT_S).topics
+    wanted = [NewTopic(name, n, 1) for name, n in partitions.items() if name not in existing]
+    if not wanted:
+        return []
+    for name, future in admin.create_topics(wanted).items():
+        try:
+            future.result(TIMEOUT_S)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise RuntimeError(f"cannot create topic {name!r}: {describe(exc)}") from None
+    return [t.topic for t in wanted]
+
+
+def produce(bootstrap: str, topic: str, values: Iterable[bytes], keys: Iterable[bytes | None] | None = None) -> int:
+    """Write ``values`` (with ``keys``) to ``topic``, idempotently, waiting until every one is acknowledged."""
+    producer = Producer(config(bootstrap, **{"enable.idempotence": True, "linger.ms": 20,
+                                             "partitioner": "murmur2_random"}))
+    failed: list[str] = []
+
+    def delivered(err: KafkaError | None, _: object) -> None:
+        if err is not None:
+            failed.append(f"{err.name()}: {err.str()}")
+
+    count = 0
+    key_list = list(keys) if keys is not None else None
+    for i, value in enumerate(values):
+        key = key_list[i] if key_list is not None else None
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, on_delivery=delivered)
+                break
+            except BufferError:  # the local queue is full: let deliveries drain it
+                producer.poll(0.1)
+        count += 1
+    left = producer.flush(TIMEOUT_S)
+    if failed or left:
+        raise RuntimeError(f"writing to topic {topic!r}: {failed[0] if failed else f'{left} records unacknowledged'}")
+    return count
+
+
+def read_committed(bootstrap: str, topic: str) -> list[Record]:
+    """Every committed record of ``topic`` up to each partition's last stable offset now, partition by partition."""
+    consumer = Consumer(config(bootstrap, **{"group.id": "ftpipeline-verify", "enable.auto.commit": False,
+                                             "isolation.level": "read_committed", "enable.partition.eof": True}))
+    try:
+        meta = consumer.list_topics(topic, timeout=TIMEOUT_S).topics[topic]
+        if meta.error is not None:
+            raise RuntimeError(f"topic {topic!r}: {meta.error.str()}")
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT_S, cached=False)[1]
+                for p in meta.partitions}
+        pending = {p for p, end in ends.items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(pending)])
+        records: list[Record] = []
+        idle = 0
+        while pending:
+            batch = consumer.consume(10_000, timeout=1.0)
+            idle = 0 if batch else idle + 1
+            if idle > TIMEOUT_S:
+                raise RuntimeError(f"topic {topic!r}: partitions {sorted(pending)} not read to their end")
+            for m in batch:
+                p, offset, error = m.partition() or 0, m.offset() or 0, m.error()
+                if error is None:
+                    if offset < ends[p]:
+                        records.append(Record(p, offset, m.key(), m.value()))
+                    if offset + 1 >= ends[p]:
+                        pending.discard(p)
+                elif error.code() == KafkaError._PARTITION_EOF and offset >= ends[p]:
+                    pending.discard(p)
+        return records
+    finally:
+        consumer.close()
