@@ -15,108 +15,37 @@ import json
 import logging
 import signal
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from kazoo.client import KazooClient
 
-from ftpipeline.barrier import ParquetBundleSink
+from ftpipeline.barrier import barrier_of
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.cluster.local import LocalCluster
 from ftpipeline.commandlog.zkclient import connect as zk_connect
-from ftpipeline.coordinator.coordinator import Coordinator, Observer, PipelineFailed, RunResult
+from ftpipeline.coordinator.coordinator import Coordinator, PipelineFailed, RunResult
 from ftpipeline.coordinator.faults import FaultPlan
-from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.session import open_session
-from ftpipeline.coordinator.trigger import Reason
 from ftpipeline.dataflow.deadletter import default_dead_letter_root
 from ftpipeline.dataflow.graph import Graph
+from ftpipeline.embedded.kafka import EmbeddedKafka
+from ftpipeline.kafka.local import HISTORY, StepHistory, produce_file, start_private, topics_of
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.obs.errors import one_line, redacted
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.obs.spans import busy_seconds, step_spans
+from ftpipeline.progress import LocalObserver, ProgressObserver
 from ftpipeline.servers import add_server_parsers
 from ftpipeline.spec.cores import master_for_process
 from ftpipeline.spec.load import SpecError, load_pipeline
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.worker.executor import build_session
-
-
-class ProgressObserver(Observer):
-    """A rich progress bar: steps committed, rows/s, recoveries."""
-
-    def __init__(self, console: Console, total_steps: int | None) -> None:
-        self.console = console
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"), TextColumn("[yellow]{task.fields[info]}"), TimeElapsedColumn(),
-            console=console,
-        )
-        self.total_steps = total_steps
-        self.task: TaskID | None = None
-        self.rows = 0
-        self.first_step_at: float | None = None
-        self.recoveries = 0
-
-    def __enter__(self) -> ProgressObserver:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
-
-    def on_workers_starting(self, workers: list[WorkerId]) -> None:
-        self.task = self.progress.add_task("starting workers", total=len(workers), rate="", info="warming up Spark")
-
-    def on_worker_joined(self, worker: WorkerId, ready: int, total: int) -> None:
-        if self.first_step_at is None and self.task is not None:
-            self.progress.update(self.task, completed=ready)
-        else:
-            self.console.log(f"worker {worker} joined ({ready} workers)")
-
-    def on_step_started(self, step: int, reason: Reason, rows: int) -> None:
-        assert self.task is not None
-        if self.first_step_at is None:
-            self.first_step_at = time.monotonic()
-            self.progress.update(self.task, total=self.total_steps, completed=0, info="")
-        self.progress.update(self.task, description=f"step {step} ({reason.value})")
-
-    def on_step_committed(self, step: int, rows: int, seconds: float) -> None:
-        assert self.task is not None and self.first_step_at is not None
-        self.rows += rows
-        rate = self.rows / max(time.monotonic() - self.first_step_at, 1e-9)
-        self.progress.update(self.task, completed=step, rate=f"{rate:,.0f} rows/s",
-                             info=f"{self.recoveries} recoveries" if self.recoveries else "")
-
-    def on_worker_lost(self, worker: WorkerId) -> None:
-        self.console.log(f"[red]worker {worker} lost[/red]: planning lineage recovery")
-
-    def on_recovery(self, record: RecoveryRecord) -> None:
-        self.recoveries += 1
-        how = (f"rolled back to the checkpoint at step {record.boundary}" if record.strategy == "checkpoint"
-               else f"stateful channels rebuilt: {', '.join(c.key() for c in record.rebuilt) or 'none'}")
-        self.console.log(
-            f"[yellow]recovered {record.worker}[/yellow] in {record.seconds * 1000:.0f} ms ({record.strategy}): "
-            f"{len(record.tasks)} tasks on {len({w for w, _ in record.tasks})} survivors, {how}; "
-            "a replacement worker starts after the next commit"
-        )
-
-    def on_control_plane(self, component: str, available: bool, message: str) -> None:
-        self.console.log(f"[{'green' if available else 'red'}]{message}[/]")
-
-    def on_checkpoint(self, info: dict[str, Any]) -> None:
-        self.console.log(f"checkpoint {info['epoch']} committed at step {info['boundary']} in {info['seconds']:.2f} s "
-                         f"({info['bytes']:,} bytes, {info['inflight']} in-flight messages)")
-
-    def on_checkpoint_aborted(self, epoch: int, reason: str) -> None:
-        self.console.log(f"[yellow]checkpoint {epoch} aborted[/yellow]: {reason}; the next one starts when due")
 
 
 # command-line option -> the PipelineSpec field it overrides
@@ -141,8 +70,9 @@ def _override(spec: PipelineSpec, args: argparse.Namespace) -> PipelineSpec:
 
 def _overwriting(spec: PipelineSpec) -> PipelineSpec:
     """``--overwrite``: every sink's ``existingOutput`` is ``overwrite``."""
-    stages = tuple(dataclasses.replace(s, sink=dataclasses.replace(s.sink, existing="overwrite")) if s.sink else s
-                   for s in spec.stages)
+    stages = tuple(dataclasses.replace(s, sink=dataclasses.replace(s.sink, existing="overwrite")) if s.sink else
+                   dataclasses.replace(s, kafka_sink=dataclasses.replace(s.kafka_sink, existing="overwrite"))
+                   if s.kafka_sink else s for s in spec.stages)
     return dataclasses.replace(spec, stages=stages)
 
 
@@ -183,6 +113,8 @@ def _summary(console: Console, spec: PipelineSpec, result: RunResult) -> None:
     for stage in spec.stages:
         if stage.sink is not None:
             table.add_row(f"sink {stage.name}", str(stage.sink.path))
+        elif stage.kafka_sink is not None:
+            table.add_row(f"sink {stage.name}", f"topic {stage.kafka_sink.topic} at {spec.kafka_bootstrap}")
     console.print(table)
 
 
@@ -245,12 +177,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     if args.overwrite:
         spec = _overwriting(spec)
-    if not resuming and not _prepare_outputs(spec, console):
-        return 2
     run_dir = (args.run_dir or Path.cwd() / ".ftpipeline" / spec.name).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     spec = dataclasses.replace(spec, identity=run_identity(spec.name, args.pipeline))
     setup_json_logging(args.log_level, run_dir / "coordinator.log")
+    broker = None
+    try:
+        spec, broker = _kafka(console, spec, args, run_dir, resuming)
+    except (OSError, RuntimeError, ValueError) as exc:
+        console.print(f"[red]error:[/red] {one_line(exc)}")
+        return 2
+    if not resuming and not _prepare_outputs(spec, console):
+        if broker is not None:
+            broker.stop()
+        return 2
     # "where is it stuck?": kill -USR2 <pid> writes every thread's stack to stacks.txt in the run directory
     stacks = (run_dir / "stacks.txt").open("a")
     faulthandler.register(signal.SIGUSR2, file=stacks, all_threads=True)
@@ -273,7 +213,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(f"[bold]{spec.name}[/bold]: {len(spec.stages)} stages, {spec.workers} workers, "
                   f"Redis {'embedded' if private else redacted(session.redis_url)}, logs in {run_dir}")
     _warn_unbounded(console, spec)
-    observer: Observer = ProgressObserver(console, spec.max_steps) if not args.no_progress else Observer()
+    history = StepHistory(run_dir / HISTORY, fresh=not resuming) if any(s.kafka for s in spec.stages) else None
+    observer = ProgressObserver(console, spec.max_steps, history) if not args.no_progress else LocalObserver(history)
     coordinator = Coordinator(spec, session.store, session.tables, cluster, observer, faults, metrics,
                               pointer=session.pointer, commands=session.commands,
                               resume=resuming, resume_epoch=args.from_checkpoint)
@@ -302,17 +243,46 @@ def cmd_run(args: argparse.Namespace) -> int:
         coordinator.shutdown()
         cluster.stop()
         session.close()
+        if broker is not None and (code or not args.verify):
+            broker.stop()
     if code:
         return code
     _summary(console, spec, result)
     summary = _result_json(result)
     if args.verify:
-        ok, comparisons = _verify(console, spec, result.committed, run_dir)
+        try:
+            ok, comparisons = _verify(console, spec, result.committed, run_dir)
+        finally:
+            if broker is not None:
+                broker.stop()
         summary["verify"] = [dataclasses.asdict(c) | {"equal": c.equal} for c in comparisons]
         code = 0 if ok else 1
     if args.summary_json:
         Path(args.summary_json).write_text(json.dumps(summary, indent=2, default=str))
     return code
+
+
+def _kafka(console: Console, spec: PipelineSpec, args: argparse.Namespace, run_dir: Path,
+           resuming: bool) -> tuple[PipelineSpec, EmbeddedKafka | None]:
+    """A pipeline on Kafka that names no cluster gets a private broker (``kafka/local.py``); ``--produce``
+    loads a demo's input before a fresh run."""
+    broker = None
+    if spec.uses_kafka and not spec.kafka_bootstrap:
+        with console.status("starting a private Kafka broker"):
+            broker = start_private(spec, run_dir / "kafka", fresh=not resuming)
+        spec = dataclasses.replace(spec, kafka_bootstrap=broker.bootstrap)
+        console.print(f"Kafka: a private broker at {broker.bootstrap}, topics {', '.join(topics_of(spec))}")
+    for topic, path in ([] if resuming else args.produce or []):
+        count = produce_file(spec.kafka_bootstrap, topic, Path(path))
+        console.print(f"produced {count:,} records of {path} to topic {topic}")
+    return spec, broker
+
+
+def _produce_arg(text: str) -> tuple[str, str]:
+    topic, sep, path = text.partition("=")
+    if not sep or not topic or not path:
+        raise argparse.ArgumentTypeError(f"expected TOPIC=FILE, got {text!r}")
+    return topic, path
 
 
 def _verify(console: Console, spec: PipelineSpec, steps: int, work_dir: Path) -> tuple[bool, list[Any]]:
@@ -322,7 +292,7 @@ def _verify(console: Console, spec: PipelineSpec, steps: int, work_dir: Path) ->
         work_dir.mkdir(parents=True, exist_ok=True)
         spark = build_session("local[2]", {}, work_dir, "ftpipeline-oracle")
         try:
-            comparisons = verify(spark, spec, steps, default_dead_letter_root(spec))
+            comparisons = verify(spark, spec, steps, default_dead_letter_root(spec), work_dir / HISTORY)
         finally:
             spark.stop()
     for c in comparisons:
@@ -352,8 +322,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
     spec = _load(console, args.pipeline)
     if spec is None:
         return 2
-    steps = args.steps or min(ParquetBundleSink(s.sink.path).gt_last() for s in spec.stages if s.sink)
-    ok, _ = _verify(console, spec, steps, Path.cwd() / ".ftpipeline" / spec.name)
+    run_dir = Path.cwd() / ".ftpipeline" / spec.name
+    broker = None
+    if spec.uses_kafka and not spec.kafka_bootstrap:  # the run's private broker, as the run left it
+        broker = start_private(spec, run_dir / "kafka", fresh=False)
+        spec = dataclasses.replace(spec, kafka_bootstrap=broker.bootstrap)
+    try:
+        spec = dataclasses.replace(spec, identity=run_identity(spec.name, args.pipeline))
+        steps = args.steps or min(barrier_of(s, spec).gt_last() for s in spec.stages if s.sink or s.kafka_sink)
+        ok, _ = _verify(console, spec, steps, run_dir)
+    finally:
+        if broker is not None:
+            broker.stop()
     return 0 if ok else 1
 
 
@@ -391,6 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="replace existing output and dead-letter files (every sink's existingOutput: overwrite)")
     run.add_argument("--verify", action="store_true",
                      help="afterwards, compare the output row for row with the oracle (one plain PySpark batch job)")
+    run.add_argument("--produce", action="append", type=_produce_arg, metavar="TOPIC=FILE",
+                     help="before a fresh run, write each non-blank line of FILE to TOPIC as a record (repeatable)")
     run.add_argument("--kill-at-step", type=int, metavar="S",
                      help="fault injection: SIGKILL a worker while step S is running")
     run.add_argument("--kill-after-tasks", type=int, default=2, metavar="N",

@@ -1,5 +1,34 @@
-"""Exactly-once output (FlameStream's barrier); see ``bundles.py``."""
+"""Exactly-once output (FlameStream's barrier): a directory of Parquet step bundles (``bundles.py``) or
+a Kafka topic written in transactions (``kafka.py``), behind one protocol."""
+
+from __future__ import annotations
+
+from typing import Protocol
 
 from ftpipeline.barrier.bundles import Bundle, ParquetBundleSink
+from ftpipeline.control.store import RunStore
+from ftpipeline.spec.model import PipelineSpec, StageSpec
 
-__all__ = ["Bundle", "ParquetBundleSink"]
+
+class Barrier(Protocol):
+    """A sink's barrier: ``GT_last``, and an idempotent release of the next step."""
+
+    def gt_last(self) -> int: ...
+
+    def release(self, step: int, channels: int) -> bool: ...
+
+
+def barrier_of(stage: StageSpec, spec: PipelineSpec, store: RunStore | None = None,
+               worker: str | None = None) -> Barrier:
+    """The barrier of a sink stage (a Kafka sink stages its parts in ``store``, the run's Redis; ``worker``:
+    the sidecar that holds it, which a test may have crash mid-release)."""
+    if stage.kafka_sink is not None:
+        from ftpipeline.barrier.kafka import KafkaBarrier
+        from ftpipeline.obs.crash import CrashPoint
+
+        return KafkaBarrier(stage.name, stage.kafka_sink, stage.parallelism, spec, store, CrashPoint.from_env(worker))
+    assert stage.sink is not None
+    return ParquetBundleSink(stage.sink.path)
+
+
+__all__ = ["Barrier", "Bundle", "ParquetBundleSink", "barrier_of"]

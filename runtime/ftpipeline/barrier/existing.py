@@ -7,8 +7,12 @@ runs, silently. Each sink says what it wants in
 ``spec.stages[i].sink.existingOutput``:
 
     fail      (default) nothing is touched; the run fails naming the field and the path
-    overwrite the old steps go (and the pipeline's dead letters with them)
+    overwrite the old steps go (and the pipeline's dead letters with them); a Kafka
+              topic keeps its records, the pipeline's record of released steps goes
     resume    the old steps stay; the barrier drops the steps it already holds
+
+A Kafka sink's topic must exist: a fresh run fails naming the field when it
+does not (the broker does not create topics on a producer's first write).
 
 ``ftpipeline run --overwrite`` sets every sink to ``overwrite``. The CLI
 applies this rule before it starts any worker; on both paths the
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftpipeline.barrier.bundles import ParquetBundleSink
+from ftpipeline.barrier.kafka import KafkaBarrier
 from ftpipeline.spec.model import PipelineSpec
 
 
@@ -36,14 +41,29 @@ class ExistingOutput:
     gt_last: int
 
     def __str__(self) -> str:
+        if not self.field.endswith("existingOutput"):
+            return f"{self.field}: {self.path}"
         return (f"{self.path} already holds output (steps up to {self.gt_last}) and {self.field} is fail: "
                 f"set it to overwrite or resume, or choose another path")
 
 
 def prepare_outputs(spec: PipelineSpec, dead_letters: Path) -> list[ExistingOutput]:
     """Apply every sink's policy; the problems, if any. Nothing is removed when any sink fails."""
-    problems, overwrite = [], []
+    problems: list[ExistingOutput] = []
+    overwrite: list[ParquetBundleSink | KafkaBarrier] = []
     for i, stage in enumerate(spec.stages):
+        if stage.kafka_sink is not None:
+            topic = KafkaBarrier(stage.name, stage.kafka_sink, stage.parallelism, spec, None)
+            at = f"spec.stages[{i}].sink"
+            missing = topic.problem()
+            if missing is not None:
+                problems.append(ExistingOutput(f"{at}.kafka.topic", missing, 0))
+            elif stage.kafka_sink.existing == "overwrite":
+                overwrite.append(topic)
+            elif stage.kafka_sink.existing == "fail" and (newest := topic.newest()):
+                problems.append(ExistingOutput(f"{at}.existingOutput", f"topic {stage.kafka_sink.topic!r}", newest))
+            topic.close()
+            continue
         if stage.sink is None:
             continue
         sink = ParquetBundleSink(stage.sink.path)
@@ -54,8 +74,8 @@ def prepare_outputs(spec: PipelineSpec, dead_letters: Path) -> list[ExistingOutp
                                            sink.gt_last()))
     if problems:
         return problems
-    for sink in overwrite:
-        sink.reset()
+    for old in overwrite:
+        old.reset()
     if overwrite and dead_letters.exists():
         shutil.rmtree(dead_letters)
     return []

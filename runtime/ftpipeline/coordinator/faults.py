@@ -6,21 +6,19 @@ pending (the interesting case for lineage) — or at a time since the first
 step, or while a checkpoint is being taken (at or after a given step). The victim is named, or drawn from a seeded random generator, so a
 failing run can be repeated exactly.
 
-The coordinator itself can be made to crash (``os._exit``: no cleanup, no
-goodbye; a SIGKILL to itself would be ignored where it is a container's PID 1)
-right after
-it wrote a given command to the command log — ``FTPIPELINE_CRASH_AFTER=
-recovery`` or ``step-committed:5`` (the fifth one) — to test that a restarted
-coordinator continues from the log whatever it was doing.
+The coordinator itself can be made to crash right after it wrote a given
+command to the command log (``obs/crash.py``: ``FTPIPELINE_CRASH_AFTER=
+recovery`` or ``step-committed:5``), to test that a restarted coordinator
+continues from the log whatever it was doing.
 """
 
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import dataclass, field
 
 from ftpipeline.lineage.naming import WorkerId
+from ftpipeline.obs.crash import CRASH_EXIT, CrashPoint
 
 
 @dataclass
@@ -54,25 +52,4 @@ class FaultPlan:
         return False
 
 
-CRASH_EXIT = 137  # as if killed by SIGKILL
-
-
-@dataclass
-class CrashPoint:
-    kind: str
-    nth: int = 1
-    seen: int = 0
-
-    @staticmethod
-    def from_env() -> CrashPoint | None:
-        raw = os.environ.get("FTPIPELINE_CRASH_AFTER")
-        if not raw:
-            return None
-        kind, _, nth = raw.partition(":")
-        return CrashPoint(kind, int(nth or 1))
-
-    def after(self, kind: str) -> None:
-        if kind == self.kind:
-            self.seen += 1
-            if self.seen == self.nth:
-                os._exit(CRASH_EXIT)
+__all__ = ["CRASH_EXIT", "CrashPoint", "FaultPlan"]

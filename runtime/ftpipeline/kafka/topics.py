@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
@@ -24,6 +25,16 @@ class Record:
     offset: int
     key: bytes | None
     value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+    timestamp: int = 0
+
+    def header(self, name: str) -> bytes | None:
+        return next((v for k, v in self.headers if k == name), None)
+
+
+def _headers(raw: Any) -> tuple[tuple[str, bytes], ...]:
+    pairs = raw.items() if isinstance(raw, dict) else raw or ()
+    return tuple((str(k), v.encode() if isinstance(v, str) else v or b"") for k, v in pairs)
 
 
 def create_topics(bootstrap: str, partitions: dict[str, int]) -> list[str]:
@@ -92,7 +103,7 @@ def read_committed(bootstrap: str, topic: str) -> list[Record]:
                 p, offset, error = m.partition() or 0, m.offset() or 0, m.error()
                 if error is None:
                     if offset < ends[p]:
-                        records.append(Record(p, offset, m.key(), m.value()))
+                        records.append(Record(p, offset, m.key(), m.value(), _headers(m.headers()), m.timestamp()[1]))
                     if offset + 1 >= ends[p]:
                         pending.discard(p)
                 elif error.code() == KafkaError._PARTITION_EOF and offset >= ends[p]:

@@ -3,6 +3,7 @@
 - ``expected.py``: the same pipeline as one batch job (the expected rows of
   every sink, and the expected dead letters);
 - ``files.py``: file sources read again, independently of the runtime's reader;
+- ``kafka.py``: Kafka topics read again: a source's records by step, a sink's released rows;
 - ``compare.py``: multiset comparison, floats within a documented tolerance;
 - ``buckets.py``: the same comparison for outputs too large to collect.
 
@@ -16,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ftpipeline.oracle.buckets import compare_frames
@@ -28,6 +30,7 @@ from ftpipeline.oracle.compare import (
     read_dead_letters,
 )
 from ftpipeline.oracle.expected import Expected, expected, expected_outputs
+from ftpipeline.oracle.kafka import released_rows
 from ftpipeline.spec.model import PipelineSpec, StageKind
 
 
@@ -36,9 +39,17 @@ def _released(spark: Any, spec: PipelineSpec, expect: Expected, steps: int, work
 
     out = []
     for name, frame in expect.sinks.items():
+        types = dict(frame.dtypes)
+        topic = spec.stage(name).kafka_sink
+        if topic is not None:
+            rows = released_rows(topic.topic, spec.kafka_bootstrap, steps)
+            table = pa.Table.from_pylist([{c: r.get(c) for c in frame.columns} for r in rows]) if rows else None
+            actual = spark.createDataFrame(table) if table is not None else frame.limit(0)
+            actual = actual.select(*[F.col(c).cast(types[c]) for c in frame.columns])
+            out.append(compare_frames(name, frame, actual, len(rows), work))
+            continue
         sink = spec.stage(name).sink
         assert sink is not None
-        types = dict(frame.dtypes)
         actual = spark.read.parquet(str(sink.path)).filter(F.col("step") <= steps)
         actual = actual.select(*[F.col(c).cast(types[c]) for c in frame.columns])
         rows = sum(pq.ParquetFile(p).metadata.num_rows for p in sink.path.glob("step=*/*.parquet"))
@@ -46,18 +57,20 @@ def _released(spark: Any, spec: PipelineSpec, expect: Expected, steps: int, work
     return out
 
 
-def compare(spark: Any, spec: PipelineSpec, steps: int) -> list[Comparison]:
-    """Compare every sink's released output for steps 1..``steps`` with the oracle."""
+def compare(spark: Any, spec: PipelineSpec, steps: int, history: Path | None = None) -> list[Comparison]:
+    """Compare every sink's released output for steps 1..``steps`` with the oracle (``history``: the run's
+    step history, for a Kafka source)."""
     with tempfile.TemporaryDirectory(prefix="ftpipeline-oracle-") as work:
-        return _released(spark, spec, expected(spark, spec, steps, Path(work)), steps, Path(work))
+        return _released(spark, spec, expected(spark, spec, steps, Path(work), history), steps, Path(work))
 
 
-def verify(spark: Any, spec: PipelineSpec, steps: int, dead_letter_root: Path) -> list[Comparison]:
+def verify(spark: Any, spec: PipelineSpec, steps: int, dead_letter_root: Path,
+           history: Path | None = None) -> list[Comparison]:
     """Every sink, then the dead letters under ``dead_letter_root`` when the pipeline can have any."""
     with tempfile.TemporaryDirectory(prefix="ftpipeline-oracle-") as work:
-        expect = expected(spark, spec, steps, Path(work))
+        expect = expected(spark, spec, steps, Path(work), history)
         out = _released(spark, spec, expect, steps, Path(work))
-    sources = {s.name for s in spec.stages if s.file is not None}
+    sources = {s.name for s in spec.stages if s.file is not None or s.kafka is not None}
     if sources or any(s.kind is StageKind.AGGREGATE for s in spec.stages):
         out.append(compare_letters(expect.letters, read_dead_letters(dead_letter_root, steps), sources))
     return out

@@ -3,10 +3,11 @@
 It shares with the runtime only the pipeline's *definition* — the user's
 generator and transform functions — and none of the machinery under test: no
 workers, objects, lineage, partitioning, Arrow state merging or barrier, and
-not the file reader either (``files.py`` reads file sources on its own). Each
-input row is tagged with the step that reads it, deterministically from the
-spec (step k of channel c covers rows ``[(k-1)*share, k*share)``, clipped to
-a bounded input), then:
+not the file reader either (``files.py`` reads file sources on its own, and
+``kafka.py`` topics). Each input row is tagged with the step that reads it,
+deterministically from the spec (step k of channel c covers rows
+``[(k-1)*share, k*share)``, clipped to a bounded input), or for a Kafka
+source from the offsets the run recorded for each step, then:
 
 - transforms run once over the whole input (they must keep the ``_step``
   column, which row-wise DataFrame code does);
@@ -33,6 +34,7 @@ from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.plans import scannable
 from ftpipeline.dataflow.sources import channel_share, make_reader, rows_per_step
 from ftpipeline.oracle.files import STEP, Letter, read_file_stage
+from ftpipeline.oracle.kafka import read_kafka_stage
 from ftpipeline.spec.load import load_entry_module
 from ftpipeline.spec.model import PipelineSpec, StageKind
 
@@ -69,12 +71,14 @@ def _generated_rows(spec: PipelineSpec, stage_name: str, module: Any, steps: int
     return pa.concat_tables(tables, promote_options="permissive")
 
 
-def expected(spark: Any, spec: PipelineSpec, steps: int, work: Path | None = None) -> Expected:
+def expected(spark: Any, spec: PipelineSpec, steps: int, work: Path | None = None,
+             history: Path | None = None) -> Expected:
     """The expected DataFrame of every sink and the expected dead letters of steps 1..``steps``.
 
     With ``work`` (a directory that outlives the frames' use), a source's rows
     larger than ``LARGE_ROWS_BYTES`` reach Spark as a Parquet file written there,
-    not through ``createDataFrame``, which would hold them in Spark's driver."""
+    not through ``createDataFrame``, which would hold them in Spark's driver. A Kafka
+    source needs the run's step ``history`` (``oracle/kafka.py``)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -87,6 +91,11 @@ def expected(spark: Any, spec: PipelineSpec, steps: int, work: Path | None = Non
         if stage.kind is StageKind.SOURCE:
             if stage.file is not None:
                 rows, dead = read_file_stage(stage, steps)
+                letters.extend(dead)
+            elif stage.kafka is not None:
+                if history is None:
+                    raise ValueError(f"stage {name!r} reads Kafka: the oracle needs the run's step history")
+                rows, dead = read_kafka_stage(stage, spec.kafka_bootstrap, steps, history)
                 letters.extend(dead)
             else:
                 rows = _generated_rows(spec, name, module, steps)

@@ -76,6 +76,10 @@ _FROM_JSON: dict[str, Callable[[Any], Any]] = {
 }
 
 
+def types_of(schema: list[tuple[str, str]]) -> pa.Schema:
+    return pa.schema([(n, _TYPES[k]) for n, k in schema])
+
+
 def _raise() -> Any:
     raise _Malformed
 
@@ -110,20 +114,22 @@ def _lines(data: bytes) -> Iterator[tuple[int, bytes]]:
             yield number, piece
 
 
+def json_row(raw: bytes, schema: list[tuple[str, str]]) -> dict[str, Any] | None:
+    """The schema's columns of one JSON object, or None when ``raw`` is not one whose columns have their types."""
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+        if not isinstance(obj, dict):
+            raise _Malformed
+        return {n: None if obj.get(n) is None else _FROM_JSON[k](obj[n]) for n, k in schema}
+    except (_Malformed, ValueError, OverflowError):
+        return None
+
+
 def _jsonl(path: Path, schema: list[tuple[str, str]]) -> Iterator[tuple[dict[str, Any] | None, str, int]]:
     for number, raw in _lines(path.read_bytes()):
         if not raw.strip():
             continue
-        text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-        try:
-            obj = json.loads(raw.decode("utf-8"))
-            if not isinstance(obj, dict):
-                raise _Malformed
-            row = {n: None if obj.get(n) is None else _FROM_JSON[k](obj[n]) for n, k in schema}
-        except (_Malformed, ValueError, OverflowError):
-            yield None, text, number
-            continue
-        yield row, text, number
+        yield json_row(raw, schema), raw.decode("utf-8", errors="replace").rstrip("\r\n"), number
 
 
 def _csv(path: Path, schema: list[tuple[str, str]]) -> Iterator[tuple[dict[str, Any] | None, str, int]]:
@@ -169,7 +175,7 @@ def read_file_stage(stage: StageSpec, steps: int) -> tuple[pa.Table, list[Letter
     rows: list[dict[str, Any]] = []
     letters: list[Letter] = []
     tables: list[pa.Table] = []
-    declared = pa.schema([(n, _TYPES[k]) for n, k in schema]) if schema else None
+    declared = types_of(schema) if schema else None
     for channel in range(p):
         share = spec.rows_per_step // p + (1 if channel < spec.rows_per_step % p else 0)
         offset = 0

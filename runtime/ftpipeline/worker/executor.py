@@ -51,6 +51,7 @@ from typing import Any, NoReturn
 import pyarrow as pa
 
 from ftpipeline.barrier import ParquetBundleSink
+from ftpipeline.barrier.kafka import STAGE_LIMIT, write_part
 from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.checkpoint.tracker import ChannelSnapshot
 from ftpipeline.dataflow import aggregate as agg
@@ -107,6 +108,7 @@ class TaskRunner:
         self.states: dict[Channel, KeyedState | None] = {}
         self.state_steps: dict[Channel, int] = {}
         self.evicted = 0  # keys forgotten by TTL since the last task reported
+        self.staged: list[list[Any]] = []  # Kafka sink parts this task wrote: [sink, step, channel, file]
 
     def snapshot(self, epoch: int, done: Callable[[list[dict[str, Any]]], None],
                  failed: Callable[[str], None]) -> threading.Thread:
@@ -221,8 +223,9 @@ class TaskRunner:
         elif table is not None:
             outputs = self.buffer.put_bundle(key, split(self.graph, task, table))
         evicted, self.evicted = self.evicted, 0
+        staged, self.staged = self.staged, []
         return {"task": task.to_json(), "outputs": outputs, "rows_in": rows_in, "dead_letters": len(dead),
-                "evicted": evicted}
+                "evicted": evicted, "staged": staged}
 
     def _chain(self, task: Task, stage: StageSpec, table: pa.Table) -> pa.Table | spill.Written | None:
         """The rest of the chain after its head's own work, as one program run by Spark
@@ -276,7 +279,18 @@ class TaskRunner:
     def _sink(self, task: Task, stage: StageSpec, table: pa.Table | spill.Written) -> None:
         if not self.may_write():
             raise Fenced(f"sink write of {task.id} ({stage.name}) refused: this worker was fenced off")
-        if isinstance(table, spill.Written):
+        if stage.kafka_sink is not None:  # its sidecar stages the part in Redis; the release produces it
+            name = f"staged/{stage.name}.{task.step}.{task.channel}.arrow"
+            path = self.buffer.root / name
+            path.parent.mkdir(exist_ok=True)
+            tables = table.batches() if isinstance(table, spill.Written) else iter([table])
+            write_part(path, tables, table.schema)
+            if path.stat().st_size > STAGE_LIMIT:
+                raise UserCodeError(f"sink {stage.name!r}: step {task.step}'s output of channel {task.channel} is "
+                                    f"{path.stat().st_size} bytes compressed, more than a step may stage "
+                                    f"({STAGE_LIMIT}): read fewer records per step (maxRecordsPerStep)")
+            self.staged.append([stage.name, task.step, task.channel, name])
+        elif isinstance(table, spill.Written):
             self.sinks[stage.name].stage_batches(task.step, task.channel, table.schema, table.batches())
         else:
             self.sinks[stage.name].stage(task.step, task.channel, table)

@@ -53,7 +53,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from ftpipeline.barrier import ParquetBundleSink
+from ftpipeline.barrier import Barrier, barrier_of
+from ftpipeline.barrier.kafka import KafkaBarrier
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.checkpoint.clock import VectorClock
 from ftpipeline.checkpoint.storage import CheckpointStorage
@@ -114,6 +115,7 @@ class Sidecar:
         self.spec: PipelineSpec | None = None
         self.graph: Graph | None = None
         self._readers: dict[str, SourceReader] = {}
+        self._barriers: dict[str, Barrier] = {}  # each sink's (a Kafka sink's producers live as long as the run)
         self._queue: dict[str, Task] = {}
         self._running: dict[str, list[str]] = {}  # task id -> cached input names
         self._state_steps: dict[Channel, int] = {}
@@ -180,6 +182,8 @@ class Sidecar:
             self.spec, self.graph, self._config = spec, graph, dict(body)
             self.inputs.storage = CheckpointStorage(spec.checkpoint_root, spec.store_key)
             self._readers = {s.name: make_reader(s, None, spec.kafka_bootstrap) for s in graph.sources()}
+            self._close_barriers()
+            self._barriers = {s.name: barrier_of(s, spec, self.store, self.worker) for s in graph.sinks()}
             self._queue.clear()
             self._running.clear()
             self._state_steps = {ch: body["committed"] for ch in owned if graph.is_stateful(ch.stage)}
@@ -248,11 +252,21 @@ class Sidecar:
     def _do_release(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.graph is not None
         step = int(body["step"])
+        if any(isinstance(b, KafkaBarrier) for b in self._barriers.values()) and not self.still_member():
+            # a transaction of a worker the run let go must not commit: refused here, and fenced by Kafka
+            # once the worker releasing instead initialised the same transactional ids
+            self.store.add_stats({"fenced_releases": 1})
+            raise RuntimeError(f"worker {self.worker} may not release step {step}: not a member of the run")
         released = {}
         for sink in self.graph.sinks():
-            assert sink.sink is not None
-            released[sink.name] = ParquetBundleSink(sink.sink.path).release(step, sink.parallelism)
+            released[sink.name] = self._barriers[sink.name].release(step, sink.parallelism)
         return {"released": released}
+
+    def _close_barriers(self) -> None:
+        for barrier in self._barriers.values():
+            if isinstance(barrier, KafkaBarrier):
+                barrier.close()
+        self._barriers = {}
 
     def _do_prepare_outputs(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         """A fresh run: apply each sink's ``existingOutput`` (``barrier/existing.py``); the problems, if any."""
@@ -262,8 +276,7 @@ class Sidecar:
     def _do_barrier(self, body: dict[str, Any]) -> dict[str, Any]:
         """GT_last of the output: the newest step every sink has released."""
         assert self.graph is not None
-        sinks = [ParquetBundleSink(s.sink.path) for s in self.graph.sinks() if s.sink is not None]
-        return {"gt_last": min((s.gt_last() for s in sinks), default=0)}
+        return {"gt_last": min((b.gt_last() for b in self._barriers.values()), default=0)}
 
     def _do_shutdown(self, body: dict[str, Any]) -> dict[str, Any]:
         self.stopping.set()
@@ -339,6 +352,11 @@ class Sidecar:
             stats["recovery_tasks"] = 1
         if self.metrics is not None:
             self.metrics.task_done(rows_in, task.recovery, int(body.get("evicted", 0)))
+        for sink, step, channel, name in body.get("staged", []):  # before the completion: a release needs them
+            barrier = self._barriers[sink]
+            assert isinstance(barrier, KafkaBarrier)
+            barrier.stage(int(step), int(channel), self.buffer.root / name)
+            (self.buffer.root / name).unlink(missing_ok=True)
         self.buffer.index(body["outputs"])  # before PT says so: a consumer that looks finds them
         with self._cv:  # atomic w.r.t. _refresh: the task leaves NTT and _running together
             clock = self._keeper.clock if task.recovery else self._keeper.produce(len(body["outputs"]))

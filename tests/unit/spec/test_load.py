@@ -847,3 +847,59 @@ def test_a_file_of_several_documents_is_read_for_its_one_ftpipeline() -> None:
     assert spec.name == "clickstream" and "PersistentVolumeClaim" not in spec.source_text
     with pytest.raises(SpecError, match="expected one FTPipeline among the file's 3 documents, found 2"):
         parse_pipeline(yaml.safe_dump_all([claim, base(), base()]), EXAMPLE.parent, check_entry_point=False)
+
+
+# -- Kafka ------------------------------------------------------------------------------
+
+
+def kafka_doc() -> dict[str, Any]:
+    doc = base()
+    doc["spec"]["kafka"] = {"bootstrapServers": "broker:9092"}
+    stages(doc)[0] = {"name": "events", "parallelism": 3,
+                      "source": {"kafka": {"topic": "clicks", "schema": {"user_id": "string", "n": "long"},
+                                           "maxRecordsPerStep": 500}}}
+    stages(doc)[3]["sink"] = {"kafka": {"topic": "totals", "key": ["user_id"]}, "existingOutput": "resume"}
+    return doc
+
+
+def test_a_kafka_source_and_sink_are_read_with_their_defaults() -> None:
+    spec = parse(kafka_doc())
+    source, sink = spec.stage("events"), spec.stage("output")
+    assert spec.kafka_bootstrap == "broker:9092" and spec.uses_kafka
+    assert source.kafka is not None and source.kafka.topic == "clicks" and source.kafka.format == "json"
+    assert (source.kafka.starting, source.kafka.ending, source.kafka.max_records_per_step) == ("earliest", "", 500)
+    assert sink.kafka_sink is not None and sink.sink is None
+    assert (sink.kafka_sink.topic, sink.kafka_sink.key, sink.kafka_sink.existing) == ("totals", ("user_id",), "resume")
+
+
+@pytest.mark.parametrize("edit,field,says", [
+    (lambda k: k.pop("schema"), "spec.stages[0].source.kafka.schema", "required for format json"),
+    (lambda k: k.update(format="raw"), "spec.stages[0].source.kafka.schema", "format raw has fixed columns"),
+    (lambda k: k.update(startingOffsets="timestamp"), "spec.stages[0].source.kafka.startingTimestampMs",
+     "startingOffsets timestamp"),
+    (lambda k: k.update(startingTimestampMs=5), "spec.stages[0].source.kafka.startingTimestampMs",
+     "startingOffsets timestamp"),
+    (lambda k: k.update(topic="no spaces"), "spec.stages[0].source.kafka.topic", "does not match"),
+    (lambda k: k.update(endingOffsets="earliest"), "spec.stages[0].source.kafka.endingOffsets", "latest"),
+])
+def test_a_kafka_source_that_cannot_be_read_as_written_is_refused_naming_the_field(edit: Any, field: str,
+                                                                                   says: str) -> None:
+    doc = kafka_doc()
+    edit(stages(doc)[0]["source"]["kafka"])
+    problem = only_problem(doc)
+    assert problem.path == field and says in problem.message, problem
+
+
+def test_an_aggregate_over_a_kafka_source_names_only_its_columns() -> None:
+    doc = kafka_doc()
+    stages(doc)[1] = {"name": "clean", "parallelism": 3, "inputs": [{"stage": "events", "partition": "hash",
+                                                                     "keys": ["user"]}],
+                      "transform": {"function": "clean_events"}}
+    problem = only_problem(doc)
+    assert problem.path == "spec.stages[1].inputs[0].keys[0]" and "'user' is not a column of 'events'" in problem.message
+
+
+def test_a_sink_is_parquet_or_kafka_not_both() -> None:
+    doc = kafka_doc()
+    stages(doc)[3]["sink"]["parquet"] = {"path": "out"}
+    assert "needs exactly one of parquet, kafka" in only_problem(doc).message

@@ -1,0 +1,289 @@
+"""The output barrier for a Kafka topic: each step's rows in transactions committed at its release.
+
+The Parquet barrier's protocol (``bundles.py``) with Kafka doing the atomic
+part. Each sink channel has a transactional producer whose
+``transactional.id`` is derived from the pipeline's identity, the sink and
+the channel, and a consumer group of the same name that holds the channel's
+``GT_last``: the group's committed offset on the topic's partition 0 *is*
+the last released step, written by ``send_offsets_to_transaction`` inside
+the transaction that writes the step's rows. Rows and ``GT_last`` become
+visible together or not at all, which is what makes a release idempotent:
+
+    staged   the sink task's part, Arrow IPC in the run's Redis (it outlives
+             the worker that wrote it; the executor has no Redis, its
+             sidecar stages the file the task left)
+    release  for each channel whose GT_last < S: init (once per process:
+             fences any older producer of the id, aborting its open
+             transaction), begin, produce the part's rows, send offset S to
+             the channel's group, commit; then the staged parts are dropped
+    replay   a step at or below a channel's GT_last is skipped
+
+States of one step of one channel::
+
+    staged --begin, produce, offsets, commit--> released (GT_last = S)
+    staged --crash or fence before the commit--> staged   (the open transaction is aborted
+                                                          by the next producer's init)
+    released --release again (replay)--> released         (skipped)
+
+Steps are released in order, so a channel's GT_last is S-1 when S comes.
+A worker that the run fenced off but that still runs (a zombie) cannot
+commit: whoever released after it initialised the same transactional id,
+which bumped the producer epoch, and Kafka refuses the zombie's commit with
+``_FENCED`` — the same verdict as ours. Every channel commits a transaction
+every step, empty or not, so every channel's GT_last moves with the steps.
+
+Rows are written as JSON objects (their columns; bytes as base64, other
+non-JSON values as text), with a header ``ftpipeline-step`` naming the step
+that wrote them; the key is one column's value as text, several
+as a JSON array, none for no key. Keys are partitioned by murmur2, as the
+Java clients (Kafka Streams, Spark) do, so equal keys share a partition.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from ftpipeline.control.store import RunStore
+from ftpipeline.kafka.client import TIMEOUT_S, config, describe, short_id
+from ftpipeline.obs.crash import CrashPoint
+from ftpipeline.spec.model import KafkaSink, PipelineSpec
+
+log = logging.getLogger("ftpipeline.barrier")
+
+# A transaction spans one release (a step's rows of one channel): one its producer left open (a crash, a pause)
+# is aborted by the broker after this, so a read of GT_last, which waits for open transactions, never waits longer.
+TRANSACTION_TIMEOUT_MS = 20_000
+STEP_HEADER = "ftpipeline-step"  # every record says which step wrote it
+STAGE_LIMIT = 512 * 1024 * 1024  # a Redis string's limit: one step's part of one channel must fit
+
+
+class KafkaReleaseError(RuntimeError):
+    """A step could not be released to its topic (the cluster, a fence, a part not staged)."""
+
+
+def write_part(path: Path, tables: Iterator[pa.Table], schema: pa.Schema) -> None:
+    """The executor's side: a sink task's part as one compressed Arrow IPC file, for the sidecar to stage."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    options = pa.ipc.IpcWriteOptions(compression="zstd")
+    with pa.OSFile(str(tmp), "wb") as out, pa.ipc.new_stream(out, schema, options=options) as writer:
+        for table in tables:
+            writer.write_table(table)
+    tmp.replace(path)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    return str(value)
+
+
+def encode(table: pa.Table, key: tuple[str, ...]) -> Iterator[tuple[bytes | None, bytes]]:
+    """The (key, value) records of a part's rows."""
+    for batch in table.to_batches(max_chunksize=10_000):
+        for row in batch.to_pylist():
+            value = json.dumps(row, separators=(",", ":"), default=_json_default).encode()
+            if not key:
+                yield None, value
+            elif len(key) == 1:
+                k = row.get(key[0])
+                yield (None if k is None else (k if isinstance(k, str) else json.dumps(k, default=_json_default))
+                       .encode()), value
+            else:
+                yield json.dumps([row.get(c) for c in key], separators=(",", ":"), default=_json_default).encode(), value
+
+
+class _Channel:
+    """One sink channel's consumer group, which holds its GT_last, and its transactional producer (made on
+    the first release: reading GT_last fences nobody)."""
+
+    def __init__(self, bootstrap: str, name: str, topic: str) -> None:
+        self.bootstrap, self.name, self.topic = bootstrap, name, topic
+        self.group = Consumer(config(bootstrap, **{"group.id": name, "enable.auto.commit": False,
+                                                   "isolation.level": "read_committed"}))
+        self._producer: Producer | None = None
+
+    @property
+    def producer(self) -> Producer:
+        if self._producer is None:
+            producer = Producer(config(self.bootstrap, **{
+                "transactional.id": self.name, "enable.idempotence": True, "partitioner": "murmur2_random",
+                "linger.ms": 5, "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS}))
+            producer.init_transactions(TIMEOUT_S)  # fences every older producer of this id
+            self._producer = producer
+        return self._producer
+
+    def gt_last(self) -> int:
+        offset = self.group.committed([TopicPartition(self.topic, 0)], timeout=TIMEOUT_S)[0].offset
+        return max(0, int(offset))
+
+    def begin(self, step: int, table: pa.Table, key: tuple[str, ...]) -> int:
+        producer = self.producer
+        producer.begin_transaction()
+        rows = 0
+        headers: list[tuple[str, str | bytes | None]] = [(STEP_HEADER, str(step).encode())]
+        for k, v in encode(table, key):
+            while True:
+                try:
+                    producer.produce(self.topic, value=v, key=k, headers=headers)
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain it
+                    producer.poll(0.05)
+            rows += 1
+        producer.send_offsets_to_transaction([TopicPartition(self.topic, 0, step)],
+                                             self.group.consumer_group_metadata(), TIMEOUT_S)
+        return rows
+
+    def commit(self) -> None:
+        self.producer.commit_transaction(TIMEOUT_S)
+
+    def abort(self) -> None:
+        if self._producer is None:
+            return
+        try:
+            self._producer.abort_transaction(TIMEOUT_S)
+        except KafkaException:
+            pass  # a fenced or broken producer is dropped anyway
+
+    def close(self) -> None:
+        self.group.close()
+        if self._producer is not None:
+            try:
+                self._producer.flush(0)
+            except KafkaException:
+                pass  # a fenced producer has nothing left to send
+
+
+class KafkaBarrier:
+    """The barrier of one Kafka sink, as one worker's sidecar holds it (producers are kept between steps)."""
+
+    def __init__(self, name: str, sink: KafkaSink, channels: int, spec: PipelineSpec, store: RunStore | None,
+                 crash: CrashPoint | None = None) -> None:
+        self.name, self.sink, self.channels, self.store = name, sink, channels, store
+        self.crash = crash  # tests: exit between a transaction's records and its commit (obs/crash.py)
+        self.bootstrap = spec.kafka_bootstrap
+        self.prefix = f"ftpipeline-{short_id(spec.store_key)}-{name}"
+        self._channels: dict[int, _Channel] = {}
+
+    def channel_id(self, channel: int) -> str:
+        """The transactional id and group id of a sink channel."""
+        return f"{self.prefix}-{channel}"
+
+    def _channel(self, channel: int) -> _Channel:
+        found = self._channels.get(channel)
+        if found is None:
+            try:
+                found = _Channel(self.bootstrap, self.channel_id(channel), self.sink.topic)
+            except KafkaException as exc:
+                raise KafkaReleaseError(f"sink {self.name}: producer {self.channel_id(channel)}: "
+                                        f"{describe(exc)}") from None
+            self._channels[channel] = found
+        return found
+
+    def _drop(self, channel: int) -> None:
+        found = self._channels.pop(channel, None)
+        if found is not None:
+            found.close()
+
+    def close(self) -> None:
+        for channel in list(self._channels):
+            self._drop(channel)
+
+    # -- staging (the sidecar, when a sink task completes) ----------------------
+
+    def _key(self, step: int, channel: int) -> str:
+        assert self.store is not None
+        return self.store.k(f"staged:{self.name}:{step}:{channel}")
+
+    def stage(self, step: int, channel: int, path: Path) -> None:
+        """Keep the part a sink task wrote (the executor checked its size) until its step is released."""
+        assert self.store is not None
+        self.store.r.set(self._key(step, channel), path.read_bytes())
+
+    def _staged(self, step: int, channel: int) -> pa.Table:
+        assert self.store is not None
+        data = self.store.r.get(self._key(step, channel))
+        if data is None:
+            raise KafkaReleaseError(f"barrier: step {step} of sink {self.name} has no part staged for channel "
+                                    f"{channel}")
+        return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+    # -- the barrier --------------------------------------------------------------
+
+    def gt_last(self) -> int:
+        """The newest step every channel released."""
+        try:
+            return min(self._channel(c).gt_last() for c in range(self.channels))
+        except KafkaException as exc:
+            raise KafkaReleaseError(f"sink {self.name}: reading its released steps: {describe(exc)}") from None
+
+    def release(self, step: int, channels: int) -> bool:
+        """Release ``step`` on every channel that has not yet; False when every one had (idempotent)."""
+        released = False
+        for c in range(channels):
+            released = self.release_channel(step, c) or released
+        assert self.store is not None
+        self.store.r.delete(*(self._key(step, c) for c in range(channels)))
+        return released
+
+    def release_channel(self, step: int, channel: int) -> bool:
+        state = self._channel(channel)
+        try:
+            state.producer  # initialised first: another producer's open transaction is aborted, so GT_last is stable
+            done = state.gt_last()
+            if done >= step:
+                return False
+            if done != step - 1:
+                raise KafkaReleaseError(f"barrier: cannot release step {step} of sink {self.name} channel "
+                                        f"{channel} before step {done + 1}")
+            rows = state.begin(step, self._staged(step, channel), self.sink.key)
+            if self.crash is not None:
+                state.producer.flush(TIMEOUT_S)  # the records are on the broker, in an open transaction
+                self.crash.after("kafka-produced")
+            state.commit()
+        except KafkaException as exc:
+            state.abort()
+            self._drop(channel)  # fenced, or in a state only a new producer leaves
+            log.warning("release failed", extra={"sink": self.name, "step": step, "channel": channel,
+                                                 "error": describe(exc)})
+            raise KafkaReleaseError(f"sink {self.name}: releasing step {step} of channel {channel}: "
+                                    f"{describe(exc)}") from None
+        except KafkaReleaseError:
+            state.abort()
+            raise
+        log.debug("released", extra={"sink": self.name, "step": step, "channel": channel, "rows": rows})
+        return True
+
+    # -- a fresh run (barrier/existing.py) ------------------------------------------
+
+    def problem(self) -> str | None:
+        """Why this sink cannot take a fresh run's output as it is, or None."""
+        admin = AdminClient(config(self.bootstrap))
+        topics = admin.list_topics(timeout=TIMEOUT_S).topics
+        if self.sink.topic not in topics:
+            return f"topic {self.sink.topic!r} does not exist"
+        return None
+
+    def newest(self) -> int:
+        """The newest step any channel released (an earlier run's output, when a fresh run looks)."""
+        return max(self._channel(c).gt_last() for c in range(self.channels))
+
+    def reset(self) -> None:
+        """Forget the released steps (``overwrite``): the records stay in the topic, Kafka keeps them."""
+        self.close()
+        admin = AdminClient(config(self.bootstrap))
+        groups = [self.channel_id(c) for c in range(self.channels)]
+        for group, future in admin.delete_consumer_groups(groups, request_timeout=TIMEOUT_S).items():
+            try:
+                future.result(TIMEOUT_S)
+            except KafkaException as exc:
+                if "GROUP_ID_NOT_FOUND" not in describe(exc):
+                    raise KafkaReleaseError(f"sink {self.name}: resetting {group}: {describe(exc)}") from None

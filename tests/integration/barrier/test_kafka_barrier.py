@@ -1,0 +1,140 @@
+"""The Kafka sink's barrier on a real broker and Redis: each step once, a crash and a zombie fenced."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import redis
+from confluent_kafka import KafkaException
+
+from ftpipeline.barrier.existing import prepare_outputs
+from ftpipeline.barrier.kafka import KafkaBarrier, KafkaReleaseError, write_part
+from ftpipeline.control.store import RunStore
+from ftpipeline.kafka.topics import create_topics, read_committed
+from ftpipeline.spec.load import parse_pipeline
+from ftpipeline.spec.model import PipelineSpec
+
+
+def pipeline(bootstrap: str, topic: str, existing: str = "fail") -> PipelineSpec:
+    text = f"""
+apiVersion: ftpipeline.io/v1alpha1
+kind: FTPipeline
+metadata: {{name: kb}}
+spec:
+  entryPoint: m.py
+  workers: 1
+  kafka: {{bootstrapServers: "{bootstrap}"}}
+  stages:
+    - {{name: src, parallelism: 2, source: {{generator: {{function: g, rowsPerStep: 10}}}}}}
+    - name: out
+      parallelism: 2
+      inputs: [{{stage: src}}]
+      sink: {{kafka: {{topic: {topic}, key: [user]}}, existingOutput: {existing}}}
+"""
+    spec = parse_pipeline(text, Path("/tmp"), check_entry_point=False)
+    return dataclasses.replace(spec, identity=f"kb-{uuid.uuid4().hex[:8]}")
+
+
+def barrier(spec: PipelineSpec, r: redis.Redis) -> KafkaBarrier:
+    stage = spec.stage("out")
+    assert stage.kafka_sink is not None
+    return KafkaBarrier("out", stage.kafka_sink, 2, spec, RunStore(r, spec.store_key))
+
+
+def stage_step(b: KafkaBarrier, step: int, tmp: Path, rows: dict[int, list[str]]) -> None:
+    for channel in range(2):
+        path = tmp / f"part-{step}-{channel}.arrow"
+        users = rows.get(channel, [])
+        table = pa.table({"user": users, "n": [step] * len(users)}, schema=pa.schema([("user", pa.string()),
+                                                                                     ("n", pa.int64())]))
+        write_part(path, iter([table]), table.schema)
+        b.stage(step, channel, path)
+
+
+def released(bootstrap: str, topic: str) -> list[tuple[str, int, bytes | None]]:
+    import json
+
+    return sorted((json.loads(r.value or b"")["user"], int(r.header("ftpipeline-step") or 0), r.key)
+                  for r in read_committed(bootstrap, topic))
+
+
+@pytest.fixture
+def topic(kafka_bootstrap: str, topic_name: str) -> str:
+    create_topics(kafka_bootstrap, {topic_name: 3})
+    return topic_name
+
+
+def test_each_step_is_released_once_in_order_and_a_replay_is_skipped(
+        kafka_bootstrap: str, topic: str, redis_client: redis.Redis, tmp_path: Path) -> None:
+    b = barrier(pipeline(kafka_bootstrap, topic), redis_client)
+    assert b.gt_last() == 0
+    stage_step(b, 1, tmp_path, {0: ["a", "b"], 1: ["c"]})
+    assert b.release(1, 2)
+    stage_step(b, 2, tmp_path, {1: ["d"]})  # channel 0 has nothing this step: its GT_last moves all the same
+    with pytest.raises(KafkaReleaseError, match="before step 2"):
+        b.release(3, 2)
+    assert b.release(2, 2)
+    assert b.gt_last() == 2
+    stage_step(b, 2, tmp_path, {1: ["d"]})  # a replay after a rollback stages it again
+    assert not b.release(2, 2)
+    assert released(kafka_bootstrap, topic) == [("a", 1, b"a"), ("b", 1, b"b"), ("c", 1, b"c"), ("d", 2, b"d")]
+    assert not redis_client.keys(RunStore(redis_client, b.prefix).k("*staged*"))
+
+
+def test_a_release_cut_off_before_its_commit_is_aborted_and_done_again_by_the_next_worker(
+        kafka_bootstrap: str, topic: str, redis_client: redis.Redis, tmp_path: Path) -> None:
+    spec = pipeline(kafka_bootstrap, topic)
+    first, second = barrier(spec, redis_client), barrier(spec, redis_client)
+    stage_step(first, 1, tmp_path, {0: ["a"], 1: ["b"]})
+    # the first worker writes channel 0's records into a transaction and dies before the commit
+    state = first._channel(0)
+    state.begin(1, first._staged(1, 0), ("user",))
+    state.producer.flush(30)
+    # another worker releases: its producer's init aborts the open transaction
+    assert second.release(1, 2)
+    assert released(kafka_bootstrap, topic) == [("a", 1, b"a"), ("b", 1, b"b")]
+
+
+def test_a_zombie_workers_late_commit_is_fenced_by_kafka(
+        kafka_bootstrap: str, topic: str, redis_client: redis.Redis, tmp_path: Path) -> None:
+    spec = pipeline(kafka_bootstrap, topic)
+    zombie, survivor = barrier(spec, redis_client), barrier(spec, redis_client)
+    stage_step(zombie, 1, tmp_path, {0: ["a"], 1: ["b"]})
+    state = zombie._channel(0)
+    state.begin(1, zombie._staged(1, 0), ("user",))  # paused here (SIGSTOP, a partition) ...
+    assert survivor.release(1, 2)                      # ... while the run moved on without it
+    with pytest.raises(KafkaException) as fenced:      # ... and wakes up to commit
+        state.commit()
+    assert fenced.value.args[0].fatal()
+    stage_step(survivor, 2, tmp_path, {0: ["c"]})
+    with pytest.raises(KafkaReleaseError):            # any later release by the zombie fails too
+        zombie.release(2, 2)
+    assert survivor.release(2, 2)
+    assert released(kafka_bootstrap, topic) == [("a", 1, b"a"), ("b", 1, b"b"), ("c", 2, b"c")]
+
+
+def test_a_fresh_run_over_a_topic_this_pipeline_wrote_fails_or_starts_over_as_asked(
+        kafka_bootstrap: str, topic: str, redis_client: redis.Redis, tmp_path: Path) -> None:
+    spec = pipeline(kafka_bootstrap, topic)
+    b = barrier(spec, redis_client)
+    stage_step(b, 1, tmp_path, {0: ["a"]})
+    b.release(1, 2)
+    [problem] = prepare_outputs(spec, tmp_path / "dead")
+    assert problem.field == "spec.stages[1].sink.existingOutput" and problem.gt_last == 1
+    assert f"topic {topic!r} already holds output (steps up to 1)" in str(problem)
+    assert barrier(spec, redis_client).gt_last() == 1  # refused: nothing changed
+    assert prepare_outputs(dataclasses.replace(spec, stages=tuple(
+        dataclasses.replace(s, kafka_sink=dataclasses.replace(s.kafka_sink, existing="resume")) if s.kafka_sink else s
+        for s in spec.stages)), tmp_path / "dead") == []
+    assert barrier(spec, redis_client).gt_last() == 1
+    overwrite = pipeline(kafka_bootstrap, topic, existing="overwrite")
+    overwrite = dataclasses.replace(overwrite, identity=spec.identity)
+    assert prepare_outputs(overwrite, tmp_path / "dead") == []
+    assert barrier(spec, redis_client).gt_last() == 0
+    missing = pipeline(kafka_bootstrap, f"{topic}-missing")
+    [problem] = prepare_outputs(missing, tmp_path / "dead")
+    assert problem.field == "spec.stages[1].sink.kafka.topic" and "does not exist" in str(problem)
