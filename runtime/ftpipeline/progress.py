@@ -49,6 +49,7 @@ class ProgressObserver(LocalObserver):
         self.rows = 0
         self.first_step_at: float | None = None
         self.recoveries = 0
+        self.lag: int | None = None  # records a Kafka source has not read yet (none for other sources)
 
     def __enter__(self) -> ProgressObserver:
         self.progress.start()
@@ -73,12 +74,17 @@ class ProgressObserver(LocalObserver):
             self.progress.update(self.task, total=self.total_steps, completed=0, info="")
         self.progress.update(self.task, description=f"step {step} ({reason.value})")
 
+    def on_source_lag(self, records: int) -> None:
+        self.lag = records
+
     def on_step_committed(self, step: int, rows: int, seconds: float) -> None:
         assert self.task is not None and self.first_step_at is not None
         self.rows += rows
         rate = self.rows / max(time.monotonic() - self.first_step_at, 1e-9)
-        self.progress.update(self.task, completed=step, rate=f"{rate:,.0f} rows/s",
-                             info=f"{self.recoveries} recoveries" if self.recoveries else "")
+        info = [f"{self.recoveries} recoveries"] if self.recoveries else []
+        if self.lag is not None:
+            info.append(f"lag {self.lag:,} records")
+        self.progress.update(self.task, completed=step, rate=f"{rate:,.0f} rows/s", info=", ".join(info))
 
     def on_worker_lost(self, worker: WorkerId) -> None:
         self.console.log(f"[red]worker {worker} lost[/red]: planning lineage recovery")

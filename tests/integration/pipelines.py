@@ -83,7 +83,8 @@ KAFKA_EXAMPLE = ROOT / "examples" / "kafka-clickstream"
 
 
 def kafka_clickstream(directory: Path, name: str, bootstrap: str, *, records: int = 12_000, per_step: int = 1500,
-                      workers: int = 2, checkpoint_every: int = 3, strategy: str = "lineage") -> tuple[Path, Path]:
+                      workers: int = 2, checkpoint_every: int = 3, strategy: str = "lineage",
+                      steps: int | None = None) -> tuple[Path, Path]:
     """The Kafka example against ``bootstrap``, with topics of its own (``<name>-clicks``, ``<name>-totals``,
     created here) and test-sized knobs; the pipeline file and the input file for ``--produce``."""
     import gzip
@@ -99,10 +100,14 @@ def kafka_clickstream(directory: Path, name: str, bootstrap: str, *, records: in
     spec["recovery"] = {"strategy": strategy}
     spec["checkpoint"] = {"intervalSteps": checkpoint_every, "storage": {"path": str(directory / "checkpoints")}}
     spec["deadLetter"] = {"path": str(directory / "dead-letters")}
+    if steps is not None:  # a topic that never ends: stop after this many steps
+        spec["steps"] = {"maxSteps": steps}
     for stage in spec["stages"]:
         if "source" in stage:
             stage["source"]["kafka"]["topic"] = f"{name}-clicks"
             stage["source"]["kafka"]["maxRecordsPerStep"] = per_step
+            if steps is not None:
+                del stage["source"]["kafka"]["endingOffsets"]
         if "sink" in stage:
             stage["sink"]["kafka"]["topic"] = f"{name}-totals"
     create_topics(bootstrap, {f"{name}-clicks": 3, f"{name}-totals": 2})

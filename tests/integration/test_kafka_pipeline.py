@@ -9,10 +9,18 @@ means nothing lost and nothing twice.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewPartitions
 
+from ftpipeline.kafka.local import HISTORY, StepHistory
 from ftpipeline.obs.crash import CRASH_EXIT
 from tests.integration.pipelines import kafka_clickstream, run_cli
 
@@ -61,3 +69,44 @@ def test_a_coordinator_that_crashes_resumes_and_still_writes_each_step_once(tmp_
     resumed = run_cli(pipeline, run_dir, "--resume", "--verify")
     assert resumed.code == 0, resumed.output[-4000:]
     _verified(resumed.output, resumed.summary)
+
+
+def test_partitions_added_while_it_runs_are_read_from_their_beginning(tmp_path: Path, kafka_bootstrap: str) -> None:
+    pipeline, data = kafka_clickstream(tmp_path, "kgrow", kafka_bootstrap, records=6000, per_step=800, steps=10)
+    run_dir = tmp_path / "run"
+    summary = run_dir / "summary.json"
+    proc = subprocess.Popen([sys.executable, "-m", "ftpipeline.cli", "run", str(pipeline), "--no-progress",
+                             "--run-dir", str(run_dir), "--produce", f"kgrow-clicks={data}", "--verify",
+                             "--summary-json", str(summary)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path, env=os.environ)
+    try:
+        _grow_while_it_runs(proc, run_dir, kafka_bootstrap, data)
+        output = proc.communicate(timeout=600)[0]
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, output[-4000:]
+    history = StepHistory.read(run_dir / HISTORY)
+    read = {slot: sum(hi - lo for offsets in history.values() for s, (lo, hi) in offsets.items() if s == slot)
+            for slot in ("clicks.3", "clicks.4")}
+    assert all(n > 0 for n in read.values()), read
+    _verified(output, json.loads(summary.read_text()))
+
+
+def _grow_while_it_runs(proc: subprocess.Popen[str], run_dir: Path, bootstrap: str, data: Path) -> None:
+    """Once a few steps read the topic's three partitions, give it two more and write to those alone."""
+    deadline = time.monotonic() + 300
+    while len(StepHistory.read(run_dir / HISTORY)) < 3:
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_partitions([NewPartitions("kgrow-clicks", 5)]).values():
+        future.result(30)
+    lines = data.read_bytes().splitlines()
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i, line in enumerate(lines[:3000]):
+        event = json.loads(line) if line.startswith(b"{") and b'"free"' not in line else None
+        if event is not None:
+            event["event_id"] = f"late-{i}"
+            producer.produce("kgrow-clicks", value=json.dumps(event).encode(), partition=3 + i % 2)
+    producer.flush(30)

@@ -93,6 +93,7 @@ class Observer:
     def on_worker_joined(self, worker: WorkerId, ready: int, total: int) -> None: ...
     def on_step_started(self, step: int, reason: Reason, rows: int) -> None: ...
     def on_step_recorded(self, step: int, offsets: dict[Slot, tuple[int, int]]) -> None: ...
+    def on_source_lag(self, records: int) -> None: ...
     def on_step_committed(self, step: int, rows: int, seconds: float) -> None: ...
     def on_worker_lost(self, worker: WorkerId) -> None: ...
     def on_recovery(self, record: RecoveryRecord) -> None: ...
@@ -179,6 +180,7 @@ class Coordinator:
         self.triggered = 0
         self.outstanding: dict[str, Task] = {}
         self.sources = SourceOffsets(self.graph)   # what each source slot reported, and reads next (offsets.py)
+        self._streams = any(s.kafka is not None for s in self.graph.sources())  # whose lag the observer shows
         self.recoveries: list[RecoveryRecord] = []
         self.last_progress = 0.0
         self._started_at = 0.0
@@ -261,7 +263,9 @@ class Coordinator:
         elif kind == "failed":
             raise PipelineFailed(f"task {event['id']} failed on worker {event['w']}: {event['error']}")
         elif kind == "received":
-            self.sources.received(Slot.parse(event["ch"]), event["start"], event["n"], event["exhausted"])
+            slot = Slot.parse(event["ch"])
+            self.sources.received(slot, event["start"], event["n"], event["exhausted"])
+            self.metrics.lag(slot.stage, slot.index, self.sources.lag().get(slot, 0))
         elif kind == "replay":
             self._replays.add(int(event["step"]))
         elif kind in ("checkpointed", "inflight", "checkpoint_failed"):
@@ -329,6 +333,11 @@ class Coordinator:
         self.journal.append_ahead("step-started", step=step, offsets={c.key(): list(o) for c, o in offsets.items()})
         self.sources.recorded(offsets)
         self.observer.on_step_recorded(step, offsets)
+        lag = self.sources.lag()
+        for slot, records in lag.items():
+            self.metrics.lag(slot.stage, slot.index, records)
+        if self._streams:
+            self.observer.on_source_lag(sum(lag.values()))
         self.triggered = step
         self._force_step = False
         epoch = self.ckpt.epoch

@@ -91,7 +91,8 @@ class SourceOffsets:
         self.reports.clear()
 
     def lag(self) -> dict[Slot, int]:
-        """Offsets reported readable that no step has read yet, per slot of a bounded count."""
+        """Offsets reported readable that no step has read yet, per slot of a bounded count (a topic's
+        consumer lag, as of its workers' newest reports)."""
         out = {}
         for slot, report in self.reports.items():
             if report.n >= 0:

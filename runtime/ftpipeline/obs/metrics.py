@@ -80,6 +80,10 @@ class _Families:
                                     ["pipeline", "kind"], registry=registry)
         self.log_znodes = Gauge("ftpipeline_command_log_znodes", "Commands in the log before its last compaction.",
                                 labels, registry=registry)
+        self.source_lag = Gauge(
+            "ftpipeline_source_lag_records", "Records (offsets) a source's workers reported readable that no step has "
+            "read yet, per partition of a Kafka topic (per channel of a directory of files): the consumer lag.",
+            ["pipeline", "source", "partition"], registry=registry)
 
 
 
@@ -121,6 +125,11 @@ class RunMetrics:
         self.control_plane_faults = f.control_plane_faults
         self.log_commands = f.log_commands
         self.log_znodes = f.log_znodes.labels(pipeline)
+        self._source_lag = f.source_lag
+        self._pipeline = pipeline
+
+    def lag(self, source: str, partition: int, records: int) -> None:
+        self._source_lag.labels(self._pipeline, source, str(partition)).set(records)
 
 
 class WorkerMetrics:

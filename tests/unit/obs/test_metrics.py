@@ -71,3 +71,20 @@ def test_every_metric_the_dashboard_and_the_alerts_name_is_exported() -> None:
     assert len(named) >= 15, named
     missing = named - exported_names()
     assert not missing, f"named in the dashboard or alerts but exported by nothing: {sorted(missing)}"
+
+
+def test_source_lag_is_a_gauge_per_pipeline_source_and_partition() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from ftpipeline.obs.metrics import RunMetrics
+
+    registry = CollectorRegistry()
+    a, b = RunMetrics("ns/a", registry), RunMetrics("ns/b", registry)
+    a.lag("clicks", 0, 120)
+    a.lag("clicks", 3, 7)
+    b.lag("clicks", 0, 1)
+    a.lag("clicks", 0, 20)
+    value = registry.get_sample_value
+    assert value("ftpipeline_source_lag_records", {"pipeline": "ns/a", "source": "clicks", "partition": "0"}) == 20
+    assert value("ftpipeline_source_lag_records", {"pipeline": "ns/a", "source": "clicks", "partition": "3"}) == 7
+    assert value("ftpipeline_source_lag_records", {"pipeline": "ns/b", "source": "clicks", "partition": "0"}) == 1
