@@ -50,7 +50,8 @@ from ftpipeline.worker.executor import build_session
 
 # command-line option -> the PipelineSpec field it overrides
 _OVERRIDES = (("workers", "workers"), ("steps", "max_steps"), ("redis_url", "redis_url"),
-              ("zookeeper", "zookeeper"), ("checkpoint_every", "checkpoint_steps"), ("strategy", "recovery_strategy"))
+              ("zookeeper", "zookeeper"), ("checkpoint_every", "checkpoint_steps"), ("strategy", "recovery_strategy"),
+              ("kafka", "kafka_bootstrap"))
 
 
 def _override(spec: PipelineSpec, args: argparse.Namespace) -> PipelineSpec:
@@ -114,7 +115,7 @@ def _summary(console: Console, spec: PipelineSpec, result: RunResult) -> None:
         if stage.sink is not None:
             table.add_row(f"sink {stage.name}", str(stage.sink.path))
         elif stage.kafka_sink is not None:
-            table.add_row(f"sink {stage.name}", f"topic {stage.kafka_sink.topic} at {spec.kafka_bootstrap}")
+            table.add_row(f"sink {stage.name}", f"topic {stage.kafka_sink.topic} at {redacted(spec.kafka_bootstrap)}")
     console.print(table)
 
 
@@ -352,6 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
                                          "rediss://host:port/0?ssl_ca_certs=CA.pem) instead of a private one")
     run.add_argument("--zookeeper", metavar="HOSTS", help="use this ZooKeeper (host:port,..., over TLS "
                                                           "host:port,...?ca=CA.pem) instead of a private one")
+    run.add_argument("--kafka", metavar="ENDPOINT", help="use this Kafka cluster (host:port,..., or sasl-ssl://user:"
+                                                         "password@hosts?ca=CA.pem; see spec.kafka.bootstrapServers)")
     run.add_argument("--checkpoint-every", type=int, metavar="N", help="checkpoint every N steps (overrides spec.checkpoint)")
     run.add_argument("--strategy", choices=["lineage", "checkpoint", "auto"], help="override spec.recovery.strategy")
     run.add_argument("--mode", choices=["lockstep", "pipelined"], help="override spec.steps.mode")

@@ -24,6 +24,7 @@ from pathlib import Path
 import redis
 
 from ftpipeline.embedded.ports import free_port
+from ftpipeline.embedded.private import write_private
 from ftpipeline.embedded.process import ServerProcess
 
 
@@ -77,10 +78,7 @@ def prepare_acl_file(directory: Path, admin_password: str) -> Path:
     kept = [line for line in (path.read_text().splitlines() if path.exists() else [])
             if line.strip() and not line.startswith("user default ")]
     digest = hashlib.sha256(admin_password.encode()).hexdigest()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write("\n".join([f"user default on #{digest} ~* &* +@all", *kept]) + "\n")
-    return path
+    return write_private(path, ("\n".join([f"user default on #{digest} ~* &* +@all", *kept]) + "\n").encode())
 
 
 def redis_command(directory: Path, port: int = 0, bind: str = "127.0.0.1", unixsocket: Path | None = None,

@@ -15,12 +15,12 @@ only, for the readiness probe's ``srvr`` inside the pod.
 
 from __future__ import annotations
 
-import os
 import socket
 from pathlib import Path
 
 from ftpipeline.embedded.jvm import jvm_command
 from ftpipeline.embedded.ports import free_port
+from ftpipeline.embedded.private import pem_keystore
 from ftpipeline.embedded.process import ServerProcess
 
 
@@ -41,21 +41,6 @@ TICK_MS = 500  # session timeouts (worker heartbeats) may then be chosen between
 ZOOKEEPER_JAVA_OPTIONS = "-Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-def _keystore(tls_dir: Path, conf_dir: Path) -> Path:
-    """ZooKeeper's PEM key store: the key as PKCS#8 (its reader takes no other form) and the certificate
-    chain, one file readable by its owner alone; rewritten on every start, so a renewed Secret applies."""
-    from cryptography.hazmat.primitives import serialization
-
-    key = serialization.load_pem_private_key((tls_dir / "tls.key").read_bytes(), password=None)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption()) + (tls_dir / "tls.crt").read_bytes()
-    path = conf_dir / "keystore.pem"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(pem)
-    return path
-
-
 def zookeeper_config(data_dir: Path, port: int, tls_dir: Path | None = None, probe_port: int | None = None,
                      conf_dir: Path | None = None) -> Path:
     """``zoo.cfg`` in ``conf_dir`` (default: ``data_dir``). Plaintext clients on ``port``, every interface;
@@ -70,7 +55,7 @@ def zookeeper_config(data_dir: Path, port: int, tls_dir: Path | None = None, pro
             raise ValueError("a TLS ZooKeeper needs a loopback probe port")
         lines += [f"clientPort={probe_port}", "clientPortAddress=127.0.0.1", f"secureClientPort={port}",
                   "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
-                  f"ssl.keyStore.location={_keystore(tls_dir, conf_dir)}", "ssl.keyStore.type=PEM",
+                  f"ssl.keyStore.location={pem_keystore(tls_dir, conf_dir / 'keystore.pem')}", "ssl.keyStore.type=PEM",
                   "ssl.clientAuth=none"]  # clients authenticate with their digest identity
     path = conf_dir / "zoo.cfg"
     path.write_text("\n".join(lines) + "\n")

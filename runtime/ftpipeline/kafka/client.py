@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import urllib.parse
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -21,11 +23,74 @@ log = logging.getLogger("ftpipeline.kafka")
 TIMEOUT_S = 30.0
 
 
+# URL scheme -> security.protocol
+SCHEMES = {"plaintext": "PLAINTEXT", "ssl": "SSL", "sasl-plaintext": "SASL_PLAINTEXT", "sasl-ssl": "SASL_SSL"}
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a pipeline's Kafka cluster is and how to reach it, from one string (``spec.kafka.bootstrapServers``
+    or the Secret ``spec.kafka.secretRef`` names), as Redis URLs and ZooKeeper connect strings carry theirs:
+
+        host:9092[,host:9092...]                      plaintext
+        ssl://hosts[?ca=/path/ca.crt]                 TLS, trusting that CA (else the system's)
+        sasl-ssl://user:password@hosts[?mechanism=SCRAM-SHA-512&ca=/path/ca.crt]
+        sasl-plaintext://user:password@hosts[?mechanism=...]
+
+    The mechanism is PLAIN unless given; user and password are percent-decoded."""
+
+    servers: str
+    protocol: str = "PLAINTEXT"
+    mechanism: str = ""
+    username: str = ""
+    password: str = ""
+    ca: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> Endpoint:
+        if not text:
+            raise ValueError("no Kafka bootstrap servers (spec.kafka.bootstrapServers)")
+        if "://" not in text:
+            return cls(text)
+        scheme, _, rest = text.partition("://")
+        if scheme not in SCHEMES:
+            raise ValueError(f"Kafka endpoint: unknown scheme {scheme!r} (one of {', '.join(SCHEMES)})")
+        rest, _, query = rest.partition("?")
+        userinfo, at, servers = rest.rpartition("@")
+        options = urllib.parse.parse_qs(query, keep_blank_values=True)
+        unknown = sorted(set(options) - {"ca", "mechanism"})
+        if unknown:
+            raise ValueError(f"Kafka endpoint: unknown option {unknown[0]!r} (ca, mechanism)")
+        sasl = scheme.startswith("sasl")
+        user, _, password = userinfo.partition(":")
+        if sasl and not (at and user and password):
+            raise ValueError(f"Kafka endpoint: {scheme}:// needs user:password@ before the servers")
+        if not sasl and at:
+            raise ValueError(f"Kafka endpoint: {scheme}:// takes no user:password (use sasl-plaintext or sasl-ssl)")
+        mechanism = options.get("mechanism", ["PLAIN"] if sasl else [""])[0]
+        if sasl and mechanism not in MECHANISMS:
+            raise ValueError(f"Kafka endpoint: unknown mechanism {mechanism!r} (one of {', '.join(MECHANISMS)})")
+        if not servers:
+            raise ValueError("Kafka endpoint: no servers")
+        return cls(servers, SCHEMES[scheme], mechanism, urllib.parse.unquote(user),
+                   urllib.parse.unquote(password), options.get("ca", [""])[0])
+
+    def properties(self) -> dict[str, Any]:
+        """The librdkafka properties that connect to it."""
+        out: dict[str, Any] = {"bootstrap.servers": self.servers, "security.protocol": self.protocol}
+        if self.mechanism:
+            out.update({"sasl.mechanism": self.mechanism, "sasl.username": self.username,
+                        "sasl.password": self.password})
+        if self.ca:
+            out["ssl.ca.location"] = self.ca
+        return out
+
+
 def config(bootstrap: str, **extra: Any) -> dict[str, Any]:
-    """A client's configuration: ``bootstrap`` and the given librdkafka properties."""
-    if not bootstrap:
-        raise ValueError("no Kafka bootstrap servers (spec.kafka.bootstrapServers)")
-    return {"bootstrap.servers": bootstrap, "logger": log, "log_level": 4, **extra}
+    """A client's configuration: the endpoint ``bootstrap`` (see :class:`Endpoint`) and the given librdkafka
+    properties."""
+    return {**Endpoint.parse(bootstrap).properties(), "logger": log, "log_level": 4, **extra}
 
 
 def reader_config(bootstrap: str) -> dict[str, Any]:

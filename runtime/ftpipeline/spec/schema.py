@@ -398,7 +398,11 @@ SPEC_SCHEMA: Schema = _obj(
         ),
         "kafka": _obj(
             "The Kafka cluster of the pipeline's Kafka sources and sinks.",
-            {"bootstrapServers": _str("host:port[,host:port...]. Empty: ftpipeline run starts a private broker.")},
+            {"bootstrapServers": _str(
+                "host:port[,host:port...] (plaintext); ssl://hosts?ca=/path/ca.crt connects over TLS trusting that "
+                "CA (else the system's); sasl-ssl://user:password@hosts?mechanism=SCRAM-SHA-512&ca=/path/ca.crt "
+                "(or sasl-plaintext://) authenticates, PLAIN unless a mechanism is given. Empty: ftpipeline run "
+                "starts a private broker.")},
         ),
         "gc": _obj(
             "Garbage collection of consumed objects.",

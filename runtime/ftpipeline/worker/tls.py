@@ -31,6 +31,8 @@ from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 
+from ftpipeline.embedded.private import write_private
+
 SERVER_NAME = "ftpipeline-worker"
 FILES = ("ca.crt", "tls.crt", "tls.key")
 VALID_DAYS = 397  # the longest a public leaf may live; a pipeline's are issued again on every restart
@@ -59,10 +61,7 @@ class Credentials:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(directory, 0o700)
         for name, data in zip(FILES, (self.ca, self.cert, self.key)):
-            path = directory / name
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
+            write_private(directory / name, data)
         return directory
 
     def as_secret_data(self) -> dict[str, bytes]:
