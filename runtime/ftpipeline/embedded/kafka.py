@@ -109,8 +109,12 @@ def prepare(conf_dir: Path, data_dir: Path, port: int, controller_port: int, adv
     write_private(config, broker_config(data_dir, port, controller_port, advertise, bind, secure).encode())
     if not (data_dir / "meta.properties").exists():
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")  # as Kafka's random-uuid
-        subprocess.run(_java_command(jars, "kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id,
-                                     "-c", str(config)), check=True, capture_output=True)
+        done = subprocess.run(_java_command(jars, "kafka.tools.StorageTool", "format", "--standalone", "-t",
+                                            cluster_id, "-c", str(config)), capture_output=True, text=True)
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip().splitlines()
+            raise RuntimeError(f"Kafka could not format its log directory {data_dir}: "
+                               f"{said[-1] if said else f'exit code {done.returncode}'}")
     return _java_command(jars, "kafka.Kafka", str(config))
 
 

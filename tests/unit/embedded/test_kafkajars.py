@@ -50,3 +50,18 @@ def test_fetch_takes_what_is_missing_and_refuses_a_jar_whose_digest_differs(tmp_
 def test_a_class_path_with_jars_missing_says_how_to_get_them(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="ftpipeline fetch-kafka"):
         kafkajars.classpath(tmp_path)
+
+
+def test_a_log_directory_kafka_cannot_format_is_an_error_quoting_it(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+
+    from ftpipeline.embedded import kafka
+
+    monkeypatch.setattr(kafka, "fetch", lambda jars: None)
+    monkeypatch.setattr(kafka, "_java_command", lambda jars, main, *args: ["false"])
+    failed = subprocess.CompletedProcess([], 1, "", "Exception in thread main\nError: No space left on device\n")
+    monkeypatch.setattr(kafka.subprocess, "run", lambda *a, **kw: failed)
+    import pytest
+
+    with pytest.raises(RuntimeError, match=r"could not format its log directory .*data: Error: No space left on device"):
+        kafka.prepare(tmp_path / "conf", tmp_path / "data", 1, 2, jars=tmp_path)
