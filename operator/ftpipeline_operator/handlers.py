@@ -12,7 +12,8 @@
 
 Configuration comes from the environment (the chart sets it):
 FTPIPELINE_DEFAULT_REDIS_URL (and FTPIPELINE_REDIS_ADMIN_PASSWORD), FTPIPELINE_DEFAULT_ZOOKEEPER
-(and FTPIPELINE_ZOOKEEPER_SUPER_PASSWORD),
+(and FTPIPELINE_ZOOKEEPER_SUPER_PASSWORD), FTPIPELINE_DEFAULT_KAFKA (the chart's broker, for pipelines on Kafka
+that name none),
 FTPIPELINE_DEFAULT_IMAGE and FTPIPELINE_DEFAULT_IMAGE_PULL_POLICY (for
 pipelines without spec.image: the operator's own), FTPIPELINE_METRICS_PORT,
 FTPIPELINE_LOG_LEVEL, and the admission webhook's (``admission.py``, ``policy.py``). Logs are Kopf's JSON lines
@@ -63,7 +64,8 @@ DEFAULTS = Defaults(_default_redis_url(),
                     os.environ.get("FTPIPELINE_DEFAULT_IMAGE_PULL_POLICY", ""),
                     admission.POLICY,
                     redis_users=bool(os.environ.get("FTPIPELINE_REDIS_ADMIN_PASSWORD")),
-                    zookeeper_users=bool(os.environ.get("FTPIPELINE_ZOOKEEPER_SUPER_PASSWORD")))
+                    zookeeper_users=bool(os.environ.get("FTPIPELINE_ZOOKEEPER_SUPER_PASSWORD")),
+                    kafka=os.environ.get("FTPIPELINE_DEFAULT_KAFKA", ""))
 OPERATOR_PODS = netpol.OperatorPods.from_env()
 REGISTRY = CollectorRegistry()
 DAEMON_EXIT_WAIT_S = 10.0  # how long a deletion waits for the pipeline's daemon thread to end by itself

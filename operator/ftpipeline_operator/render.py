@@ -31,7 +31,9 @@ from typing import Any
 
 import yaml
 
+from ftpipeline.kafka.client import CA_ENV
 from ftpipeline.spec.cores import master_for_pod
+from ftpipeline.spec.load import KAFKA_ENV
 from ftpipeline.spec.schema import API_GROUP, API_VERSION, KIND
 from ftpipeline.worker.tls import Credentials
 
@@ -41,6 +43,7 @@ WORK_DIR = "/var/run/ftpipeline"
 PIPELINE_DIR = "/etc/ftpipeline"
 PIPELINE_FILE = "pipeline.yaml"
 TLS_DIR = "/etc/ftpipeline-tls"  # the pipeline's worker credentials, in the sidecar container alone
+KAFKA_CA_DIR = "/etc/ftpipeline-kafka"  # ca.crt: spec.kafka.caSecretRef
 STORE_CA_DIR = "/etc/ftpipeline-stores"  # <store>/ca.crt: the CA of the operator's Redis and ZooKeeper
 STORES = ("redis", "zookeeper")
 RUNTIME_USER = 10001
@@ -197,6 +200,25 @@ def runtime_env(spec: Mapping[str, Any], defaults: Mapping[str, str]) -> list[Ob
             _endpoint_env("FTPIPELINE_ZOOKEEPER", zookeeper, "connect", defaults.get("zookeeper", ""))]
 
 
+def kafka_env(spec: Mapping[str, Any]) -> tuple[list[Obj], list[Obj], list[Obj]]:
+    """What both containers of a worker need of ``spec.kafka`` (the Spark process reads sources, the sidecar
+    releases sinks): the endpoint from its Secret (``secretRef``: never a literal in the pod), and the CA of
+    ``caSecretRef`` mounted at ``KAFKA_CA_DIR``. (env, volume mounts, volumes)."""
+    kafka = spec.get("kafka") or {}
+    env: list[Obj] = []
+    mounts: list[Obj] = []
+    volumes: list[Obj] = []
+    if kafka.get("secretRef"):
+        env.append(_endpoint_env(KAFKA_ENV, kafka, "bootstrapServers", ""))
+    ca = kafka.get("caSecretRef")
+    if ca:
+        env.append({"name": CA_ENV, "value": f"{KAFKA_CA_DIR}/ca.crt"})
+        mounts.append({"name": "kafka-ca", "mountPath": KAFKA_CA_DIR, "readOnly": True})
+        volumes.append({"name": "kafka-ca", "secret": {"secretName": ca["name"], "defaultMode": 0o440,
+                                                       "items": [{"key": ca["key"], "path": "ca.crt"}]}})
+    return env, mounts, volumes
+
+
 _HARDENED = {
     "allowPrivilegeEscalation": False,
     "readOnlyRootFilesystem": True,
@@ -216,10 +238,12 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
     ]
     # The Spark container runs user code: it is not told where Redis and ZooKeeper are, nor their
     # credentials; it reaches only its sidecar, through the socket in the shared work directory.
+    kafka, kafka_mounts, kafka_volumes = kafka_env(spec)
+    env += kafka
     control = [*env, *runtime_env(spec, defaults)]
     mounts = [{"name": "work", "mountPath": WORK_DIR}, {"name": "tmp", "mountPath": "/tmp"},
               {"name": "pipeline", "mountPath": PIPELINE_DIR, "readOnly": True},
-              *spec.get("volumeMounts", [])]
+              *kafka_mounts, *spec.get("volumeMounts", [])]
     own = spec.get("image")  # without one: the operator's image, pulled as the operator's is
     image = own or defaults.get("image")
     if not image:
@@ -272,7 +296,7 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
                     {"name": "worker-tls", "secret": {"secretName": worker_tls_secret(body), "defaultMode": 0o440}},
                     *([{"name": "store-ca", "configMap": {"name": config_map_name(name), "items": [
                         {"key": store_ca_key(s), "path": f"{s}/ca.crt"} for s in store_cas]}}] if store_cas else []),
-                    *spec.get("volumes", [])],
+                    *kafka_volumes, *spec.get("volumes", [])],
     }
     for key in ("serviceAccountName", "nodeSelector", "tolerations", "priorityClassName"):
         if key in spec:

@@ -90,6 +90,7 @@ class Defaults:
     policy: Policy = Policy()  # what pipelines may put into their pods (the chart's values)
     redis_users: bool = False  # redis_url is an admin's: each pipeline gets a Redis user of its own (stores.py)
     zookeeper_users: bool = False  # zookeeper is the super user's: each pipeline gets an identity of its own
+    kafka: str = ""            # the chart's in-cluster broker (kafka.enabled), for pipelines on Kafka that name none
 
 
 def read_secret(core: client.CoreV1Api, namespace: str, ref: Mapping[str, str], field: str) -> str:
@@ -130,6 +131,12 @@ def resolve_spec(body: Mapping[str, Any], core: client.CoreV1Api, defaults: Defa
     redis_url = read_secret(core, ns, redis_ref, "spec.redis") if redis_ref else (spec.redis_url or defaults.redis_url)
     zookeeper = (read_secret(core, ns, zk_ref, "spec.zookeeper") if zk_ref
                  else (spec.zookeeper or defaults.zookeeper or None))
+    kafka = raw.get("kafka") or {}
+    if spec.uses_kafka and not spec.kafka_bootstrap and not kafka.get("secretRef"):
+        if not defaults.kafka:
+            raise Unrunnable("the pipeline reads or writes Kafka, but spec.kafka names no cluster (bootstrapServers "
+                             "or secretRef) and the operator has no in-cluster broker (the chart's kafka.enabled)")
+        spec = replace(spec, kafka_bootstrap=defaults.kafka)
     spec = replace(spec, redis_url=redis_url, zookeeper=zookeeper, identity=render.identity(body),
                    label=render.metrics_label(body))
     return replace(spec, checkpoint_steps=0) if default_checkpoints_lack_storage(raw) else spec

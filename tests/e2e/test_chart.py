@@ -213,3 +213,26 @@ def test_the_webhook_configuration_points_at_the_operator_and_fails_closed() -> 
     [service] = [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == hook["clientConfig"]["service"]["name"]]  # type: ignore[index]
     assert service["spec"]["ports"][0]["targetPort"] == "webhook"  # type: ignore[index]
     assert not [d for d in render("webhook.enabled=false") if d["kind"] == "ValidatingWebhookConfiguration"]
+
+
+def _operator_env(docs: list[dict[str, object]]) -> dict[str, object]:
+    [operator] = [d for d in docs if d["kind"] == "Deployment"
+                  and d["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component") == "operator"]
+    return {e["name"]: e.get("value") for e in operator["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+
+
+def test_the_kafka_broker_is_optional_and_only_the_operator_and_the_workers_reach_it() -> None:
+    assert not [d for d in render() if "kafka" in d["metadata"]["name"]]
+    assert "FTPIPELINE_DEFAULT_KAFKA" not in _operator_env(render())
+    docs = render("kafka.enabled=true")
+    broker, [claim] = _server(docs, "kafka")
+    container = broker["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"][:2] == ["ftpipeline", "serve-kafka"]
+    assert container["command"][container["command"].index("--advertise") + 1] == "$(POD_IP)"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "2Gi"
+    assert _operator_env(docs)["FTPIPELINE_DEFAULT_KAFKA"] == "t-ftpipeline-kafka.ns.svc:9092"
+    [policy] = [d for d in docs if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == "t-ftpipeline-kafka"]
+    assert policy["spec"]["ingress"][0]["ports"] == [{"protocol": "TCP", "port": 9092}]
+    assert policy["spec"]["ingress"][0]["from"]  # not open: the workers and the operator alone
+    external = _operator_env(render("kafka.externalBootstrapServers=k1:9092\\,k2:9092"))
+    assert external["FTPIPELINE_DEFAULT_KAFKA"] == "k1:9092,k2:9092"

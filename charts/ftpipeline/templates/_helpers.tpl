@@ -176,3 +176,12 @@ Service and ConfigMap, read the Secrets pipelines reference and write each run's
       {{- include "ftpipeline.selector" . | nindent 6 }}
       app.kubernetes.io/component: operator
 {{- end -}}
+
+{{/* Where pipelines that name no Kafka cluster find one: the chart's broker, or the external one given. */}}
+{{- define "ftpipeline.kafkaBootstrap" -}}
+{{- if .Values.kafka.enabled -}}
+{{ include "ftpipeline.fullname" . }}-kafka.{{ .Release.Namespace }}.svc:9092
+{{- else -}}
+{{ .Values.kafka.externalBootstrapServers }}
+{{- end -}}
+{{- end -}}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,8 @@ log = logging.getLogger("ftpipeline.kafka")
 TIMEOUT_S = 30.0
 
 
+# The CA a TLS endpoint that names none trusts (the operator mounts spec.kafka.caSecretRef and sets it)
+CA_ENV = "FTPIPELINE_KAFKA_CA"
 # URL scheme -> security.protocol
 SCHEMES = {"plaintext": "PLAINTEXT", "ssl": "SSL", "sasl-plaintext": "SASL_PLAINTEXT", "sasl-ssl": "SASL_SSL"}
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -82,8 +85,9 @@ class Endpoint:
         if self.mechanism:
             out.update({"sasl.mechanism": self.mechanism, "sasl.username": self.username,
                         "sasl.password": self.password})
-        if self.ca:
-            out["ssl.ca.location"] = self.ca
+        ca = self.ca or (os.environ.get(CA_ENV, "") if "SSL" in self.protocol else "")
+        if ca:
+            out["ssl.ca.location"] = ca
         return out
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -455,6 +456,7 @@ def load_pipeline(path: str | Path, check_entry_point: bool = True) -> PipelineS
     return parse_pipeline(text, p.resolve().parent, str(p), check_entry_point)
 
 
+KAFKA_ENV = "FTPIPELINE_KAFKA"  # a worker's Kafka endpoint when spec.kafka.secretRef names it (its pod's env)
 CONTROL_PLANE_FIELDS = ("redis", "zookeeper")  # spec fields only the sidecar and the coordinator may read
 
 
@@ -478,4 +480,4 @@ def worker_spec(config: Mapping[str, Any]) -> PipelineSpec:
     return replace(spec, identity=config.get("identity", ""), label=config.get("label", ""),
                    chaining=bool(config.get("chaining", spec.chaining)),
                    reuse_plans=bool(config.get("reuse_plans", spec.reuse_plans)),
-                   kafka_bootstrap=config.get("kafka_bootstrap") or spec.kafka_bootstrap)
+                   kafka_bootstrap=config.get("kafka_bootstrap") or os.environ.get(KAFKA_ENV) or spec.kafka_bootstrap)

@@ -402,7 +402,14 @@ SPEC_SCHEMA: Schema = _obj(
                 "host:port[,host:port...] (plaintext); ssl://hosts?ca=/path/ca.crt connects over TLS trusting that "
                 "CA (else the system's); sasl-ssl://user:password@hosts?mechanism=SCRAM-SHA-512&ca=/path/ca.crt "
                 "(or sasl-plaintext://) authenticates, PLAIN unless a mechanism is given. Empty: ftpipeline run "
-                "starts a private broker.")},
+                "starts a private broker; the operator uses its own default (the chart's kafka.enabled)."),
+             "secretRef": {**_SECRET_REF, "description": "A key of a Secret of the pipeline's namespace holding the "
+                           "endpoint (as bootstrapServers, credentials included): given to the workers, never "
+                           "written into their pods (ignored by ftpipeline run)."},
+             "caSecretRef": {**_SECRET_REF, "description": "A key of a Secret of the pipeline's namespace holding "
+                             "the PEM CA the workers trust for ssl:// and sasl-ssl:// endpoints that name no ?ca= "
+                             "(ignored by ftpipeline run: set FTPIPELINE_KAFKA_CA)."}},
+            rules=[_either("bootstrapServers", "secretRef")],
         ),
         "gc": _obj(
             "Garbage collection of consumed objects.",

@@ -163,3 +163,20 @@ def test_the_stores_cas_reach_the_sidecar_alone_at_the_path_the_operators_urls_n
     assert document["configMap"]["items"] == [{"key": "pipeline.yaml", "path": "pipeline.yaml"}]
     plain = render.worker_pod(body(), "w0", "run-a", {})
     assert not [v for v in plain["spec"]["volumes"] if v["name"] == "store-ca"]
+
+
+def test_a_kafka_endpoint_from_a_secret_and_its_ca_reach_both_containers_never_as_literals() -> None:
+    pod = render.worker_pod(body(kafka={"secretRef": {"name": "kafka", "key": "endpoint"},
+                                        "caSecretRef": {"name": "kafka-ca", "key": "ca.pem"}}), "w0", "r", {})
+    for name in ("spark", "sidecar"):  # the Spark process reads sources, the sidecar releases sinks
+        c = container(pod, name)
+        env = {e["name"]: e for e in c["env"]}
+        assert env["FTPIPELINE_KAFKA"] == {"name": "FTPIPELINE_KAFKA",
+                                           "valueFrom": {"secretKeyRef": {"name": "kafka", "key": "endpoint"}}}
+        assert env["FTPIPELINE_KAFKA_CA"]["value"] == f"{render.KAFKA_CA_DIR}/ca.crt"
+        assert {"name": "kafka-ca", "mountPath": render.KAFKA_CA_DIR, "readOnly": True} in c["volumeMounts"]
+    [volume] = [v for v in pod["spec"]["volumes"] if v["name"] == "kafka-ca"]
+    assert volume["secret"]["secretName"] == "kafka-ca"
+    assert volume["secret"]["items"] == [{"key": "ca.pem", "path": "ca.crt"}]
+    plain = render.worker_pod(body(kafka={"bootstrapServers": "k:9092"}), "w0", "r", {})
+    assert not any(e["name"].startswith("FTPIPELINE_KAFKA") for c in plain["spec"]["containers"] for e in c["env"])
