@@ -116,6 +116,7 @@ def fetch(directory: Path, jars: list[Jar] | None = None,
             found = _sha256(Path(tmp))
             if found != jar.sha256:
                 raise ValueError(f"{url}: SHA-256 {found} is not the locked {jar.sha256} (kafka.lock); not used")
+            os.chmod(tmp, 0o644)  # public jars: readable by the user a server runs as (mkstemp makes them 0600)
             os.replace(tmp, directory / jar.file)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

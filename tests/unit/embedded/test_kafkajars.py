@@ -45,6 +45,8 @@ def test_fetch_takes_what_is_missing_and_refuses_a_jar_whose_digest_differs(tmp_
     assert kafkajars.fetch(target, jars, lambda jar, size: seen.append(jar.artifact)) == [jars[1]]
     assert seen == ["tampered"], "only what was missing is fetched"
     assert kafkajars.missing(target, jars) == []
+    # a server in an image runs as another user than the one that fetched them
+    assert all(p.stat().st_mode & 0o777 == 0o644 for p in target.iterdir())
 
 
 def test_a_class_path_with_jars_missing_says_how_to_get_them(tmp_path: Path) -> None:
