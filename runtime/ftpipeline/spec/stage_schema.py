@@ -1,0 +1,181 @@
+"""The schema of one stage of the dataflow: its sources (generator, files, Kafka), transform, aggregate and
+sinks (Parquet, Kafka), as ``schema.py`` embeds it in ``spec.stages``."""
+
+from __future__ import annotations
+
+from ftpipeline.spec.nodes import (
+    FUNCTION_PATTERN,
+    NAME_PATTERN,
+    Schema,
+    integer,
+    obj,
+    one_of,
+    string,
+)
+
+MAX_PARALLELISM = 512          # channels of one stage
+
+
+_FUNCTION = string(
+    "Name of a function in the entry point module.", pattern=FUNCTION_PATTERN, minLength=1
+)
+
+_GENERATOR = obj(
+    "Deterministic generated input: the function receives a context with a seeded "
+    "random generator, the step, the channel and the row range, and returns a "
+    "pyarrow.Table. The same step always yields the same rows.",
+    {
+        "function": _FUNCTION,
+        "rowsPerStep": integer("Rows per step across all channels of the stage.", minimum=1),
+        "seed": integer("Seed of the generator; steps and channels derive their own streams.", default=0),
+    },
+    ["function", "rowsPerStep"],
+)
+
+_FILE = obj(
+    "A directory of files read in deterministic per-step offset ranges. Each file "
+    "belongs to one channel (stable hash of its name); rows are numbered in file-name "
+    "order within a channel, and each step reads the next rowsPerStep/parallelism rows.",
+    {
+        "path": string("Directory to read; relative paths are resolved against the pipeline file.", minLength=1),
+        "format": string("File format.", enum=["jsonl", "csv", "parquet"]),
+        "schema": {
+            "type": "object",
+            "description": "Column name to type (string, long, double, boolean). Required for jsonl "
+            "and csv; records that do not match go to the dead-letter output.",
+            "additionalProperties": {"type": "string", "enum": ["string", "long", "double", "boolean"]},
+        },
+        "rowsPerStep": integer("Rows per step across all channels of the stage.", minimum=1),
+        "follow": {
+            "type": "boolean",
+            "description": "Keep waiting for new files once the directory is read (default: stop at its end).",
+            "default": False,
+        },
+    },
+    ["path", "format", "rowsPerStep"],
+)
+
+_COLUMN_TYPES = ["string", "long", "double", "boolean"]
+
+_KAFKA_SOURCE = obj(
+    "A Kafka topic. Its partitions are read in recorded offset ranges (partition p by channel p mod "
+    "parallelism; partitions added while it runs join at the next step, from their start), committed "
+    "transactions only (read_committed).",
+    {
+        "topic": string("Topic to read.", minLength=1, maxLength=249, pattern=r"^[A-Za-z0-9._-]+$"),
+        "format": string("json: each value is a JSON object holding the schema's columns (records that are not go "
+                       "to the dead-letter output). raw: the columns key and value (binary), topic, partition, "
+                       "offset and timestamp (milliseconds).", enum=["json", "raw"], default="json"),
+        "schema": {
+            "type": "object",
+            "description": "Column name to type (string, long, double, boolean). Required for format json.",
+            "additionalProperties": {"type": "string", "enum": _COLUMN_TYPES},
+        },
+        "startingOffsets": string("Where a fresh run starts each partition: earliest (default), latest, or timestamp "
+                                "(the first record at or after startingTimestampMs). A resumed run continues where "
+                                "its step log says.", enum=["earliest", "latest", "timestamp"], default="earliest"),
+        "startingTimestampMs": integer("Milliseconds since the epoch, for startingOffsets timestamp.", minimum=0),
+        "endingOffsets": string("latest: the run ends once every partition is read up to the end it had when the "
+                              "worker began reading it (Spark's availableNow). Unset: it never ends.",
+                              enum=["latest"]),
+        "maxRecordsPerStep": integer("Most offsets one step reads across the topic's partitions, shared in proportion "
+                                  "to their backlog (0: all available).", minimum=0, default=0),
+    },
+    ["topic"],
+)
+
+_AGGREGATION = obj(
+    "One aggregate column of the running state.",
+    {
+        "name": string("Output column.", pattern=FUNCTION_PATTERN),
+        "op": string("Aggregate function; count ignores column.", enum=["count", "sum", "min", "max"]),
+        "column": string("Input column (required except for count)."),
+    },
+    ["name", "op"],
+)
+
+_INPUT = obj(
+    "An upstream stage and how its rows are partitioned over this stage's channels.",
+    {
+        "stage": string("Name of the upstream stage.", pattern=NAME_PATTERN),
+        "partition": string(
+            "forward: channel i feeds channel i (equal parallelism); hash: by the hash of "
+            "keys; broadcast: every channel receives every row. Default: hash on keyBy for "
+            "an aggregate, forward when parallelism is equal, otherwise it must be given.",
+            enum=["forward", "hash", "broadcast"],
+        ),
+        "keys": {"type": "array", "description": "Key columns for hash partitioning.", "maxItems": 16,
+                 "items": {"type": "string"}},
+    },
+    ["stage"],
+)
+
+STAGE_SCHEMA: Schema = obj(
+    "A stage of the dataflow. Exactly one of source, transform, aggregate, sink.",
+    {
+        "name": string("Stage name (DNS label).", pattern=NAME_PATTERN, maxLength=40),
+        "parallelism": {**integer("Number of channels of this stage.", minimum=1, default=1),
+                        "maximum": MAX_PARALLELISM},
+        "inputs": {"type": "array", "description": "Upstream stages.", "maxItems": 16, "items": _INPUT},
+        "source": obj(
+            "Replayable input. Exactly one of generator, file, kafka.",
+            {"generator": _GENERATOR, "file": _FILE, "kafka": _KAFKA_SOURCE},
+            rules=[one_of("generator", "file", "kafka")],
+        ),
+        "transform": obj(
+            "Stateless transformation: a function DataFrame -> DataFrame from the entry point.",
+            {"function": _FUNCTION},
+            ["function"],
+        ),
+        "aggregate": obj(
+            "Keyed running aggregation. Each step emits the rows of the keys it touched, "
+            "with their totals so far (update mode). Rows with a null key go to the "
+            "dead-letter output.",
+            {
+                "keyBy": {"type": "array", "description": "Key columns.", "minItems": 1, "maxItems": 16,
+                          "items": {"type": "string"}},
+                "aggregations": {"type": "array", "description": "Aggregate columns.", "minItems": 1, "maxItems": 64,
+                                 "items": _AGGREGATION},
+                "ttl": obj(
+                    "State time-to-live: a key not updated for longer is forgotten (its next row starts new "
+                    "totals) and leaves the state and its checkpoints.",
+                    {"steps": integer("Forget a key once this many steps passed without an update to it.", minimum=1)},
+                    ["steps"],
+                ),
+            },
+            ["keyBy", "aggregations"],
+        ),
+        "sink": obj(
+            "Exactly-once output: each step is released as one atomic bundle. Exactly one of parquet, kafka.",
+            {
+                "parquet": obj(
+                    "A directory of Parquet files, one subdirectory per committed step (step=N).",
+                    {"path": string("Output directory; relative paths are resolved against the pipeline file.", minLength=1)},
+                    ["path"],
+                ),
+                "kafka": obj(
+                    "A Kafka topic, written exactly once: each step's rows of each sink channel in one transaction, "
+                    "committed when the step is released, so read_committed consumers see every row once. Rows "
+                    "are JSON objects.",
+                    {
+                        "topic": string("Topic to write (it must exist).", minLength=1, maxLength=249,
+                                      pattern=r"^[A-Za-z0-9._-]+$"),
+                        "key": {"type": "array", "description": "Columns of the record key: one column's value "
+                                "as text, several as a JSON array. Kafka's partitioner then puts equal keys in one "
+                                "partition. Unset: no key.", "maxItems": 16, "items": {"type": "string"}},
+                    },
+                    ["topic"],
+                ),
+                "existingOutput": string(
+                    "What a fresh run does when the sink's directory already holds released steps: fail (the "
+                    "default: the run fails naming the path, nothing is touched), overwrite (the old steps and "
+                    "the pipeline's dead letters are removed first), resume (the old steps are kept; the barrier "
+                    "drops the steps it already holds). A resumed run never checks.",
+                    enum=["fail", "overwrite", "resume"]),
+            },
+            rules=[one_of("parquet", "kafka")],
+        ),
+    },
+    ["name"],
+    rules=[one_of("source", "transform", "aggregate", "sink")],
+)
