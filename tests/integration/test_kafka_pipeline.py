@@ -110,3 +110,35 @@ def _grow_while_it_runs(proc: subprocess.Popen[str], run_dir: Path, bootstrap: s
             event["event_id"] = f"late-{i}"
             producer.produce("kgrow-clicks", value=json.dumps(event).encode(), partition=3 + i % 2)
     producer.flush(30)
+
+
+def test_a_broker_killed_and_restarted_mid_run_is_waited_for_and_the_output_equals_the_oracle(
+        tmp_path: Path) -> None:
+    from ftpipeline.embedded.kafka import EmbeddedKafka
+
+    broker = EmbeddedKafka(tmp_path / "broker").start()
+    try:
+        pipeline, data = kafka_clickstream(tmp_path, "kbroker", broker.bootstrap, records=8000, per_step=800)
+        run_dir = tmp_path / "run"
+        summary = run_dir / "summary.json"
+        proc = subprocess.Popen([sys.executable, "-m", "ftpipeline.cli", "run", str(pipeline), "--no-progress",
+                                 "--run-dir", str(run_dir), "--produce", f"kbroker-clicks={data}", "--verify",
+                                 "--summary-json", str(summary)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+                                env=os.environ)
+        try:
+            deadline = time.monotonic() + 300
+            while len(StepHistory.read(run_dir / HISTORY)) < 3:
+                assert proc.poll() is None, proc.communicate()[0][-3000:]
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            broker.kill()
+            time.sleep(8)
+            broker.start()
+            output = proc.communicate(timeout=600)[0]
+        finally:
+            proc.kill()
+    finally:
+        broker.stop()
+    assert proc.returncode == 0, output[-4000:]
+    _verified(output, json.loads(summary.read_text()))

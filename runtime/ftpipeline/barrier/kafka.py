@@ -53,7 +53,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ftpipeline.control.store import RunStore
-from ftpipeline.kafka.client import TIMEOUT_S, config, describe, short_id
+from ftpipeline.kafka.client import TIMEOUT_S, config, describe, short_id, unreachable
 from ftpipeline.obs.crash import CrashPoint
 from ftpipeline.spec.model import KafkaSink, PipelineSpec
 
@@ -67,7 +67,12 @@ STAGE_LIMIT = 512 * 1024 * 1024  # a Redis string's limit: one step's part of on
 
 
 class KafkaReleaseError(RuntimeError):
-    """A step could not be released to its topic (the cluster, a fence, a part not staged)."""
+    """A step could not be released to its topic (the cluster, a fence, a part not staged); ``unreachable``
+    when the cluster is out of reach and the release may be tried again once it answers."""
+
+    def __init__(self, message: str, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 def write_part(path: Path, tables: Iterator[pa.Table], schema: pa.Schema) -> None:
@@ -184,7 +189,7 @@ class KafkaBarrier:
                 found = _Channel(self.bootstrap, self.channel_id(channel), self.sink.topic)
             except KafkaException as exc:
                 raise KafkaReleaseError(f"sink {self.name}: producer {self.channel_id(channel)}: "
-                                        f"{describe(exc)}") from None
+                                        f"{describe(exc)}", unreachable(exc)) from None
             self._channels[channel] = found
         return found
 
@@ -223,7 +228,8 @@ class KafkaBarrier:
         try:
             return min(self._channel(c).gt_last() for c in range(self.channels))
         except KafkaException as exc:
-            raise KafkaReleaseError(f"sink {self.name}: reading its released steps: {describe(exc)}") from None
+            raise KafkaReleaseError(f"sink {self.name}: reading its released steps: {describe(exc)}",
+                                    unreachable(exc)) from None
 
     def release(self, step: int, channels: int) -> bool:
         """Release ``step`` on every channel that has not yet; False when every one had (idempotent)."""
@@ -255,7 +261,7 @@ class KafkaBarrier:
             log.warning("release failed", extra={"sink": self.name, "step": step, "channel": channel,
                                                  "error": describe(exc)})
             raise KafkaReleaseError(f"sink {self.name}: releasing step {step} of channel {channel}: "
-                                    f"{describe(exc)}") from None
+                                    f"{describe(exc)}", unreachable(exc)) from None
         except KafkaReleaseError:
             state.abort()
             raise

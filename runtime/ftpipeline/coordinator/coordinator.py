@@ -37,7 +37,9 @@ they were started with); workers of an older epoch are fenced off.
 The loop is the step protocol; each other protocol has its own module:
 who the workers are (``members.py``), how one is admitted to this run and
 one of another run kept out (``admission.py``), the command log (``journal.py``),
-checkpoints (``checkpoints.py``), recovery plans (``recovery.py``). The
+what the sources offer and the next step reads (``offsets.py``), releasing
+committed steps (``release.py``), checkpoints (``checkpoints.py``), recovery
+plans (``recovery.py``). The
 cluster backend (``cluster.base``) is the only thing that differs between
 ``ftpipeline run`` and the Kubernetes operator.
 """
@@ -67,6 +69,7 @@ from ftpipeline.coordinator.losses import rebuild_lost_store, recover
 from ftpipeline.coordinator.members import Members
 from ftpipeline.coordinator.offsets import SourceOffsets
 from ftpipeline.coordinator.recovery import RecoveryRecord
+from ftpipeline.coordinator.release import release_committed
 from ftpipeline.coordinator.trigger import Reason, StepTrigger
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.lineage.naming import Channel, Slot, Task, TaskKind, WorkerId
@@ -83,7 +86,6 @@ log = logging.getLogger("ftpipeline.coordinator")
 # Longest wait for a worker event (BLPOP on the inbox, which returns as soon as one arrives): bounds how late
 # timers (trigger, checkpoints, detection) are looked at.
 POLL_S = 0.02
-RELEASE_RETRY_S = 0.5  # a release no worker answered is tried again after this (the losses are handled first)
 
 
 class Observer:
@@ -356,19 +358,10 @@ class Coordinator:
         if not self.outstanding or self.last_progress < now - 1:
             self.last_progress = now
 
-    def _release(self, step: int) -> bool:
-        """Release ``step`` through any worker (idempotent); False when none answers."""
-        try:
-            self.members.call_any("release", {"step": step}, f"release step {step}")
-        except PipelineFailed as exc:  # every worker just died: their losses are found next turn
-            log.warning("release deferred: no worker answers", extra={"step": step, "error": str(exc)})
-            return False
-        return True
-
     def _commit_ready(self) -> None:
         """Decide every step whose tasks are all done, in order: its commit is sent to the command
         log without waiting, so the next step can go out while ZooKeeper writes it; the output
-        is released by :meth:`_release_committed` once the commit is in the log."""
+        is released by ``release.release_committed`` once the commit is in the log."""
         while self.committed < self.triggered:
             step = self.committed + 1
             if any(t.step <= step for t in self.outstanding.values()):
@@ -376,54 +369,6 @@ class Coordinator:
             self.journal.append_ahead("step-committed", step=step)  # decided: a restart re-releases it if need be
             self.committed = step
             self._unreleased.append(step)
-
-    def _release_committed(self) -> None:
-        """Release the steps decided so far, in order, once their commits are in the log. When no
-        worker answers (all of them died), the rest wait: the losses are found next turn, and the
-        rollback that follows re-runs those steps, which commit and are released again."""
-        if not self._unreleased or self.clock() < self._release_retry_at:
-            return
-        self.journal.settle()
-        while self._unreleased:
-            step = self._unreleased[0]
-            if step > self.released:
-                if not self._release(step):
-                    now = self.clock()
-                    self._release_failing_since = self._release_failing_since or now
-                    if now - self._release_failing_since > self.stall_timeout_s:  # workers answer, but not this
-                        raise PipelineFailed(f"no worker could release step {step} for {self.stall_timeout_s:.0f}s")
-                    self._release_retry_at = now + RELEASE_RETRY_S
-                    return
-                self.released = step
-                self._release_failing_since = 0.0
-            self._unreleased.pop(0)
-            self.store.commit(step)
-            now = self.clock()
-            elapsed = now - self._step_started.pop(step, now)
-            self._step_seconds.append(elapsed)
-            self._commit_at.append(now - self._started_at)
-            for record in self.awaiting_commit:
-                record.to_commit_seconds = now - record.detected_at
-                self.metrics.recovery_to_commit.observe(record.to_commit_seconds)
-            self.awaiting_commit = []
-            self.metrics.steps.inc()
-            self.metrics.committed.set(step)
-            self.metrics.step_seconds.observe(elapsed)
-            self.observer.on_step_committed(step, self._step_rows.pop(step, 0), elapsed)
-            self.ckpt.released(step)
-            self._hand_back()
-            if self.sample_every and step % self.sample_every == 0:
-                self._sample_buffers(step)
-
-    def _sample_buffers(self, step: int) -> None:
-        """Bytes each worker holds in its object buffer (bounded by GC and checkpoints)."""
-        sample: dict[str, Any] = {"step": step}
-        for w in list(self.workers):
-            try:
-                sample[w] = int(self.client(w).call("stats", timeout_s=5)["held_bytes"])
-            except Exception:  # a worker dying now is handled as a loss
-                continue
-        self.buffer_samples.append(sample)
 
     def _checkpoint_tick(self) -> None:
         manifest = self.ckpt.try_commit(self.released)
@@ -457,7 +402,7 @@ class Coordinator:
             finished = self._finished()
             if not finished:
                 self._maybe_trigger(trigger)  # the next step goes out while the last one's commit is written
-            self._release_committed()
+            release_committed(self)
             if finished and not self._unreleased:
                 break
             if self.outstanding and self.clock() - self.last_progress > self.stall_timeout_s:

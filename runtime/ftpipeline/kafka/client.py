@@ -111,6 +111,19 @@ def short_id(identity: str) -> str:
     return hashlib.sha256(identity.encode()).hexdigest()[:16]
 
 
+_UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN, KafkaError._MSG_TIMED_OUT,
+                KafkaError._RESOLVE, KafkaError._TIMED_OUT_QUEUE, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
+
+
+def unreachable(error: BaseException) -> bool:
+    """Is this the cluster out of reach (it may answer again: wait), rather than a refusal (fenced, denied)?"""
+    if not (isinstance(error, KafkaException) and error.args and isinstance(error.args[0], KafkaError)):
+        return False
+    err = error.args[0]
+    return not err.fatal() and (err.code() in _UNREACHABLE or bool(err.retriable()))
+
+
 def describe(error: BaseException) -> str:
     """A Kafka failure in one line: librdkafka's error name and message."""
     if isinstance(error, KafkaException) and error.args and isinstance(error.args[0], KafkaError):

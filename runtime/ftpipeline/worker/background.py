@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from ftpipeline.lineage.naming import Slot
+from ftpipeline.dataflow.sources import SourceReader
+from ftpipeline.lineage.naming import Channel, Slot
+from ftpipeline.obs.errors import one_line
 
 if TYPE_CHECKING:
     from ftpipeline.worker.sidecar import Sidecar
@@ -37,6 +39,7 @@ class Background:
     def __init__(self, sidecar: Sidecar) -> None:
         self.s = sidecar
         self._sent: dict[Slot, tuple[Any, ...]] = {}  # the last 'received' report per source slot
+        self._unreadable: dict[Channel, str] = {}     # source channels whose reader fails, and why
         self._replayed = 0
 
     def collect_garbage(self) -> int:
@@ -59,19 +62,33 @@ class Background:
         started = {slot.stage for slot in offsets}  # sources the run has recorded offsets of
         now = time.monotonic()
         for ch in owned:
-            reader = readers[ch.stage]
-            for index in reader.slots(ch.index):
-                slot = Slot(ch.stage, index)
-                start = offsets.get(slot)
-                if start is None:  # not read yet: where the source's starting offsets say
-                    start = reader.first_offset(index, fresh=ch.stage not in started)
-                n = reader.available(index, start)
-                report = (start, -1 if n is None else n, reader.exhausted(index, start))
-                last = self._sent.get(slot)
-                if last is None or last[:3] != report or now - last[3] > 1.0:
-                    self._sent[slot] = (*report, now)
-                    s.store.send({"t": "received", "w": s.worker, "step": s.step + 1, "ch": slot.key(),
-                                  "start": report[0], "n": report[1], "exhausted": report[2]})
+            try:
+                self._report_channel(ch, readers[ch.stage], offsets, ch.stage not in started, now)
+            except (OSError, ValueError, RuntimeError) as exc:  # a source out of reach: say so, look again
+                said = one_line(exc)
+                if self._unreadable.get(ch) != said:
+                    self._unreadable[ch] = said
+                    log.warning("source unreadable: its records are not reported until it answers",
+                                extra={"worker": s.worker, "channel": ch.key(), "error": said})
+            else:
+                if self._unreadable.pop(ch, None) is not None:
+                    log.warning("source readable again", extra={"worker": s.worker, "channel": ch.key()})
+
+    def _report_channel(self, ch: Channel, reader: SourceReader, offsets: dict[Slot, int], fresh: bool,
+                        now: float) -> None:
+        s = self.s
+        for index in reader.slots(ch.index):
+            slot = Slot(ch.stage, index)
+            start = offsets.get(slot)
+            if start is None:  # not read yet: where the source's starting offsets say
+                start = reader.first_offset(index, fresh=fresh)
+            n = reader.available(index, start)
+            report = (start, -1 if n is None else n, reader.exhausted(index, start))
+            last = self._sent.get(slot)
+            if last is None or last[:3] != report or now - last[3] > 1.0:
+                self._sent[slot] = (*report, now)
+                s.store.send({"t": "received", "w": s.worker, "step": s.step + 1, "ch": slot.key(),
+                              "start": report[0], "n": report[1], "exhausted": report[2]})
 
     def report_replay(self) -> None:
         """Feldera's replay(step): the step log already holds the next step's offsets.

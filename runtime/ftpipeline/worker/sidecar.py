@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from ftpipeline.barrier import Barrier, barrier_of
-from ftpipeline.barrier.kafka import KafkaBarrier
+from ftpipeline.barrier.kafka import KafkaBarrier, KafkaReleaseError
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.checkpoint.clock import VectorClock
 from ftpipeline.checkpoint.storage import CheckpointStorage
@@ -258,8 +258,14 @@ class Sidecar:
             self.store.add_stats({"fenced_releases": 1})
             raise RuntimeError(f"worker {self.worker} may not release step {step}: not a member of the run")
         released = {}
-        for sink in self.graph.sinks():
-            released[sink.name] = self._barriers[sink.name].release(step, sink.parallelism)
+        try:
+            for sink in self.graph.sinks():
+                released[sink.name] = self._barriers[sink.name].release(step, sink.parallelism)
+        except KafkaReleaseError as exc:
+            if not exc.unreachable:
+                raise
+            # not this worker's fault: the coordinator pauses the run on it, and releases again later
+            return {"unavailable": "kafka", "error": str(exc)}
         return {"released": released}
 
     def _close_barriers(self) -> None:

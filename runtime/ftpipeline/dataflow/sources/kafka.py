@@ -20,7 +20,10 @@ the last stable offset, where no transaction is still open.
   last stable offset is taken as its end; the source is exhausted once every
   partition is read to its end (Spark's ``availableNow``).
 * A range that is gone (deleted by retention before a replay read it) is an
-  error naming the topic, partition and offsets, never a silent skip.
+  error naming the topic, partition and offsets, never a silent skip. A broker
+  out of reach is waited for: a read, up to ``READ_TIMEOUT_S`` (below the
+  coordinator's stall timeout), with a log line every ``WAIT_LOG_S``; a look
+  for a report fails after ``LOOK_TIMEOUT_S``, and the worker looks again.
 
 Format ``json``: each value a JSON object, read into the schema's columns as
 a JSON Lines file is (``files.json_row``); any other value is a dead letter
@@ -31,6 +34,7 @@ located ``<topic>/<partition>@<offset>``. Format ``raw``: Spark's columns,
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -39,14 +43,19 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from ftpipeline.dataflow.sources.base import DeadLetter, SourceBatch
 from ftpipeline.dataflow.sources.files import ARROW_TYPES, BadRecord, json_row
-from ftpipeline.kafka.client import TIMEOUT_S, describe, reader_config
+from ftpipeline.kafka.client import describe, reader_config
 from ftpipeline.lineage.naming import slot_channel
 from ftpipeline.spec.model import KafkaSource
+
+log = logging.getLogger("ftpipeline.kafka")
 
 RAW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
                         ("partition", pa.int64()), ("offset", pa.int64()), ("timestamp", pa.int64())])
 LIST_EVERY_S = 5.0   # how often the topic's partitions are listed again
 BATCH = 10_000       # records asked of the consumer at a time
+LOOK_TIMEOUT_S = 5.0   # a look at partitions and offsets (for a report, which is made again soon) waits this long
+READ_TIMEOUT_S = 240.0  # a recorded range is waited for this long (a broker restarting), below the stall timeout
+WAIT_LOG_S = 10.0       # while a read waits, a line says so this often
 
 
 class KafkaSourceError(RuntimeError):
@@ -83,7 +92,7 @@ class KafkaSourceReader:
         now = time.monotonic()
         if now - self._listed_at >= LIST_EVERY_S:
             try:
-                meta = self.consumer.list_topics(self.spec.topic, timeout=TIMEOUT_S).topics[self.spec.topic]
+                meta = self.consumer.list_topics(self.spec.topic, timeout=LOOK_TIMEOUT_S).topics[self.spec.topic]
             except KafkaException as exc:
                 raise KafkaSourceError(f"topic {self.spec.topic!r}: {describe(exc)}") from None
             if meta.error is not None:
@@ -96,13 +105,14 @@ class KafkaSourceReader:
         """(earliest offset, last stable offset) of a partition."""
         try:
             low, high = self.consumer.get_watermark_offsets(TopicPartition(self.spec.topic, partition),
-                                                            timeout=TIMEOUT_S, cached=False)
+                                                            timeout=LOOK_TIMEOUT_S, cached=False)
         except KafkaException as exc:
             raise KafkaSourceError(f"{self.spec.topic}/{partition}: {describe(exc)}") from None
         return int(low), int(high)
 
     def _at_time(self, partition: int, ms: int) -> int:
-        found = self.consumer.offsets_for_times([TopicPartition(self.spec.topic, partition, ms)], timeout=TIMEOUT_S)
+        found = self.consumer.offsets_for_times([TopicPartition(self.spec.topic, partition, ms)],
+                                                timeout=LOOK_TIMEOUT_S)
         offset = found[0].offset
         return self._watermarks(partition)[1] if offset < 0 else int(offset)  # none that late: the end
 
@@ -153,7 +163,8 @@ class KafkaSourceReader:
         consumer.assign([tp])
         records: list[Any] = []
         reached = lo   # every offset below this one was seen: a record, or skipped by the broker
-        deadline = time.monotonic() + TIMEOUT_S
+        started = time.monotonic()
+        said = started
         try:
             while reached < hi:
                 for message in consumer.consume(BATCH, timeout=0.2):
@@ -170,8 +181,13 @@ class KafkaSourceReader:
                                                f"retention removed records a replay needs)")
                     else:
                         raise KafkaSourceError(f"{where}: {error.name()}: {error.str()}")
-                if reached < hi and time.monotonic() > deadline:
-                    raise KafkaSourceError(f"{where}: read only up to {reached} in {TIMEOUT_S:.0f}s")
+                now = time.monotonic()
+                if reached < hi and now - started > READ_TIMEOUT_S:
+                    raise KafkaSourceError(f"{where}: read only up to {reached} in {READ_TIMEOUT_S:.0f}s")
+                if reached < hi and now - said > WAIT_LOG_S:
+                    said = now
+                    log.warning("waiting for Kafka to serve a recorded range",
+                                extra={"range": where, "read_up_to": reached, "seconds": round(now - started)})
             return records
         except KafkaException as exc:
             raise KafkaSourceError(f"{where}: {describe(exc)}") from None
