@@ -218,8 +218,9 @@ class StatusReporter(Observer):
         self.update(urgent=True, conditions=self.conditions)
 
     def on_control_plane(self, component: str, available: bool, message: str) -> None:
-        """ZooKeeper or Redis out of reach pauses the run (``coordinator/outages.py``); back, it goes on."""
-        name = {"zookeeper": "ZooKeeper", "redis": "Redis"}.get(component, component)
+        """ZooKeeper, Redis or a sink's Kafka out of reach pauses the run (``coordinator/outages.py``); back, it
+        goes on."""
+        name = {"zookeeper": "ZooKeeper", "redis": "Redis", "kafka": "Kafka"}.get(component, component)
         self.condition("Paused", not available, f"{name}{'Available' if available else 'Unavailable'}", message)
         self.event("Normal" if available else "Warning", f"{name}{'Recovered' if available else 'Unavailable'}",
                    message)

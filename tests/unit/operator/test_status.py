@@ -146,6 +146,9 @@ def test_an_outage_pauses_with_a_condition_and_events_the_crd_accepts() -> None:
     r.on_control_plane("redis", True, "Redis answers again")
     assert patches[-1]["phase"] == "Running" and cond(patches[-1], "Paused")["status"] == "False"
     assert [e[1] for e in events] == ["RedisUnavailable", "RedisRecovered"]
+    r.on_control_plane("kafka", False, "kafka unreachable, the run is paused until it answers: sink out: _TRANSPORT")
+    assert patches[-1]["phase"] == "Paused" and cond(patches[-1], "Paused")["reason"] == "KafkaUnavailable"
+    assert events[-1][:2] == ("Warning", "KafkaUnavailable")
     for patch in patches:
         jsonschema.validate(patch, STATUS_SCHEMA)
 
