@@ -204,22 +204,33 @@ class KafkaBarrier:
 
     # -- staging (the sidecar, when a sink task completes) ----------------------
 
-    def _key(self, step: int, channel: int) -> str:
+    @property
+    def _staging(self) -> str:
+        """The sink's staged parts: one Redis hash, field ``<step>:<channel>``."""
         assert self.store is not None
-        return self.store.k(f"staged:{self.name}:{step}:{channel}")
+        return self.store.k(f"staged:{self.name}")
 
     def stage(self, step: int, channel: int, path: Path) -> None:
         """Keep the part a sink task wrote (the executor checked its size) until its step is released."""
         assert self.store is not None
-        self.store.r.set(self._key(step, channel), path.read_bytes())
+        self.store.r.hset(self._staging, f"{step}:{channel}", path.read_bytes())
 
     def _staged(self, step: int, channel: int) -> pa.Table:
         assert self.store is not None
-        data = self.store.r.get(self._key(step, channel))
+        data = self.store.r.hget(self._staging, f"{step}:{channel}")
         if data is None:
             raise KafkaReleaseError(f"barrier: step {step} of sink {self.name} has no part staged for channel "
                                     f"{channel}")
         return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+    def _drop_staged(self, up_to: int) -> None:
+        """Parts of steps at or below ``up_to``: released, or staged again by a replay of a step already
+        released (a rollback re-runs the steps after its cut), which no release will take."""
+        assert self.store is not None
+        fields = [f.decode() if isinstance(f, bytes) else str(f) for f in self.store.r.hkeys(self._staging)]
+        old = [f for f in fields if int(f.split(":")[0]) <= up_to]
+        if old:
+            self.store.r.hdel(self._staging, *old)
 
     # -- the barrier --------------------------------------------------------------
 
@@ -236,8 +247,7 @@ class KafkaBarrier:
         released = False
         for c in range(channels):
             released = self.release_channel(step, c) or released
-        assert self.store is not None
-        self.store.r.delete(*(self._key(step, c) for c in range(channels)))
+        self._drop_staged(step)
         return released
 
     def release_channel(self, step: int, channel: int) -> bool:
