@@ -31,6 +31,7 @@ comparison is of the work, not of the guarantee.
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import json
 import os
@@ -73,10 +74,16 @@ def connector_jars() -> str:
     return ",".join(str(directory / j.file) for j in CONNECTOR)
 
 
+@functools.cache
+def _example_events() -> list[dict[str, Any]]:
+    """The well-formed events of the example's input, read once (the live producer asks every 10 ms)."""
+    return [json.loads(line) for line in gzip.decompress((EXAMPLE / "clicks.jsonl.gz").read_bytes()).splitlines()
+            if line.startswith(b"{") and b'"free"' not in line]
+
+
 def events(count: int, stamp: bool = False) -> list[bytes]:
     """``count`` well-formed events of the example's input, repeated as needed (ids kept distinct)."""
-    base = [json.loads(line) for line in gzip.decompress((EXAMPLE / "clicks.jsonl.gz").read_bytes()).splitlines()
-            if line.startswith(b"{") and b'"free"' not in line]
+    base = _example_events()
     out = []
     for i in range(count):
         event = dict(base[i % len(base)], event_id=f"e{i}")
@@ -253,30 +260,31 @@ def main() -> int:
             for pair in range(args.pairs):
                 for side in (("ours", "spark") if pair % 2 == 0 else ("spark", "ours")):
                     run += 1
-                    name = f"r{run}"
-                    work = Path(tmp) / name
+                    work = Path(tmp) / f"r{run}"
                     work.mkdir()
-                    create_topics(broker.bootstrap, {f"{name}-in": 2, f"{name}-out": 2})
-                    bounded = pipeline(work / "bounded.yaml", broker.bootstrap, name, args.per_step, bounded=True)
+
+                    def job(name: str, bounded: bool) -> Path:
+                        """Topics of its own (a bounded job's input written first) and its pipeline file."""
+                        create_topics(broker.bootstrap, {f"{name}-in": 2, f"{name}-out": 2})
+                        if bounded:
+                            produce(broker.bootstrap, f"{name}-in", events(args.records))
+                        return pipeline(work / f"{name}.yaml", broker.bootstrap, name, args.per_step, bounded)
+
                     if "throughput" not in args.skip:
-                        produce(broker.bootstrap, f"{name}-in", events(args.records))
+                        bounded = job(f"r{run}", bounded=True)
                         rate = (throughput_ours(bounded, work / "t", args.warmup) if side == "ours" else
                                 throughput_ss(bounded, broker.bootstrap, jars, work / "t", args.warmup))
                         results["throughput"][side].append(rate)
                         console.log(f"{side}: {rate:,.0f} rows/s")
                     if "recovery" not in args.skip:
-                        name = f"r{run}k"
-                        create_topics(broker.bootstrap, {f"{name}-in": 2, f"{name}-out": 2})
-                        produce(broker.bootstrap, f"{name}-in", events(args.records))
-                        killed = pipeline(work / "killed.yaml", broker.bootstrap, name, args.per_step, bounded=True)
+                        killed = job(f"r{run}k", bounded=True)
                         seconds = (recovery_ours(killed, work / "k", args.kill_step, pair) if side == "ours" else
                                    recovery_ss(killed, broker.bootstrap, jars, work / "k", args.kill_step))
                         results["recovery"][side].append(seconds)
                         console.log(f"{side}: kill -> next commit {seconds:.2f} s")
                     if "latency" not in args.skip:
                         name = f"r{run}l"
-                        create_topics(broker.bootstrap, {f"{name}-in": 2, f"{name}-out": 2})
-                        live = pipeline(work / "live.yaml", broker.bootstrap, name, args.per_step, bounded=False)
+                        live = job(name, bounded=False)
                         (work / "l").mkdir()
                         cmd = (ours_command(live, work / "l") if side == "ours" else
                                ss_command(live, broker.bootstrap, jars, work / "l", "--seconds", "3600"))

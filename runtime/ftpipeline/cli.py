@@ -34,7 +34,7 @@ from ftpipeline.coordinator.session import open_session
 from ftpipeline.dataflow.deadletter import default_dead_letter_root
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.embedded.kafka import EmbeddedKafka
-from ftpipeline.kafka.local import HISTORY, StepHistory, produce_file, start_private, topics_of
+from ftpipeline.kafka.local import HISTORY, StepHistory, needs_private, produce_file, topics_of, with_private
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.obs.errors import one_line, redacted
 from ftpipeline.obs.logging import setup_json_logging
@@ -268,10 +268,10 @@ def _kafka(console: Console, spec: PipelineSpec, args: argparse.Namespace, run_d
     """A pipeline on Kafka that names no cluster gets a private broker (``kafka/local.py``); ``--produce``
     loads a demo's input before a fresh run."""
     broker = None
-    if spec.uses_kafka and not spec.kafka_bootstrap:
+    if needs_private(spec):
         with console.status("starting a private Kafka broker"):
-            broker = start_private(spec, run_dir / "kafka", fresh=not resuming)
-        spec = dataclasses.replace(spec, kafka_bootstrap=broker.bootstrap)
+            spec, broker = with_private(spec, run_dir / "kafka", fresh=not resuming)
+        assert broker is not None
         console.print(f"Kafka: a private broker at {broker.bootstrap}, topics {', '.join(topics_of(spec))}")
     for topic, path in ([] if resuming else args.produce or []):
         count = produce_file(spec.kafka_bootstrap, topic, Path(path))
@@ -324,10 +324,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if spec is None:
         return 2
     run_dir = Path.cwd() / ".ftpipeline" / spec.name
-    broker = None
-    if spec.uses_kafka and not spec.kafka_bootstrap:  # the run's private broker, as the run left it
-        broker = start_private(spec, run_dir / "kafka", fresh=False)
-        spec = dataclasses.replace(spec, kafka_bootstrap=broker.bootstrap)
+    spec, broker = with_private(spec, run_dir / "kafka", fresh=False)  # the run's private broker, as it was left
     try:
         spec = dataclasses.replace(spec, identity=run_identity(spec.name, args.pipeline))
         steps = args.steps or min(barrier_of(s, spec).gt_last() for s in spec.stages if s.sink or s.kafka_sink)

@@ -53,7 +53,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ftpipeline.control.store import RunStore
-from ftpipeline.kafka.client import TIMEOUT_S, config, describe, short_id, unreachable
+from ftpipeline.kafka.client import TIMEOUT_S, config, describe, send, unreachable
+from ftpipeline.lineage.naming import store_user
 from ftpipeline.obs.crash import CrashPoint
 from ftpipeline.spec.model import KafkaSink, PipelineSpec
 
@@ -136,12 +137,7 @@ class _Channel:
         rows = 0
         headers: list[tuple[str, str | bytes | None]] = [(STEP_HEADER, str(step).encode())]
         for k, v in encode(table, key):
-            while True:
-                try:
-                    producer.produce(self.topic, value=v, key=k, headers=headers)
-                    break
-                except BufferError:  # the local queue is full: let deliveries drain it
-                    producer.poll(0.05)
+            send(producer, self.topic, v, k, headers=headers)
             rows += 1
         producer.send_offsets_to_transaction([TopicPartition(self.topic, 0, step)],
                                              self.group.consumer_group_metadata(), TIMEOUT_S)
@@ -175,7 +171,7 @@ class KafkaBarrier:
         self.name, self.sink, self.channels, self.store = name, sink, channels, store
         self.crash = crash  # tests: exit between a transaction's records and its commit (obs/crash.py)
         self.bootstrap = spec.kafka_bootstrap
-        self.prefix = f"ftpipeline-{short_id(spec.store_key)}-{name}"
+        self.prefix = f"{store_user(spec.store_key)}-{name}"  # the name Redis and ZooKeeper know the pipeline by
         self._channels: dict[int, _Channel] = {}
 
     def channel_id(self, channel: int) -> str:

@@ -9,14 +9,13 @@ instead of librdkafka's stderr format.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 log = logging.getLogger("ftpipeline.kafka")
 
@@ -106,9 +105,14 @@ def reader_config(bootstrap: str) -> dict[str, Any]:
     })
 
 
-def short_id(identity: str) -> str:
-    """A pipeline identity as it appears in transactional ids and group ids: a digest, short and plain."""
-    return hashlib.sha256(identity.encode()).hexdigest()[:16]
+def send(producer: Producer, topic: str, value: bytes, key: bytes | None = None, **kwargs: Any) -> None:
+    """``producer.produce``, waiting while its local queue is full (deliveries drain it)."""
+    while True:
+        try:
+            producer.produce(topic, value=value, key=key, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.05)
 
 
 _UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN, KafkaError._MSG_TIMED_OUT,

@@ -17,6 +17,7 @@ each step started, so the run writes them down as it records them, and
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import shutil
@@ -47,6 +48,20 @@ def start_private(spec: PipelineSpec, directory: Path, fresh: bool) -> EmbeddedK
     broker = EmbeddedKafka(directory).start()
     create_topics(broker.bootstrap, topics_of(spec))
     return broker
+
+
+def needs_private(spec: PipelineSpec) -> bool:
+    """It reads or writes Kafka and names no cluster."""
+    return spec.uses_kafka and not spec.kafka_bootstrap
+
+
+def with_private(spec: PipelineSpec, directory: Path, fresh: bool) -> tuple[PipelineSpec, EmbeddedKafka | None]:
+    """The spec with a cluster to use: when it reads or writes Kafka and names none, the run directory's broker
+    (``start_private``), which the caller stops."""
+    if not needs_private(spec):
+        return spec, None
+    broker = start_private(spec, directory, fresh)
+    return dataclasses.replace(spec, kafka_bootstrap=broker.bootstrap), broker
 
 
 def produce_file(bootstrap: str, topic: str, path: Path) -> int:

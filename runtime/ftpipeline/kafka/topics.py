@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from ftpipeline.kafka.client import TIMEOUT_S, config, describe
+from ftpipeline.kafka.client import TIMEOUT_S, config, describe, send
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ def create_topics(bootstrap: str, partitions: dict[str, int]) -> list[str]:
     return [t.topic for t in wanted]
 
 
-def produce(bootstrap: str, topic: str, values: Iterable[bytes], keys: Iterable[bytes | None] | None = None) -> int:
-    """Write ``values`` (with ``keys``) to ``topic``, idempotently, waiting until every one is acknowledged."""
+def produce(bootstrap: str, topic: str, values: Iterable[bytes]) -> int:
+    """Write ``values`` to ``topic``, idempotently, waiting until every one is acknowledged."""
     producer = Producer(config(bootstrap, **{"enable.idempotence": True, "linger.ms": 20,
                                              "partitioner": "murmur2_random"}))
     failed: list[str] = []
@@ -64,15 +64,8 @@ def produce(bootstrap: str, topic: str, values: Iterable[bytes], keys: Iterable[
             failed.append(f"{err.name()}: {err.str()}")
 
     count = 0
-    key_list = list(keys) if keys is not None else None
-    for i, value in enumerate(values):
-        key = key_list[i] if key_list is not None else None
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key, on_delivery=delivered)
-                break
-            except BufferError:  # the local queue is full: let deliveries drain it
-                producer.poll(0.1)
+    for value in values:
+        send(producer, topic, value, on_delivery=delivered)
         count += 1
     left = producer.flush(TIMEOUT_S)
     if failed or left:

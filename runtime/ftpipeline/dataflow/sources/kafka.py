@@ -111,8 +111,11 @@ class KafkaSourceReader:
         return int(low), int(high)
 
     def _at_time(self, partition: int, ms: int) -> int:
-        found = self.consumer.offsets_for_times([TopicPartition(self.spec.topic, partition, ms)],
-                                                timeout=LOOK_TIMEOUT_S)
+        try:
+            found = self.consumer.offsets_for_times([TopicPartition(self.spec.topic, partition, ms)],
+                                                    timeout=LOOK_TIMEOUT_S)
+        except KafkaException as exc:
+            raise KafkaSourceError(f"{self.spec.topic}/{partition} at {ms} ms: {describe(exc)}") from None
         offset = found[0].offset
         return self._watermarks(partition)[1] if offset < 0 else int(offset)  # none that late: the end
 
