@@ -17,13 +17,15 @@ ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr
     PYTHONUNBUFFERED=1 JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64
 RUN python3 -m venv /opt/venv
 
-# The Kafka broker's jars, pinned with their digests (runtime/ftpipeline/embedded/kafkajars.py, which runs
-# on the standard library alone): a layer of its own, rebuilt only when the lock changes.
-COPY runtime/ftpipeline/embedded/kafkajars.py runtime/ftpipeline/embedded/kafka.lock /opt/kafka-lock/
+# The Kafka broker's and Delta Lake's jars, pinned with their digests (runtime/ftpipeline/embedded/jars.py,
+# which runs on the standard library alone): a layer of its own, rebuilt only when a lock changes.
+COPY runtime/ftpipeline/embedded/jars.py runtime/ftpipeline/embedded/kafka.lock runtime/ftpipeline/embedded/delta.lock \
+     /opt/jar-locks/
 RUN --mount=type=secret,id=pip_cert,required=false \
     if [ -s /run/secrets/pip_cert ]; then export SSL_CERT_FILE=/run/secrets/pip_cert; fi \
- && python3 /opt/kafka-lock/kafkajars.py fetch /opt/kafka
-ENV FTPIPELINE_KAFKA_JARS=/opt/kafka
+ && python3 /opt/jar-locks/jars.py fetch kafka /opt/kafka \
+ && python3 /opt/jar-locks/jars.py fetch delta /opt/delta
+ENV FTPIPELINE_KAFKA_JARS=/opt/kafka FTPIPELINE_DELTA_JARS=/opt/delta
 
 WORKDIR /opt/ftpipeline
 COPY pyproject.toml README.md ./

@@ -23,7 +23,7 @@ RocksDB state store. Three figures, each side measured in turn (alternating who 
                           [--seconds 40] [--kill-step 4] [--json FILE]
 
 Spark's Kafka connector is fetched from Maven Central (pinned by digest, below) into
-``~/.cache/ftpipeline/spark-kafka-4.2.0``. Its newest release is 4.2.0; it runs on PySpark 4.3.
+``~/.cache/ftpipeline/spark-kafka-4.2.0``. 4.2.0, the Spark line of the PySpark ftpipeline runs on.
 Spark's Kafka sink is at least once (it has no transactions), ours exactly once: the
 comparison is of the work, not of the guarantee.
 """
@@ -51,7 +51,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ftpipeline.embedded.kafka import EmbeddedKafka
-from ftpipeline.embedded.kafkajars import Jar, fetch
+from ftpipeline.embedded.jars import Jar, fetch
 from ftpipeline.kafka.topics import create_topics, produce
 from ftpipeline.obs.spans import busy_seconds, step_spans
 

@@ -5,7 +5,7 @@ become the server (``exec``), so in a container the server is the process
 that signals and the kubelet see. They are the same commands the embedded
 servers of ``ftpipeline run`` and the tests use (``embedded/``), with the
 chart's settings as flags: credentials, TLS, persistence.
-``ftpipeline fetch-kafka`` downloads the broker's pinned jars ahead of time
+``ftpipeline fetch-jars`` downloads the pinned jars (``embedded/jars.py``) ahead of time
 (the image build does; a run otherwise fetches them on first use).
 """
 
@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from ftpipeline.commandlog.zkaccess import super_digest
-from ftpipeline.embedded import kafka, kafkajars
+from ftpipeline.embedded import jars, kafka
 from ftpipeline.embedded.redis import prepare_acl_file, redis_command
 from ftpipeline.embedded.zookeeper import zookeeper_command
 
@@ -52,30 +52,35 @@ def cmd_serve(args: argparse.Namespace) -> int:
     os.execv(command[0], command)
 
 
-def cmd_fetch_kafka(args: argparse.Namespace) -> int:
+def cmd_fetch_jars(args: argparse.Namespace) -> int:
     console = Console()
-    jars = kafkajars.locked()
-    directory = args.dir or kafkajars.jars_dir()
-    wanted = kafkajars.missing(directory, jars)
-    if not wanted:
-        console.print(f"Kafka {kafkajars.KAFKA_VERSION}: all {len(jars)} jars are in {directory}")
-        return 0
-    with Progress(TextColumn("fetching Kafka {task.fields[version]} jars"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[mb]:.1f} MB"), console=console) as progress:
-        task = progress.add_task("fetch", total=len(wanted), version=kafkajars.KAFKA_VERSION, mb=0.0)
-        fetched = 0
+    unknown = [n for n in args.names if n not in jars.CLOSURES]
+    if unknown:
+        console.print(f"[red]error:[/red] no pinned jars named {', '.join(unknown)} (there are: {', '.join(jars.CLOSURES)})")
+        return 2
+    for closure in [jars.CLOSURES[n] for n in (args.names or jars.CLOSURES)]:
+        locked = closure.locked()
+        directory = args.dir or closure.jars_dir()
+        wanted = jars.missing(directory, locked)
+        if not wanted:
+            console.print(f"{closure.title} {closure.version}: all {len(locked)} jars are in {directory}")
+            continue
+        with Progress(TextColumn("fetching {task.fields[title]} {task.fields[version]}"), BarColumn(),
+                      MofNCompleteColumn(), TextColumn("{task.fields[mb]:.1f} MB"), console=console) as progress:
+            task = progress.add_task("fetch", total=len(wanted), title=closure.title, version=closure.version, mb=0.0)
+            fetched = 0
 
-        def done(jar: kafkajars.Jar, size: int) -> None:
-            nonlocal fetched
-            fetched += size
-            progress.update(task, advance=1, mb=fetched / 1e6)
+            def done(jar: jars.Jar, size: int) -> None:
+                nonlocal fetched
+                fetched += size
+                progress.update(task, advance=1, mb=fetched / 1e6)
 
-        try:
-            kafkajars.fetch(directory, jars, done)
-        except (OSError, ValueError) as exc:
-            console.print(f"[red]error:[/red] {exc}")
-            return 1
-    console.print(f"Kafka {kafkajars.KAFKA_VERSION}: {len(wanted)} jars ({fetched / 1e6:.1f} MB) into {directory}")
+            try:
+                jars.fetch(directory, locked, done)
+            except (OSError, ValueError) as exc:
+                console.print(f"[red]error:[/red] {exc}")
+                return 1
+        console.print(f"{closure.title} {closure.version}: {len(wanted)} jars ({fetched / 1e6:.1f} MB) into {directory}")
     return 0
 
 
@@ -117,9 +122,13 @@ def add_server_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser])
                                help="serve clients over TLS alone, with DIR/tls.crt and DIR/tls.key (and "
                                     "DIR/ca.crt, the files of a kubernetes.io/tls Secret)")
         serve.set_defaults(func=cmd_serve)
-    fetch = sub.add_parser("fetch-kafka", help="download the Kafka broker's pinned jars from Maven Central",
-                           description="Download the jars of the Kafka broker ftpipeline runs (the locked closure, "
-                                       "each checked by its SHA-256) into --dir, default the cache every run uses "
-                                       "(FTPIPELINE_KAFKA_JARS or ~/.cache/ftpipeline/kafka-<version>).")
-    fetch.add_argument("--dir", type=Path, metavar="DIR", help="where to keep them")
-    fetch.set_defaults(func=cmd_fetch_kafka)
+    fetch = sub.add_parser("fetch-jars", help="download the pinned jars (Kafka's broker, Delta Lake) from Maven Central",
+                           description="Download pinned jars (each closure locked, each jar checked by its SHA-256) "
+                                       "into --dir, default the cache every run uses (FTPIPELINE_<NAME>_JARS or "
+                                       "~/.cache/ftpipeline/<name>-<version>): kafka, the broker a run starts when "
+                                       "a pipeline names no cluster; delta, what a Delta sink puts on Spark's class "
+                                       "path. Runs fetch what they lack themselves; this is for offline use.")
+    fetch.add_argument("names", nargs="*", metavar="NAME",
+                       help=f"which: {', '.join(jars.CLOSURES)} (default: all)")
+    fetch.add_argument("--dir", type=Path, metavar="DIR", help="where to keep them (with one NAME)")
+    fetch.set_defaults(func=cmd_fetch_jars)

@@ -3,7 +3,7 @@
 A pipeline that reads or writes Kafka and names no bootstrap servers gets
 one, as it gets a Redis and a ZooKeeper: Apache Kafka in KRaft mode, one
 process that is both its broker and its controller, from the pinned jars
-(``kafkajars.py``) on the JRE the workers already need. Its log
+(``jars.py``) on the JRE the workers already need. Its log
 directories stay in its directory, so a restart (``kill`` then ``start``)
 keeps every committed record, offset and transaction, on the same ports.
 
@@ -24,10 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftpipeline.embedded.jvm import jvm_command
-from ftpipeline.embedded.kafkajars import classpath, fetch, jars_dir
+from ftpipeline.embedded.jars import KAFKA
 from ftpipeline.embedded.ports import free_port
 from ftpipeline.embedded.private import pem_keystore, write_private
 from ftpipeline.embedded.process import ServerProcess
+
+fetch = KAFKA.fetch  # what the broker lacks of its jars (a test replaces it)
 
 # A test's or a laptop's broker: a small heap, and (as for ZooKeeper) C1 and the serial collector, which
 # start fast and leave the cores to the workers. FTPIPELINE_KAFKA_JAVA_OPTIONS replaces them.
@@ -94,14 +96,14 @@ def broker_config(data_dir: Path, port: int, controller_port: int, advertise: st
 
 
 def _java_command(jars: Path, main: str, *args: str) -> list[str]:
-    return jvm_command("FTPIPELINE_KAFKA_JAVA_OPTIONS", KAFKA_JAVA_OPTIONS, classpath(jars), main, args)
+    return jvm_command("FTPIPELINE_KAFKA_JAVA_OPTIONS", KAFKA_JAVA_OPTIONS, KAFKA.classpath(jars), main, args)
 
 
 def prepare(conf_dir: Path, data_dir: Path, port: int, controller_port: int, advertise: str = "127.0.0.1",
             bind: str = "127.0.0.1", jars: Path | None = None, secure: Secure | None = None) -> list[str]:
     """Fetch what the jar directory lacks, write the broker's configuration, format its log directories if
     they are new (a restart keeps them), and return the command that runs it."""
-    jars = jars or jars_dir()
+    jars = jars or KAFKA.jars_dir()
     fetch(jars)  # nothing when every locked jar is there
     conf_dir.mkdir(parents=True, exist_ok=True)
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""The Kafka broker's pinned jars: the lock names the broker's closure, and a jar whose digest differs is refused."""
+"""Pinned jars: each lock names its closure, and a jar whose digest differs is refused."""
 
 from __future__ import annotations
 
@@ -7,16 +7,29 @@ from pathlib import Path
 
 import pytest
 
-from ftpipeline.embedded import kafkajars
-from ftpipeline.embedded.kafkajars import Jar
+from ftpipeline.embedded import jars as kafkajars
+from ftpipeline.embedded.jars import DELTA, KAFKA, Jar
 
 
 def test_the_lock_pins_the_broker_of_this_version_and_a_logging_binding() -> None:
-    jars = kafkajars.locked()
+    jars = KAFKA.locked()
     names = {(j.group, j.artifact): j.version for j in jars}
-    assert names[("org.apache.kafka", "kafka_2.13")] == kafkajars.KAFKA_VERSION
+    assert names[("org.apache.kafka", "kafka_2.13")] == KAFKA.version
     assert ("org.apache.logging.log4j", "log4j-slf4j-impl") in names, "else the broker's logs go nowhere"
     assert len({j.file for j in jars}) == len(jars), "one file per jar on the class path"
+
+
+def test_the_delta_lock_pins_delta_spark_for_pysparks_spark_line_and_nothing_pyspark_ships() -> None:
+    import pyspark
+
+    jars = DELTA.locked()
+    names = {j.artifact: j.version for j in jars}
+    spark_line = ".".join(pyspark.__version__.split(".")[:2])
+    assert names[f"delta-spark_{spark_line}_2.13"] == DELTA.version, "delta-spark built for another Spark"
+    shipped = kafkajars._pyspark_artifacts()
+    assert not shipped & set(names), "a second copy of a class PySpark has would be a conflict"
+    jackson = next(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("jackson-databind-*.jar"))
+    assert jackson == f"jackson-databind-{names['jackson-datatype-jdk8']}.jar", "jackson modules of one version"
 
 
 def repository(root: Path, jars: dict[str, bytes]) -> list[Jar]:
@@ -50,8 +63,8 @@ def test_fetch_takes_what_is_missing_and_refuses_a_jar_whose_digest_differs(tmp_
 
 
 def test_a_class_path_with_jars_missing_says_how_to_get_them(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="ftpipeline fetch-kafka"):
-        kafkajars.classpath(tmp_path)
+    with pytest.raises(FileNotFoundError, match="ftpipeline fetch-jars delta"):
+        DELTA.classpath(tmp_path)
 
 
 def test_a_log_directory_kafka_cannot_format_is_an_error_quoting_it(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
