@@ -25,6 +25,7 @@ from rich.table import Table
 from kazoo.client import KazooClient
 
 from ftpipeline.barrier import barrier_of
+from ftpipeline.barrier.delta import spark_settings
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.cluster.local import LocalCluster
 from ftpipeline.commandlog.zkclient import connect as zk_connect
@@ -44,7 +45,7 @@ from ftpipeline.progress import LocalObserver, ProgressObserver
 from ftpipeline.servers import add_server_parsers
 from ftpipeline.spec.cores import master_for_process
 from ftpipeline.spec.load import SpecError, load_pipeline
-from ftpipeline.spec.model import PipelineSpec
+from ftpipeline.spec.model import PipelineSpec, StageSpec
 from ftpipeline.worker.executor import build_session
 
 
@@ -71,9 +72,12 @@ def _override(spec: PipelineSpec, args: argparse.Namespace) -> PipelineSpec:
 
 def _overwriting(spec: PipelineSpec) -> PipelineSpec:
     """``--overwrite``: every sink's ``existingOutput`` is ``overwrite``."""
-    stages = tuple(dataclasses.replace(s, sink=dataclasses.replace(s.sink, existing="overwrite")) if s.sink else
-                   dataclasses.replace(s, kafka_sink=dataclasses.replace(s.kafka_sink, existing="overwrite"))
-                   if s.kafka_sink else s for s in spec.stages)
+    def overwriting(stage: StageSpec) -> StageSpec:
+        changes = {field: dataclasses.replace(sink, existing="overwrite") for field in ("sink", "kafka_sink", "delta_sink")
+                   if (sink := getattr(stage, field)) is not None}
+        return dataclasses.replace(stage, **changes)
+
+    stages = tuple(overwriting(s) for s in spec.stages)
     return dataclasses.replace(spec, stages=stages)
 
 
@@ -116,6 +120,8 @@ def _summary(console: Console, spec: PipelineSpec, result: RunResult) -> None:
             table.add_row(f"sink {stage.name}", str(stage.sink.path))
         elif stage.kafka_sink is not None:
             table.add_row(f"sink {stage.name}", f"topic {stage.kafka_sink.topic} at {redacted(spec.kafka_bootstrap)}")
+        elif stage.delta_sink is not None:
+            table.add_row(f"sink {stage.name}", f"Delta table {stage.delta_sink.path}")
     console.print(table)
 
 
@@ -207,7 +213,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                            worker=WorkerId(args.kill_worker) if args.kill_worker else None, seed=args.seed,
                            during_checkpoint=args.kill_during_checkpoint, action=args.fault)
     cluster = LocalCluster(run_dir, spec.store_key, session.redis_url,
-                           master_for_process(spec.spark_master, spec.workers), dict(spec.spark_conf),
+                           master_for_process(spec.spark_master, spec.workers),
+                           spark_settings(dict(spec.spark_conf), spec.uses_delta),
                            zookeeper=session.zookeeper if session.commands is not None else None,
                            heartbeat_timeout_ms=spec.heartbeat_timeout_ms, tls=not args.plaintext_workers)
     private = spec.redis_url is None
@@ -327,7 +334,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     spec, broker = with_private(spec, run_dir / "kafka", fresh=False)  # the run's private broker, as it was left
     try:
         spec = dataclasses.replace(spec, identity=run_identity(spec.name, args.pipeline))
-        steps = args.steps or min(barrier_of(s, spec).gt_last() for s in spec.stages if s.sink or s.kafka_sink)
+        steps = args.steps or min(barrier_of(s, spec).gt_last() for s in spec.stages if s.is_sink)
         ok, _ = _verify(console, spec, steps, run_dir)
     finally:
         if broker is not None:

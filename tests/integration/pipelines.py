@@ -82,24 +82,62 @@ def clickstream(
 KAFKA_EXAMPLE = ROOT / "examples" / "kafka-clickstream"
 
 
-def kafka_clickstream(directory: Path, name: str, bootstrap: str, *, records: int = 12_000, per_step: int = 1500,
-                      workers: int = 2, checkpoint_every: int = 3, strategy: str = "lineage",
-                      steps: int | None = None) -> tuple[Path, Path]:
-    """The Kafka example against ``bootstrap``, with topics of its own (``<name>-clicks``, ``<name>-totals``,
-    created here) and test-sized knobs; the pipeline file and the input file for ``--produce``."""
-    import gzip
-
-    from ftpipeline.kafka.topics import create_topics
-
-    doc = yaml.safe_load((KAFKA_EXAMPLE / "pipeline.yaml").read_text())
+def _kafka_example(pipeline: Path, entry: Path, directory: Path, name: str, bootstrap: str, workers: int,
+                   checkpoint_every: int, strategy: str) -> dict[str, Any]:
+    """A Kafka example's document with a test's name, broker, checkpoints and dead letters under ``directory``."""
+    doc = yaml.safe_load(pipeline.read_text())
     doc["metadata"]["name"] = name
     spec = doc["spec"]
-    spec["entryPoint"] = str(KAFKA_EXAMPLE / "clickstream.py")
+    spec["entryPoint"] = str(entry)
     spec["workers"] = workers
     spec["kafka"] = {"bootstrapServers": bootstrap}
     spec["recovery"] = {"strategy": strategy}
     spec["checkpoint"] = {"intervalSteps": checkpoint_every, "storage": {"path": str(directory / "checkpoints")}}
     spec["deadLetter"] = {"path": str(directory / "dead-letters")}
+    return doc  # type: ignore[no-any-return]
+
+
+def _written(doc: dict[str, Any], directory: Path, name: str, events: Path, records: int) -> tuple[Path, Path]:
+    """The pipeline file, and the first ``records`` of an example's events as the input for ``--produce``."""
+    import gzip
+
+    data = directory / events.name.removesuffix(".gz")
+    data.write_bytes(b"\n".join(gzip.decompress(events.read_bytes()).splitlines()[:records]) + b"\n")
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path, data
+
+
+def crashed_and_resumed(pipeline: Path, run_dir: Path, *first: str) -> CliRun:
+    """A run whose coordinator crashes after committing step 4, then ``--resume --verify``, verified."""
+    from ftpipeline.obs.crash import CRASH_EXIT
+
+    crashed = run_cli(pipeline, run_dir, *first, env={"FTPIPELINE_CRASH_AFTER": "step-committed:4"})
+    assert crashed.code == CRASH_EXIT, crashed.output[-3000:]
+    resumed = run_cli(pipeline, run_dir, "--resume", "--verify")
+    assert resumed.code == 0, resumed.output[-4000:]
+    verified(resumed.output, resumed.summary)
+    return resumed
+
+
+def verified(output: str, summary: dict[str, object]) -> None:
+    """``--verify`` ran and every comparison is equal: nothing lost, nothing twice."""
+    verdicts = summary.get("verify")
+    assert isinstance(verdicts, list) and verdicts, output
+    for v in verdicts:
+        assert v["equal"] and v["duplicates"] == 0 and v["missing"] == 0, (v, output[-3000:])
+
+
+def kafka_clickstream(directory: Path, name: str, bootstrap: str, *, records: int = 12_000, per_step: int = 1500,
+                      workers: int = 2, checkpoint_every: int = 3, strategy: str = "lineage",
+                      steps: int | None = None) -> tuple[Path, Path]:
+    """The Kafka example against ``bootstrap``, with topics of its own (``<name>-clicks``, ``<name>-totals``,
+    created here) and test-sized knobs; the pipeline file and the input file for ``--produce``."""
+    from ftpipeline.kafka.topics import create_topics
+
+    doc = _kafka_example(KAFKA_EXAMPLE / "pipeline.yaml", KAFKA_EXAMPLE / "clickstream.py", directory, name,
+                         bootstrap, workers, checkpoint_every, strategy)
+    spec = doc["spec"]
     if steps is not None:  # a topic that never ends: stop after this many steps
         spec["steps"] = {"maxSteps": steps}
     for stage in spec["stages"]:
@@ -111,12 +149,28 @@ def kafka_clickstream(directory: Path, name: str, bootstrap: str, *, records: in
         if "sink" in stage:
             stage["sink"]["kafka"]["topic"] = f"{name}-totals"
     create_topics(bootstrap, {f"{name}-clicks": 3, f"{name}-totals": 2})
-    lines = gzip.decompress((KAFKA_EXAMPLE / "clicks.jsonl.gz").read_bytes()).splitlines()[:records]
-    data = directory / "clicks.jsonl"
-    data.write_bytes(b"\n".join(lines) + b"\n")
-    path = directory / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path, data
+    return _written(doc, directory, name, KAFKA_EXAMPLE / "clicks.jsonl.gz", records)
+
+
+DELTA_EXAMPLE = ROOT / "examples" / "kafka-orders-delta"
+
+
+def kafka_orders_delta(directory: Path, name: str, bootstrap: str, *, records: int = 6_000, per_step: int = 1000,
+                       workers: int = 2, checkpoint_every: int = 3, strategy: str = "lineage") -> tuple[Path, Path]:
+    """The Kafka -> Delta example against ``bootstrap``, with a topic of its own (``<name>-orders``, created
+    here), its table under ``directory`` and test-sized knobs; the pipeline file and the input for ``--produce``."""
+    from ftpipeline.kafka.topics import create_topics
+
+    doc = _kafka_example(DELTA_EXAMPLE / "pipeline.yaml", DELTA_EXAMPLE / "orders.py", directory, name, bootstrap,
+                         workers, checkpoint_every, strategy)
+    for stage in doc["spec"]["stages"]:
+        if "source" in stage:
+            stage["source"]["kafka"]["topic"] = f"{name}-orders"
+            stage["source"]["kafka"]["maxRecordsPerStep"] = per_step
+        if "sink" in stage:
+            stage["sink"]["delta"]["path"] = str(directory / "table")
+    create_topics(bootstrap, {f"{name}-orders": 3})
+    return _written(doc, directory, name, DELTA_EXAMPLE / "orders.jsonl.gz", records)
 
 
 @dataclass

@@ -21,8 +21,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from ftpipeline.kafka.local import HISTORY, StepHistory
-from ftpipeline.obs.crash import CRASH_EXIT
-from tests.integration.pipelines import kafka_clickstream, run_cli
+from tests.integration.pipelines import crashed_and_resumed, kafka_clickstream, run_cli, verified
 
 # (name, extra arguments, environment, recovery strategy): five seeded faults and a run without any
 CASES = [
@@ -37,13 +36,6 @@ CASES = [
 ]
 
 
-def _verified(output: str, summary: dict[str, object]) -> None:
-    verdicts = summary.get("verify")
-    assert isinstance(verdicts, list) and verdicts, output
-    for v in verdicts:
-        assert v["equal"] and v["duplicates"] == 0 and v["missing"] == 0, (v, output[-3000:])
-
-
 @pytest.mark.parametrize("name,args,env,strategy", CASES, ids=[c[0] for c in CASES])
 def test_kafka_to_kafka_equals_the_oracle_whatever_is_killed(tmp_path: Path, kafka_bootstrap: str, name: str,
                                                              args: list[str], env: dict[str, str],
@@ -52,7 +44,7 @@ def test_kafka_to_kafka_equals_the_oracle_whatever_is_killed(tmp_path: Path, kaf
     topic = f"k{name}-clicks"
     run = run_cli(pipeline, tmp_path / "run", "--produce", f"{topic}={data}", "--verify", *args, env=env)
     assert run.code == 0, run.output[-4000:]
-    _verified(run.output, run.summary)
+    verified(run.output, run.summary)
     if name != "clean":
         assert run.summary["recoveries"], run.output[-3000:]
     if name == "in-commit":
@@ -62,13 +54,7 @@ def test_kafka_to_kafka_equals_the_oracle_whatever_is_killed(tmp_path: Path, kaf
 def test_a_coordinator_that_crashes_resumes_and_still_writes_each_step_once(tmp_path: Path,
                                                                            kafka_bootstrap: str) -> None:
     pipeline, data = kafka_clickstream(tmp_path, "kcoord", kafka_bootstrap)
-    run_dir = tmp_path / "run"
-    crashed = run_cli(pipeline, run_dir, "--produce", f"kcoord-clicks={data}",
-                      env={"FTPIPELINE_CRASH_AFTER": "step-committed:4"})
-    assert crashed.code == CRASH_EXIT, crashed.output[-3000:]
-    resumed = run_cli(pipeline, run_dir, "--resume", "--verify")
-    assert resumed.code == 0, resumed.output[-4000:]
-    _verified(resumed.output, resumed.summary)
+    crashed_and_resumed(pipeline, tmp_path / "run", "--produce", f"kcoord-clicks={data}")
 
 
 def test_partitions_added_while_it_runs_are_read_from_their_beginning(tmp_path: Path, kafka_bootstrap: str) -> None:
@@ -89,7 +75,7 @@ def test_partitions_added_while_it_runs_are_read_from_their_beginning(tmp_path: 
     read = {slot: sum(hi - lo for offsets in history.values() for s, (lo, hi) in offsets.items() if s == slot)
             for slot in ("clicks.3", "clicks.4")}
     assert all(n > 0 for n in read.values()), read
-    _verified(output, json.loads(summary.read_text()))
+    verified(output, json.loads(summary.read_text()))
 
 
 def _grow_while_it_runs(proc: subprocess.Popen[str], run_dir: Path, bootstrap: str, data: Path) -> None:
@@ -141,4 +127,4 @@ def test_a_broker_killed_and_restarted_mid_run_is_waited_for_and_the_output_equa
     finally:
         broker.stop()
     assert proc.returncode == 0, output[-4000:]
-    _verified(output, json.loads(summary.read_text()))
+    verified(output, json.loads(summary.read_text()))

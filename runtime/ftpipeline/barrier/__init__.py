@@ -1,13 +1,18 @@
-"""Exactly-once output (FlameStream's barrier): a directory of Parquet step bundles (``bundles.py``) or
-a Kafka topic written in transactions (``kafka.py``), behind one protocol."""
+"""Exactly-once output (FlameStream's barrier): a directory of Parquet step bundles (``bundles.py``), a
+Kafka topic written in transactions (``kafka.py``) or a Delta Lake table written one commit per step
+(``delta.py``), behind one protocol."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from ftpipeline.barrier.bundles import Bundle, ParquetBundleSink
 from ftpipeline.control.store import RunStore
 from ftpipeline.spec.model import PipelineSpec, StageSpec
+
+if TYPE_CHECKING:
+    from ftpipeline.barrier.delta import StepWrite
 
 
 class Barrier(Protocol):
@@ -19,14 +24,20 @@ class Barrier(Protocol):
 
 
 def barrier_of(stage: StageSpec, spec: PipelineSpec, store: RunStore | None = None,
-               worker: str | None = None) -> Barrier:
+               worker: str | None = None, write: Callable[[StepWrite], None] | None = None) -> Barrier:
     """The barrier of a sink stage (a Kafka sink stages its parts in ``store``, the run's Redis; ``worker``:
-    the sidecar that holds it, which a test may have crash mid-release)."""
+    the sidecar that holds it, which a test may have crash mid-release; ``write``: how a Delta sink's
+    step is written, by a Spark process)."""
     if stage.kafka_sink is not None:
         from ftpipeline.barrier.kafka import KafkaBarrier
         from ftpipeline.obs.crash import CrashPoint
 
         return KafkaBarrier(stage.name, stage.kafka_sink, stage.parallelism, spec, store, CrashPoint.from_env(worker))
+    if stage.delta_sink is not None:
+        from ftpipeline.barrier.delta import DeltaBarrier
+        from ftpipeline.obs.crash import CrashPoint
+
+        return DeltaBarrier(stage.name, stage.delta_sink, spec, write, CrashPoint.from_env(worker))
     assert stage.sink is not None
     return ParquetBundleSink(stage.sink.path)
 

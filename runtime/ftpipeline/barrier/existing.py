@@ -12,7 +12,10 @@ runs, silently. Each sink says what it wants in
     resume    the old steps stay; the barrier drops the steps it already holds
 
 A Kafka sink's topic must exist: a fresh run fails naming the field when it
-does not (the broker does not create topics on a producer's first write).
+does not (the broker does not create topics on a producer's first write). A
+Delta table may hold rows of other writers: only this pipeline's steps (its
+transaction version) count as output already there, and ``overwrite``
+removes the table (Delta never lets a transaction version go back).
 
 ``ftpipeline run --overwrite`` sets every sink to ``overwrite``. The CLI
 applies this rule before it starts any worker; on both paths the
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftpipeline.barrier.bundles import ParquetBundleSink
+from ftpipeline.barrier.delta import DeltaBarrier
 from ftpipeline.barrier.kafka import KafkaBarrier
 from ftpipeline.spec.model import PipelineSpec
 
@@ -50,7 +54,8 @@ class ExistingOutput:
 def prepare_outputs(spec: PipelineSpec, dead_letters: Path) -> list[ExistingOutput]:
     """Apply every sink's policy; the problems, if any. Nothing is removed when any sink fails."""
     problems: list[ExistingOutput] = []
-    overwrite: list[ParquetBundleSink | KafkaBarrier] = []
+    overwrite: list[ParquetBundleSink | KafkaBarrier | DeltaBarrier] = []
+    stale: list[DeltaBarrier] = []
     for i, stage in enumerate(spec.stages):
         if stage.kafka_sink is not None:
             topic = KafkaBarrier(stage.name, stage.kafka_sink, stage.parallelism, spec, None)
@@ -64,6 +69,16 @@ def prepare_outputs(spec: PipelineSpec, dead_letters: Path) -> list[ExistingOutp
                 problems.append(ExistingOutput(f"{at}.existingOutput", f"topic {stage.kafka_sink.topic!r}", newest))
             topic.close()
             continue
+        if stage.delta_sink is not None:
+            table = DeltaBarrier(stage.name, stage.delta_sink, spec)
+            if stage.delta_sink.existing == "overwrite":
+                overwrite.append(table)
+            elif stage.delta_sink.existing == "fail" and (newest := table.newest()):
+                problems.append(ExistingOutput(f"spec.stages[{i}].sink.existingOutput",
+                                               f"table {stage.delta_sink.path}", newest))
+            else:  # parts a crashed run staged and never released: never visible, and not this run's
+                stale.append(table)
+            continue
         if stage.sink is None:
             continue
         sink = ParquetBundleSink(stage.sink.path)
@@ -76,6 +91,8 @@ def prepare_outputs(spec: PipelineSpec, dead_letters: Path) -> list[ExistingOutp
         return problems
     for old in overwrite:
         old.reset()
+    for table in stale:
+        table.clear_staging()
     if overwrite and dead_letters.exists():
         shutil.rmtree(dead_letters)
     return []

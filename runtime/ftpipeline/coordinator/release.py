@@ -13,6 +13,7 @@ its metrics, its observer call and the checkpoint manager hear of it.
     committed --a Kafka sink's cluster out of reach--> committed, the run paused on "kafka"
                  (``outages.py``: a log line, a metric, on Kubernetes an Event and the Paused
                  condition) until a release succeeds
+    committed --a sink refuses the step (a Delta table, its schema)--> failed, the sink's message
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def release(c: Coordinator, step: int) -> bool:
     except PipelineFailed as exc:  # every worker just died: their losses are found next turn
         log.warning("release deferred: no worker answers", extra={"step": step, "error": str(exc)})
         return False
+    if isinstance(answer, dict) and answer.get("failed"):  # a sink refuses the step: retrying cannot help
+        raise PipelineFailed(f"releasing step {step}: {answer['failed']}")
     if isinstance(answer, dict) and answer.get("unavailable"):
         c.control.unavailable(str(answer["unavailable"]), str(answer.get("error", "")))
         c._release_failing_since = 0.0  # an outage is waited out, not a stall

@@ -9,6 +9,8 @@ replacement, which gets another name, does not crash again. The points:
     recovery, step-committed, ...  the coordinator, after it wrote that command to the log (``journal.py``)
     kafka-produced                 a sidecar, after a step's records of one sink channel are in its Kafka
                                    transaction and before the commit (``barrier/kafka.py``)
+    delta-written                  a sidecar, after its Spark process committed a step to a Delta table and
+                                   before the release is answered (``barrier/delta.py``)
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@
   every sink, and the expected dead letters);
 - ``files.py``: file sources read again, independently of the runtime's reader;
 - ``kafka.py``: Kafka topics read again: a source's records by step, a sink's released rows;
+- ``delta.py``: a Delta table read again, by another implementation of Delta;
 - ``compare.py``: multiset comparison, floats within a documented tolerance;
 - ``buckets.py``: the same comparison for outputs too large to collect.
 
@@ -30,6 +31,7 @@ from ftpipeline.oracle.compare import (
     read_dead_letters,
 )
 from ftpipeline.oracle.expected import Expected, expected, expected_outputs
+from ftpipeline.oracle.delta import released_table
 from ftpipeline.oracle.kafka import released_rows
 from ftpipeline.spec.model import PipelineSpec, StageKind
 
@@ -47,6 +49,13 @@ def _released(spark: Any, spec: PipelineSpec, expect: Expected, steps: int, work
             actual = spark.createDataFrame(table) if table is not None else frame.limit(0)
             actual = actual.select(*[F.col(c).cast(types[c]) for c in frame.columns])
             out.append(compare_frames(name, frame, actual, len(rows), work))
+            continue
+        if spec.stage(name).delta_sink is not None:  # its rows carry no step: steps 1..N as a whole
+            found = released_table(spec, spec.stage(name), steps)
+            frame = frame.drop("step")
+            actual = spark.createDataFrame(found) if found is not None and found.num_rows else frame.limit(0)
+            actual = actual.select(*[F.col(c).cast(types[c]) for c in frame.columns])
+            out.append(compare_frames(name, frame, actual, found.num_rows if found is not None else 0, work))
             continue
         sink = spec.stage(name).sink
         assert sink is not None

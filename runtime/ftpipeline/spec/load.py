@@ -33,6 +33,7 @@ import yaml
 from ftpipeline.spec.model import (
     AggregateOp,
     Aggregation,
+    DeltaSink,
     Edge,
     FileSource,
     GeneratorSource,
@@ -314,7 +315,7 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
                 else:
                     partition = "forward"
             edges.append(Edge(edge["stage"], raw["name"], Partition(partition), keys))
-        generator = file = sink = aggregate = kafka = kafka_sink = None
+        generator = file = sink = aggregate = kafka = kafka_sink = delta_sink = None
         function = None
         if kind is StageKind.SOURCE and "generator" in raw["source"]:
             g = raw["source"]["generator"]
@@ -342,11 +343,15 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
         elif "kafka" in raw["sink"]:
             k = raw["sink"]["kafka"]
             kafka_sink = KafkaSink(k["topic"], tuple(k.get("key", ())), raw["sink"].get("existingOutput", "fail"))
+        elif "delta" in raw["sink"]:
+            d = raw["sink"]["delta"]
+            delta_sink = DeltaSink(_resolve(base_dir, d["path"]), tuple(d.get("partitionBy", ())),
+                                   bool(d.get("mergeSchema", False)), raw["sink"].get("existingOutput", "fail"))
         else:
             sink = ParquetSink(_resolve(base_dir, raw["sink"]["parquet"]["path"]),
                                raw["sink"].get("existingOutput", "fail"))
         stages.append(StageSpec(raw["name"], kind, parallelism, tuple(edges), generator, file, function, aggregate, sink,
-                                kafka=kafka, kafka_sink=kafka_sink))
+                                kafka=kafka, kafka_sink=kafka_sink, delta_sink=delta_sink))
     steps = spec.get("steps", {})
     trig = steps.get("trigger", {})
     budget = spec.get("recovery", {}).get("restartBudget", {})

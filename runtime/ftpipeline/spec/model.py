@@ -100,6 +100,16 @@ class KafkaSink:
 
 
 @dataclass(frozen=True)
+class DeltaSink:
+    """A Delta Lake table: each step one commit, its ``txnVersion`` the step, released with the barrier."""
+
+    path: Path
+    partition_by: tuple[str, ...] = ()
+    merge_schema: bool = False                # schema evolution: off unless asked for
+    existing: str = "fail"                    # what a fresh run does when this pipeline already wrote steps here
+
+
+@dataclass(frozen=True)
 class StageSpec:
     name: str
     kind: StageKind
@@ -113,6 +123,11 @@ class StageSpec:
     chain: tuple[StageSpec, ...] = ()  # stages run in this one's task, in order (``dataflow/chains.py``)
     kafka: KafkaSource | None = None
     kafka_sink: KafkaSink | None = None
+    delta_sink: DeltaSink | None = None
+
+    @property
+    def is_sink(self) -> bool:
+        return self.sink is not None or self.kafka_sink is not None or self.delta_sink is not None
 
     @property
     def members(self) -> tuple[StageSpec, ...]:
@@ -203,6 +218,10 @@ class PipelineSpec:
     @property
     def uses_kafka(self) -> bool:
         return any(s.kafka is not None or s.kafka_sink is not None for s in self.stages)
+
+    @property
+    def uses_delta(self) -> bool:
+        return any(s.delta_sink is not None for s in self.stages)
 
     def stage(self, name: str) -> StageSpec:
         for stage in self.stages:

@@ -146,7 +146,8 @@ STAGE_SCHEMA: Schema = obj(
             ["keyBy", "aggregations"],
         ),
         "sink": obj(
-            "Exactly-once output: each step is released as one atomic bundle. Exactly one of parquet, kafka.",
+            "Exactly-once output: each step is released as one atomic bundle. Exactly one of parquet, kafka, "
+            "delta.",
             {
                 "parquet": obj(
                     "A directory of Parquet files, one subdirectory per committed step (step=N).",
@@ -166,6 +167,23 @@ STAGE_SCHEMA: Schema = obj(
                     },
                     ["topic"],
                 ),
+                "delta": obj(
+                    "A Delta Lake table (created by the first step when absent), written exactly once: each step "
+                    "one Delta commit whose transaction (txnAppId: the pipeline and sink, txnVersion: the step) "
+                    "makes Delta itself skip a step it already holds. Readable by Spark with delta-spark, or by "
+                    "any Delta reader.",
+                    {
+                        "path": string("Table directory; relative paths are resolved against the pipeline file.",
+                                       minLength=1),
+                        "partitionBy": {"type": "array", "description": "Columns the table is partitioned by "
+                                        "(used when the first step creates it).", "maxItems": 8,
+                                        "items": {"type": "string", "minLength": 1}},
+                        "mergeSchema": {"type": "boolean", "description": "Schema evolution: let a step add "
+                                        "columns to the table. Off by default: a step whose schema differs from "
+                                        "the table's fails the run, naming this field."},
+                    },
+                    ["path"],
+                ),
                 "existingOutput": string(
                     "What a fresh run does when the sink's directory already holds released steps: fail (the "
                     "default: the run fails naming the path, nothing is touched), overwrite (the old steps and "
@@ -173,7 +191,7 @@ STAGE_SCHEMA: Schema = obj(
                     "drops the steps it already holds). A resumed run never checks.",
                     enum=["fail", "overwrite", "resume"]),
             },
-            rules=[one_of("parquet", "kafka")],
+            rules=[one_of("parquet", "kafka", "delta")],
         ),
     },
     ["name"],

@@ -51,6 +51,7 @@ from typing import Any, NoReturn
 import pyarrow as pa
 
 from ftpipeline.barrier import ParquetBundleSink
+from ftpipeline.barrier.delta import DeltaBarrier, DeltaReleaseError, StepWrite, wants_delta, write_step
 from ftpipeline.barrier.kafka import STAGE_LIMIT, write_part
 from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.checkpoint.tracker import ChannelSnapshot
@@ -62,6 +63,7 @@ from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.partition import hashing, split, wanted
 from ftpipeline.dataflow.plans import Plans
 from ftpipeline.dataflow.sources import DeadLetter, SourceReader, make_reader, read_ranges
+from ftpipeline.embedded.jars import DELTA
 from ftpipeline.lineage.naming import Channel, ObjectName, Task, TaskKind
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.logging import setup_json_logging
@@ -101,7 +103,10 @@ class TaskRunner:
         shutil.rmtree(self.results, ignore_errors=True)
         self.readers: dict[str, SourceReader] = {s.name: make_reader(s, module, spec.kafka_bootstrap)
                                                    for s in self.graph.sources()}
-        self.sinks = {s.name: ParquetBundleSink(s.sink.path) for s in self.graph.sinks() if s.sink}
+        self.sinks: dict[str, ParquetBundleSink | DeltaBarrier] = {
+            s.name: ParquetBundleSink(s.sink.path) for s in self.graph.sinks() if s.sink}
+        self.sinks.update({s.name: DeltaBarrier(s.name, s.delta_sink, spec)
+                           for s in self.graph.sinks() if s.delta_sink})
         self.dead_letters = default_dead_letter_root(spec)
         self.storage = CheckpointStorage(spec.checkpoint_root, spec.store_key)
         self.backend = make_backend(spec.state_backend, buffer.root)
@@ -290,10 +295,9 @@ class TaskRunner:
                                     f"{path.stat().st_size} bytes compressed, more than a step may stage "
                                     f"({STAGE_LIMIT}): read fewer records per step (maxRecordsPerStep)")
             self.staged.append([stage.name, task.step, task.channel, name])
-        elif isinstance(table, spill.Written):
-            self.sinks[stage.name].stage_batches(task.step, task.channel, table.schema, table.batches())
-        else:
-            self.sinks[stage.name].stage(task.step, task.channel, table)
+        else:  # a Parquet directory's or a Delta table's staging, beside the output
+            tables = table.batches() if isinstance(table, spill.Written) else iter([table])
+            self.sinks[stage.name].stage_batches(task.step, task.channel, table.schema, tables)
 
     def _aggregate(self, task: Task, table: pa.Table | None, op: Any) -> tuple[pa.Table | None, list[DeadLetter]]:
         if task.kind is TaskKind.REBUILD:  # the state is rebuilt from its base: drop what this worker held
@@ -382,6 +386,10 @@ def build_session(master: str, conf: dict[str, str], work_dir: Path, app: str, j
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.adaptive.enabled", "false")  # small jobs: adapting costs more planning than it saves
     )
+    conf = dict(conf)
+    if wants_delta(conf):  # a Delta sink: the pinned delta-spark closure (fetched on first use) on the class path
+        DELTA.fetch()
+        conf["spark.jars"] = ",".join([*filter(None, [conf.get("spark.jars", "")]), *map(str, DELTA.paths())])
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -426,6 +434,17 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> Non
             continue
         if reply.get("shutdown"):
             break
+        if "write_step" in reply:  # a Delta sink's release (worker/requests.py), between tasks
+            request = reply["write_step"]
+            try:
+                write_step(spark, StepWrite.from_json(request["body"]))
+                sidecar.call("answer", {"id": request["id"], "ok": True})
+            except DeltaReleaseError as exc:
+                sidecar.call("answer", {"id": request["id"], "error": str(exc), "user": exc.user})
+            except Exception as exc:
+                log.exception("step write failed", extra={"error": one_line(exc)})
+                sidecar.call("answer", {"id": request["id"], "error": one_line(exc), "user": False})
+            continue
         if "open" in reply:
             runner.open(reply["open"]["states"])
             sidecar.call("opened", {})

@@ -47,7 +47,7 @@ from ftpipeline.worker.tls import load as load_credentials
 log = logging.getLogger("ftpipeline.sidecar")
 
 
-# What each listener may be asked. Every ``_do_`` action of Sidecar and CheckpointFiles is in exactly one
+# What each listener may be asked. Every ``_do_`` action of Sidecar, CheckpointFiles and Outputs is in exactly one
 # (tests/unit/worker/test_server_actions.py): a new action is callable only once it is listed here.
 COORDINATOR_ACTIONS = frozenset({
     "state", "create", "adopt", "open", "step", "wake", "checkpoint", "release", "prepare_outputs", "barrier",
@@ -55,6 +55,7 @@ COORDINATOR_ACTIONS = frozenset({
 })
 SPARK_ACTIONS = frozenset({
     "hello", "next_task", "may_write", "opened", "task_done", "task_failed", "snapshot_done", "snapshot_failed",
+    "answer",
 })
 SOCKET = "sidecar.sock"
 

@@ -5,7 +5,7 @@ in a separate process that never runs user code. It
 
 - serves the coordinator's calls (Feldera's pipeline interface: ``state``,
   ``checkpoints``, ``adopt``, ``create``, ``open``, ``step``, ``checkpoint``, plus
-  ``wake`` and ``release``; the checkpoint storage actions are in
+  ``wake``; ``release`` is in ``outputs.py``, the checkpoint storage actions in
   ``checkpoint_files.py``) and the local Spark process's requests over one
   Arrow Flight server (``server.py``);
 - pulls its tasks from its NTT (Quokka: "things in the NTT must be executed
@@ -53,15 +53,11 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from ftpipeline.barrier import Barrier, barrier_of
-from ftpipeline.barrier.kafka import KafkaBarrier, KafkaReleaseError
-from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.checkpoint.clock import VectorClock
 from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.control.redisclient import connect as redis_connect
 from ftpipeline.control.redisclient import watch as redis_watch
 from ftpipeline.control.store import RunStore
-from ftpipeline.dataflow.deadletter import default_dead_letter_root
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.sources import SourceReader, make_reader
 from ftpipeline.lineage.naming import Channel, Task, TaskKind, WorkerId
@@ -74,6 +70,7 @@ from ftpipeline.worker.buffer import ObjectBuffer, read_ipc, write_ipc
 from ftpipeline.worker.checkpoint_files import CheckpointFiles
 from ftpipeline.worker.epochs import EpochKeeper
 from ftpipeline.worker.inputs import InputResolver
+from ftpipeline.worker.outputs import Outputs
 from ftpipeline.worker.tls import Credentials
 
 log = logging.getLogger("ftpipeline.sidecar")
@@ -115,7 +112,6 @@ class Sidecar:
         self.spec: PipelineSpec | None = None
         self.graph: Graph | None = None
         self._readers: dict[str, SourceReader] = {}
-        self._barriers: dict[str, Barrier] = {}  # each sink's (a Kafka sink's producers live as long as the run)
         self._queue: dict[str, Task] = {}
         self._running: dict[str, list[str]] = {}  # task id -> cached input names
         self._state_steps: dict[Channel, int] = {}
@@ -126,6 +122,7 @@ class Sidecar:
         self._last_refresh = 0.0
         self.stopping = threading.Event()
         self._ready = threading.Event()           # something may have made a queued task ready
+        self.outputs = Outputs(worker, self.store, self.still_member, self.wake_up)  # the sinks' barriers
         self.fenced: str | None = None            # why this worker no longer belongs to the run (a zombie)
         chaos = os.environ.get("FTPIPELINE_CHAOS")  # "seed,max delay ms": see _pick
         self._chaos = (random.Random(int(chaos.split(",")[0]) * 1000 + zlib.crc32(worker.encode()) % 1000),
@@ -159,7 +156,8 @@ class Sidecar:
         self._ready.set()
 
     def handle(self, action: str, body: dict[str, Any]) -> Any:
-        handler = getattr(self, f"_do_{action}", None) or getattr(self.files, f"_do_{action}", None)
+        handler = (getattr(self, f"_do_{action}", None) or getattr(self.files, f"_do_{action}", None)
+                   or getattr(self.outputs, f"_do_{action}", None))
         if handler is None:
             raise KeyError(f"unknown action {action!r}")
         return handler(body)
@@ -182,8 +180,7 @@ class Sidecar:
             self.spec, self.graph, self._config = spec, graph, dict(body)
             self.inputs.storage = CheckpointStorage(spec.checkpoint_root, spec.store_key)
             self._readers = {s.name: make_reader(s, None, spec.kafka_bootstrap) for s in graph.sources()}
-            self._close_barriers()
-            self._barriers = {s.name: barrier_of(s, spec, self.store, self.worker) for s in graph.sinks()}
+            self.outputs.open(spec, graph)
             self._queue.clear()
             self._running.clear()
             self._state_steps = {ch: body["committed"] for ch in owned if graph.is_stateful(ch.stage)}
@@ -249,41 +246,6 @@ class Sidecar:
             self.store.send({"t": "checkpointed", "w": self.worker, "epoch": epoch, "deficit": deficit, "snapshots": []})
         return {"now": deficit is not None}
 
-    def _do_release(self, body: dict[str, Any]) -> dict[str, Any]:
-        assert self.graph is not None
-        step = int(body["step"])
-        if any(isinstance(b, KafkaBarrier) for b in self._barriers.values()) and not self.still_member():
-            # a transaction of a worker the run let go must not commit: refused here, and fenced by Kafka
-            # once the worker releasing instead initialised the same transactional ids
-            self.store.add_stats({"fenced_releases": 1})
-            raise RuntimeError(f"worker {self.worker} may not release step {step}: not a member of the run")
-        released = {}
-        try:
-            for sink in self.graph.sinks():
-                released[sink.name] = self._barriers[sink.name].release(step, sink.parallelism)
-        except KafkaReleaseError as exc:
-            if not exc.unreachable:
-                raise
-            # not this worker's fault: the coordinator pauses the run on it, and releases again later
-            return {"unavailable": "kafka", "error": str(exc)}
-        return {"released": released}
-
-    def _close_barriers(self) -> None:
-        for barrier in self._barriers.values():
-            if isinstance(barrier, KafkaBarrier):
-                barrier.close()
-        self._barriers = {}
-
-    def _do_prepare_outputs(self, body: dict[str, Any]) -> list[dict[str, Any]]:
-        """A fresh run: apply each sink's ``existingOutput`` (``barrier/existing.py``); the problems, if any."""
-        assert self.spec is not None
-        return [vars(p) for p in prepare_outputs(self.spec, default_dead_letter_root(self.spec))]
-
-    def _do_barrier(self, body: dict[str, Any]) -> dict[str, Any]:
-        """GT_last of the output: the newest step every sink has released."""
-        assert self.graph is not None
-        return {"gt_last": min((b.gt_last() for b in self._barriers.values()), default=0)}
-
     def _do_shutdown(self, body: dict[str, Any]) -> dict[str, Any]:
         self.stopping.set()
         return {"ok": True}
@@ -307,6 +269,9 @@ class Sidecar:
             with self._cv:
                 if self._opening is not None:
                     return {"open": self._opening}
+            request = self.outputs.take()  # a step to write for a release (worker/outputs.py)
+            if request is not None:
+                return request
             self.refresh()
             picked = self._pick()
             if picked is not None:
@@ -359,9 +324,7 @@ class Sidecar:
         if self.metrics is not None:
             self.metrics.task_done(rows_in, task.recovery, int(body.get("evicted", 0)))
         for sink, step, channel, name in body.get("staged", []):  # before the completion: a release needs them
-            barrier = self._barriers[sink]
-            assert isinstance(barrier, KafkaBarrier)
-            barrier.stage(int(step), int(channel), self.buffer.root / name)
+            self.outputs.stage(sink, int(step), int(channel), self.buffer.root / name)
             (self.buffer.root / name).unlink(missing_ok=True)
         self.buffer.index(body["outputs"])  # before PT says so: a consumer that looks finds them
         with self._cv:  # atomic w.r.t. _refresh: the task leaves NTT and _running together

@@ -180,3 +180,17 @@ def test_a_kafka_endpoint_from_a_secret_and_its_ca_reach_both_containers_never_a
     assert volume["secret"]["items"] == [{"key": "ca.pem", "path": "ca.crt"}]
     plain = render.worker_pod(body(kafka={"bootstrapServers": "k:9092"}), "w0", "r", {})
     assert not any(e["name"].startswith("FTPIPELINE_KAFKA") for c in plain["spec"]["containers"] for e in c["env"])
+
+
+def test_a_pipeline_with_a_delta_sink_gets_deltas_spark_settings_and_others_do_not() -> None:
+    import json
+
+    def conf(pod: dict) -> dict:  # type: ignore[type-arg]
+        args = container(pod, "spark")["args"]
+        return json.loads(args[args.index("--spark-conf") + 1])
+
+    delta = body()
+    delta["spec"]["stages"][-1]["sink"] = {"delta": {"path": "/data/table"}}
+    assert conf(render.worker_pod(delta, "w0", "r", {}))["spark.sql.extensions"] == \
+        "io.delta.sql.DeltaSparkSessionExtension"
+    assert "spark.sql.extensions" not in conf(render.worker_pod(body(), "w0", "r", {}))

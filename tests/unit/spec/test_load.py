@@ -903,3 +903,25 @@ def test_a_sink_is_parquet_or_kafka_not_both() -> None:
     doc = kafka_doc()
     stages(doc)[3]["sink"]["parquet"] = {"path": "out"}
     assert "needs exactly one of parquet, kafka" in only_problem(doc).message
+
+
+# -- Delta Lake ------------------------------------------------------------------------------
+
+
+def test_a_delta_sink_is_read_with_schema_evolution_off_and_its_path_beside_the_pipeline() -> None:
+    doc = kafka_doc()
+    stages(doc)[3]["sink"] = {"delta": {"path": "out/orders", "partitionBy": ["user_id"]}}
+    spec = parse(doc)
+    sink = spec.stage("output").delta_sink
+    assert sink is not None and spec.stage("output").is_sink and spec.uses_delta
+    assert sink.path.parts[-2:] == ("out", "orders") and sink.path.is_absolute() and sink.partition_by == ("user_id",)
+    assert (sink.merge_schema, sink.existing) == (False, "fail")
+    stages(doc)[3]["sink"]["delta"]["mergeSchema"] = True
+    assert parse(doc).stage("output").delta_sink.merge_schema  # type: ignore[union-attr]
+
+
+def test_a_sink_naming_two_kinds_of_output_is_refused() -> None:
+    doc = kafka_doc()
+    stages(doc)[3]["sink"] = {"delta": {"path": "t"}, "kafka": {"topic": "totals"}}
+    problem = only_problem(doc)
+    assert problem.path == "spec.stages[3].sink" and "exactly one of parquet, kafka, delta" in problem.message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ftpipeline.worker.checkpoint_files import CheckpointFiles
+from ftpipeline.worker.outputs import Outputs
 from ftpipeline.worker.server import COORDINATOR_ACTIONS, SPARK_ACTIONS
 from ftpipeline.worker.sidecar import Sidecar
 
@@ -12,7 +13,7 @@ def _actions(cls: type) -> set[str]:
 
 
 def test_the_two_lists_cover_every_action_once() -> None:
-    defined = _actions(Sidecar) | _actions(CheckpointFiles)
+    defined = _actions(Sidecar) | _actions(CheckpointFiles) | _actions(Outputs)
     assert not COORDINATOR_ACTIONS & SPARK_ACTIONS
     assert COORDINATOR_ACTIONS | SPARK_ACTIONS == defined, "list a new action on the listener of its caller"
 

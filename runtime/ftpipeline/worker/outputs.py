@@ -1,0 +1,161 @@
+"""A worker's side of the output barrier: each sink's barrier, releases, and the writes its Spark process does.
+
+The coordinator asks any one worker to release a committed step
+(``coordinator/release.py``); the sidecar answers with the barriers it
+holds (``barrier/``): it renames a Parquet step into place, commits a Kafka
+transaction, or — a Delta table being written by Spark — asks its own Spark
+process to write the step and waits for the answer. The Spark process takes
+such a request where it takes tasks (``next_task``), between two tasks.
+
+States of a request to the Spark process::
+
+    queued --next_task hands it over--> writing --the process answers--> answered (the release goes on)
+    queued or writing --no answer in WRITE_TIMEOUT_S--> abandoned (this release fails and is asked
+                         again; a late write of a step the table already holds is skipped by Delta)
+
+Answers of a release: ``released`` (per sink: whether it wrote the step, or
+held it already), ``unavailable`` (a Kafka cluster out of reach: the run
+pauses, ``coordinator/outages.py``) or ``failed`` (a step the sink refuses,
+such as a Delta schema mismatch: the run fails with the message). A worker
+the run let go releases nothing: its write could race the releasing one's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ftpipeline.barrier import Barrier, barrier_of
+from ftpipeline.barrier.delta import DeltaBarrier, DeltaReleaseError, StepWrite
+from ftpipeline.barrier.existing import prepare_outputs
+from ftpipeline.barrier.kafka import KafkaBarrier, KafkaReleaseError
+from ftpipeline.control.store import RunStore
+from ftpipeline.dataflow.deadletter import default_dead_letter_root
+from ftpipeline.dataflow.graph import Graph
+from ftpipeline.spec.model import PipelineSpec
+
+log = logging.getLogger("ftpipeline.sidecar")
+
+# A step's write waits for the task the Spark process is running, then runs; it is given up before the
+# coordinator's call (30 s, worker/transport.py) is, so this worker answers and another may be asked.
+WRITE_TIMEOUT_S = 25.0
+
+
+class _Request:
+    def __init__(self, rid: int, kind: str, body: dict[str, Any]) -> None:
+        self.id, self.kind, self.body = rid, kind, body
+        self.answered = threading.Event()
+        self.answer: dict[str, Any] = {}
+
+
+class Outputs:
+    """The sinks' barriers of one worker, and its requests to its Spark process."""
+
+    def __init__(self, worker: str, store: RunStore, may_release: Callable[[], bool],
+                 wake: Callable[[], None]) -> None:
+        self.worker, self.store = worker, store
+        self.may_release = may_release  # still a member of the run
+        self.wake = wake                # a waiting next_task looks again
+        self.spec: PipelineSpec | None = None
+        self.graph: Graph | None = None
+        self.barriers: dict[str, Barrier] = {}
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._queued: deque[_Request] = deque()
+        self._pending: dict[int, _Request] = {}
+
+    def open(self, spec: PipelineSpec, graph: Graph) -> None:
+        """A new run (``create``): barriers for its sinks, the previous run's closed."""
+        self.close()
+        self.spec, self.graph = spec, graph
+        self.barriers = {s.name: barrier_of(s, spec, self.store, self.worker, self._write)
+                         for s in graph.sinks()}
+
+    def close(self) -> None:
+        for barrier in self.barriers.values():
+            if isinstance(barrier, KafkaBarrier):
+                barrier.close()
+        self.barriers = {}
+
+    def stage(self, sink: str, step: int, channel: int, path: Path) -> None:
+        """A Kafka sink's part the Spark process left in a file (it has no Redis)."""
+        barrier = self.barriers[sink]
+        assert isinstance(barrier, KafkaBarrier)
+        barrier.stage(step, channel, path)
+
+    # --- requests to the Spark process -----------------------------------------
+
+    def _write(self, write: StepWrite) -> None:
+        """Have the Spark process write a Delta step, and wait for it."""
+        request = _Request(next(self._ids), "write_step", write.to_json())
+        with self._lock:
+            self._queued.append(request)
+            self._pending[request.id] = request
+        self.wake()
+        try:
+            if not request.answered.wait(WRITE_TIMEOUT_S):
+                raise DeltaReleaseError(f"sink {write.sink}: the Spark process did not write step {write.step} "
+                                        f"within {WRITE_TIMEOUT_S:.0f}s")
+        finally:
+            with self._lock:
+                self._pending.pop(request.id, None)
+                if request in self._queued:
+                    self._queued.remove(request)
+        if "error" in request.answer:
+            raise DeltaReleaseError(str(request.answer["error"]), bool(request.answer.get("user")))
+
+    def take(self) -> dict[str, Any] | None:
+        """The next request for the Spark process (``next_task`` hands it over before any task)."""
+        with self._lock:
+            if not self._queued:
+                return None
+            request = self._queued.popleft()
+        return {request.kind: {"id": request.id, "body": request.body}}
+
+    def _do_answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            request = self._pending.get(int(body["id"]))
+        if request is not None:  # else abandoned: its release already failed
+            request.answer = body
+            request.answered.set()
+        return {"ok": True}
+
+    # --- the coordinator's calls -------------------------------------------------
+
+    def _do_release(self, body: dict[str, Any]) -> dict[str, Any]:
+        assert self.graph is not None
+        step = int(body["step"])
+        if any(isinstance(b, (KafkaBarrier, DeltaBarrier)) for b in self.barriers.values()) and not self.may_release():
+            # a transaction of a worker the run let go must not commit: refused here, and fenced by Kafka
+            # once the worker releasing instead initialised the same transactional ids
+            self.store.add_stats({"fenced_releases": 1})
+            raise RuntimeError(f"worker {self.worker} may not release step {step}: not a member of the run")
+        released = {}
+        try:
+            for sink in self.graph.sinks():
+                released[sink.name] = self.barriers[sink.name].release(step, sink.parallelism)
+        except KafkaReleaseError as exc:
+            if not exc.unreachable:
+                raise
+            # not this worker's fault: the coordinator pauses the run on it, and releases again later
+            return {"unavailable": "kafka", "error": str(exc)}
+        except DeltaReleaseError as exc:
+            if not exc.user:
+                raise
+            log.error("release refused", extra={"step": step, "error": str(exc)})
+            return {"failed": str(exc)}
+        return {"released": released}
+
+    def _do_prepare_outputs(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """A fresh run: apply each sink's ``existingOutput`` (``barrier/existing.py``); the problems, if any."""
+        assert self.spec is not None
+        return [vars(p) for p in prepare_outputs(self.spec, default_dead_letter_root(self.spec))]
+
+    def _do_barrier(self, body: dict[str, Any]) -> dict[str, Any]:
+        """GT_last of the output: the newest step every sink has released."""
+        return {"gt_last": min((b.gt_last() for b in self.barriers.values()), default=0)}
