@@ -99,6 +99,15 @@ def _java_command(jars: Path, main: str, *args: str) -> list[str]:
     return jvm_command("FTPIPELINE_KAFKA_JAVA_OPTIONS", KAFKA_JAVA_OPTIONS, KAFKA.classpath(jars), main, args)
 
 
+def cluster_id() -> str:
+    """A new cluster's id, as Kafka's ``random-uuid`` makes one: 16 random bytes in URL-safe base64, drawn again
+    while it starts with a dash (the format tool would read it as an option: one id in 64 did)."""
+    while True:
+        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not found.startswith("-"):
+            return found
+
+
 def prepare(conf_dir: Path, data_dir: Path, port: int, controller_port: int, advertise: str = "127.0.0.1",
             bind: str = "127.0.0.1", jars: Path | None = None, secure: Secure | None = None) -> list[str]:
     """Fetch what the jar directory lacks, write the broker's configuration, format its log directories if
@@ -110,9 +119,8 @@ def prepare(conf_dir: Path, data_dir: Path, port: int, controller_port: int, adv
     config = conf_dir / "server.properties"
     write_private(config, broker_config(data_dir, port, controller_port, advertise, bind, secure).encode())
     if not (data_dir / "meta.properties").exists():
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")  # as Kafka's random-uuid
         done = subprocess.run(_java_command(jars, "kafka.tools.StorageTool", "format", "--standalone", "-t",
-                                            cluster_id, "-c", str(config)), capture_output=True, text=True)
+                                            cluster_id(), "-c", str(config)), capture_output=True, text=True)
         if done.returncode != 0:
             said = (done.stderr or done.stdout).strip().splitlines()
             raise RuntimeError(f"Kafka could not format its log directory {data_dir}: "

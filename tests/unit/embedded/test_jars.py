@@ -80,3 +80,15 @@ def test_a_log_directory_kafka_cannot_format_is_an_error_quoting_it(tmp_path, mo
 
     with pytest.raises(RuntimeError, match=r"could not format its log directory .*data: Error: No space left on device"):
         kafka.prepare(tmp_path / "conf", tmp_path / "data", 1, 2, jars=tmp_path)
+
+
+def test_a_new_clusters_id_never_starts_with_a_dash_the_format_tool_would_read_as_an_option(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import uuid
+
+    from ftpipeline.embedded import kafka
+
+    drawn = iter([uuid.UUID(bytes=b"\xfb" + bytes(15)), uuid.UUID(bytes=bytes(16))])  # the first encodes as "-w..."
+    monkeypatch.setattr(kafka.uuid, "uuid4", lambda: next(drawn))
+    found = kafka.cluster_id()
+    assert found == "AAAAAAAAAAAAAAAAAAAAAA" and len(found) == 22
