@@ -52,7 +52,9 @@ log = logging.getLogger("ftpipeline.kafka")
 RAW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
                         ("partition", pa.int64()), ("offset", pa.int64()), ("timestamp", pa.int64())])
 LIST_EVERY_S = 5.0   # how often the topic's partitions are listed again
-BATCH = 10_000       # records asked of the consumer at a time
+BATCH = 10_000       # records asked of the consumer at a time (at most: what the range still lacks, so a read
+                     # that has them all returns at once instead of waiting out CONSUME_WAIT_S for more)
+CONSUME_WAIT_S = 0.05  # one ask waits this long at most (a range with transaction markers has fewer records)
 LOOK_TIMEOUT_S = 5.0   # a look at partitions and offsets (for a report, which is made again soon) waits this long
 READ_TIMEOUT_S = 240.0  # a recorded range is waited for this long (a broker restarting), below the stall timeout
 WAIT_LOG_S = 10.0       # while a read waits, a line says so this often
@@ -170,7 +172,7 @@ class KafkaSourceReader:
         said = started
         try:
             while reached < hi:
-                for message in consumer.consume(BATCH, timeout=0.2):
+                for message in consumer.consume(min(BATCH, hi - reached), timeout=CONSUME_WAIT_S):
                     error, offset = message.error(), message.offset() or 0
                     if error is None:
                         if offset < hi:
