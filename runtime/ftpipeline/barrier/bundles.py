@@ -60,6 +60,17 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def write_part_file(directory: Path, channel: int, schema: pa.Schema, tables: Iterable[pa.Table]) -> None:
+    """One channel's part of a step as ``directory/part-<channel>.parquet``, written to a temporary name and
+    renamed, so a re-run replaces it whole (this barrier's staging, and a Delta sink's)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".part-{channel:05d}.{os.getpid()}.tmp"
+    with pq.ParquetWriter(tmp, schema) as writer:
+        for table in tables:
+            writer.write_table(table)
+    os.replace(tmp, directory / f"part-{channel:05d}.parquet")
+
+
 class ParquetBundleSink:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -94,15 +105,8 @@ class ParquetBundleSink:
         """``stage`` of a part written a table at a time (a large task's, ``dataflow/spill.py``)."""
         if step <= self.gt_last():
             return False
-        directory = self.staging / f"step={step}"
-        directory.mkdir(parents=True, exist_ok=True)
-        final = directory / f"part-{channel:05d}.parquet"
-        tmp = directory / f".part-{channel:05d}.{os.getpid()}.tmp"
         try:
-            with pq.ParquetWriter(tmp, schema) as writer:
-                for table in tables:
-                    writer.write_table(table)
-            os.replace(tmp, final)
+            write_part_file(self.staging / f"step={step}", channel, schema, tables)
         except FileNotFoundError:
             # released by another worker between our check and our write: at or below GT_last now
             if step <= self.gt_last():

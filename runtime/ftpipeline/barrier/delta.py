@@ -38,7 +38,6 @@ without a JVM, by delta-rs (``deltalake``): the sidecar has no Spark.
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -46,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from ftpipeline.barrier.bundles import write_part_file
 from ftpipeline.lineage.naming import store_user
 from ftpipeline.obs.crash import CrashPoint
 from ftpipeline.spec.model import DeltaSink, PipelineSpec
@@ -172,13 +171,7 @@ class DeltaBarrier:
 
     def stage_batches(self, step: int, channel: int, schema: pa.Schema, tables: Iterable[pa.Table]) -> None:
         """Stage one channel's part of ``step`` (a re-run overwrites it with the same rows)."""
-        directory = self.staging / f"step={step}"
-        directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / f".part-{channel:05d}.{os.getpid()}.tmp"
-        with pq.ParquetWriter(tmp, schema) as writer:
-            for table in tables:
-                writer.write_table(table)
-        os.replace(tmp, directory / f"part-{channel:05d}.parquet")
+        write_part_file(self.staging / f"step={step}", channel, schema, tables)
 
     def _drop_staged(self, up_to: int) -> None:
         """Staged steps at or below ``up_to``: released, or staged again by a replay of a step already
