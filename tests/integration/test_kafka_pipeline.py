@@ -57,8 +57,13 @@ def test_a_coordinator_that_crashes_resumes_and_still_writes_each_step_once(tmp_
     crashed_and_resumed(pipeline, tmp_path / "run", "--produce", f"kcoord-clicks={data}")
 
 
+PER_STEP = 800
+
+
 def test_partitions_added_while_it_runs_are_read_from_their_beginning(tmp_path: Path, kafka_bootstrap: str) -> None:
-    pipeline, data = kafka_clickstream(tmp_path, "kgrow", kafka_bootstrap, records=6000, per_step=800, steps=10)
+    steps = 20
+    pipeline, data = kafka_clickstream(tmp_path, "kgrow", kafka_bootstrap, records=6000, per_step=PER_STEP,
+                                       steps=steps)
     run_dir = tmp_path / "run"
     summary = run_dir / "summary.json"
     proc = subprocess.Popen([sys.executable, "-m", "ftpipeline.cli", "run", str(pipeline), "--no-progress",
@@ -66,20 +71,21 @@ def test_partitions_added_while_it_runs_are_read_from_their_beginning(tmp_path: 
                              "--summary-json", str(summary)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path, env=os.environ)
     try:
-        _grow_while_it_runs(proc, run_dir, kafka_bootstrap, data)
+        _grow_while_it_runs(proc, run_dir, kafka_bootstrap, data, steps)
         output = proc.communicate(timeout=600)[0]
     finally:
         proc.kill()
     assert proc.returncode == 0, output[-4000:]
-    history = StepHistory.read(run_dir / HISTORY)
-    read = {slot: sum(hi - lo for offsets in history.values() for s, (lo, hi) in offsets.items() if s == slot)
-            for slot in ("clicks.3", "clicks.4")}
+    read = {slot: _read_from(run_dir, slot) for slot in ("clicks.3", "clicks.4")}
     assert all(n > 0 for n in read.values()), read
     verified(output, json.loads(summary.read_text()))
 
 
-def _grow_while_it_runs(proc: subprocess.Popen[str], run_dir: Path, bootstrap: str, data: Path) -> None:
-    """Once a few steps read the topic's three partitions, give it two more and write to those alone."""
+def _grow_while_it_runs(proc: subprocess.Popen[str], run_dir: Path, bootstrap: str, data: Path, steps: int) -> None:
+    """Once a few steps read the topic's three partitions, give it two more and write to those alone: to
+    partition 4 until a step read from it, then to partition 3 until one did; then enough to all five for the
+    run to reach its last step. Each channel lists the topic on its own clock: records written to both new
+    partitions at once could carry the run to its end before the channel that owns one of them looked again."""
     deadline = time.monotonic() + 300
     while len(StepHistory.read(run_dir / HISTORY)) < 3:
         assert proc.poll() is None, proc.communicate()[0][-3000:]
@@ -88,14 +94,28 @@ def _grow_while_it_runs(proc: subprocess.Popen[str], run_dir: Path, bootstrap: s
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_partitions([NewPartitions("kgrow-clicks", 5)]).values():
         future.result(30)
-    lines = data.read_bytes().splitlines()
+    events = [json.loads(line) for line in data.read_bytes().splitlines()
+              if line.startswith(b"{") and b'"free"' not in line]
     producer = Producer({"bootstrap.servers": bootstrap})
-    for i, line in enumerate(lines[:3000]):
-        event = json.loads(line) if line.startswith(b"{") and b'"free"' not in line else None
-        if event is not None:
-            event["event_id"] = f"late-{i}"
-            producer.produce("kgrow-clicks", value=json.dumps(event).encode(), partition=3 + i % 2)
-    producer.flush(30)
+
+    def produce(prefix: str, n: int, partitions: tuple[int, ...]) -> None:
+        for i in range(n):
+            event = dict(events[i % len(events)], event_id=f"{prefix}-{i}")
+            producer.produce("kgrow-clicks", value=json.dumps(event).encode(), partition=partitions[i % len(partitions)])
+        producer.flush(30)
+
+    for partition in (4, 3):
+        produce(f"late{partition}", 1500, (partition,))
+        while not _read_from(run_dir, f"clicks.{partition}"):
+            assert proc.poll() is None, proc.communicate()[0][-3000:]
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    produce("rest", steps * PER_STEP, (0, 1, 2, 3, 4))
+
+
+def _read_from(run_dir: Path, slot: str) -> int:
+    history = StepHistory.read(run_dir / HISTORY)
+    return sum(hi - lo for offsets in history.values() for s, (lo, hi) in offsets.items() if s == slot)
 
 
 def test_a_broker_killed_and_restarted_mid_run_is_waited_for_and_the_output_equals_the_oracle(

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ftpipeline.barrier.bundles import ParquetBundleSink
 from ftpipeline.barrier.delta import DeltaBarrier
-from ftpipeline.barrier.kafka import KafkaBarrier
+from ftpipeline.barrier.kafka import KafkaBarrier, KafkaReleaseError
 from ftpipeline.spec.model import PipelineSpec
 
 
@@ -65,8 +65,13 @@ def prepare_outputs(spec: PipelineSpec, dead_letters: Path) -> list[ExistingOutp
                 problems.append(ExistingOutput(f"{at}.kafka.topic", missing, 0))
             elif stage.kafka_sink.existing == "overwrite":
                 overwrite.append(topic)
-            elif stage.kafka_sink.existing == "fail" and (newest := topic.newest()):
-                problems.append(ExistingOutput(f"{at}.existingOutput", f"topic {stage.kafka_sink.topic!r}", newest))
+            elif stage.kafka_sink.existing == "fail":
+                try:
+                    if newest := topic.newest():
+                        problems.append(ExistingOutput(f"{at}.existingOutput", f"topic {stage.kafka_sink.topic!r}",
+                                                       newest))
+                except KafkaReleaseError as exc:
+                    problems.append(ExistingOutput(f"{at}.kafka.bootstrapServers", str(exc), 0))
             topic.close()
             continue
         if stage.delta_sink is not None:

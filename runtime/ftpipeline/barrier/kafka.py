@@ -44,6 +44,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,7 @@ log = logging.getLogger("ftpipeline.barrier")
 # A transaction spans one release (a step's rows of one channel): one its producer left open (a crash, a pause)
 # is aborted by the broker after this, so a read of GT_last, which waits for open transactions, never waits longer.
 TRANSACTION_TIMEOUT_MS = 20_000
+COORDINATOR_WAIT_S = 30.0  # a new broker's group coordinator takes a moment to load its offsets topic
 STEP_HEADER = "ftpipeline-step"  # every record says which step wrote it
 STAGE_LIMIT = 512 * 1024 * 1024  # a Redis string's limit: one step's part of one channel must fit
 
@@ -128,8 +130,19 @@ class _Channel:
         return self._producer
 
     def gt_last(self) -> int:
-        offset = self.group.committed([TopicPartition(self.topic, 0)], timeout=TIMEOUT_S)[0].offset
-        return max(0, int(offset))
+        """The channel's released step: its group's committed offset. A group coordinator that is not ready
+        (a new broker loading its offsets topic, a moved coordinator) is asked again for up to
+        ``COORDINATOR_WAIT_S``; a longer outage is the caller's to wait out."""
+        deadline = time.monotonic() + COORDINATOR_WAIT_S
+        while True:
+            try:
+                offset = self.group.committed([TopicPartition(self.topic, 0)], timeout=TIMEOUT_S)[0].offset
+                return max(0, int(offset))
+            except KafkaException as exc:
+                if not unreachable(exc) or time.monotonic() > deadline:
+                    raise
+                log.info("waiting for the group coordinator", extra={"group": self.name, "error": describe(exc)})
+                time.sleep(0.2)
 
     def begin(self, step: int, table: pa.Table, key: tuple[str, ...]) -> int:
         producer = self.producer
@@ -286,7 +299,11 @@ class KafkaBarrier:
 
     def newest(self) -> int:
         """The newest step any channel released (an earlier run's output, when a fresh run looks)."""
-        return max(self._channel(c).gt_last() for c in range(self.channels))
+        try:
+            return max(self._channel(c).gt_last() for c in range(self.channels))
+        except KafkaException as exc:
+            raise KafkaReleaseError(f"sink {self.name}: reading the steps an earlier run released: "
+                                    f"{describe(exc)}", unreachable(exc)) from None
 
     def reset(self) -> None:
         """Forget the released steps (``overwrite``): the records stay in the topic, Kafka keeps them."""
