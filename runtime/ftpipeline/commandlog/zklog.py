@@ -7,6 +7,7 @@ Layout, per pipeline::
                                                 or {"seq": N, "parts": P} when it is larger than one part
     /ftpipeline/<pipeline>/log-snapshot-parts/<N>-<i>   part i of P of snapshot N's state
     /ftpipeline/<pipeline>/peers/<peer>         ephemeral heartbeat of a worker (``peer.py``)
+    /ftpipeline/<pipeline>/coordinator          who decides: the coordinator that claimed the log last
 
 ZooKeeper numbers sequential children from the parent's change counter, so
 the order of the numbers is the order in which the server accepted the
@@ -32,6 +33,22 @@ snapshot when the numbers run on: one read of the new command per append.
 
     EMPTY --append--> LOG(tail) --compact(N)--> SNAPSHOT(N) + LOG(tail > N)
 
+Only one coordinator may decide for a pipeline, but two can be alive: an
+operator replica that lost its lease on a partitioned node, a coordinator
+that was thought dead. So a coordinator *claims* the log before its first
+decision (:meth:`CommandLog.claim`): it writes its name to the
+``coordinator`` znode and keeps the version ZooKeeper gave that write. Each
+of its appends is then one transaction, a check of that version and the
+create of the command; once another coordinator has claimed the log, the
+version moved on and the check refuses the whole transaction, so nothing of
+a deposed coordinator's reaches the log (:class:`Deposed`):
+
+    UNCLAIMED --claim--> CLAIMED(v) --append: check v + create--> CLAIMED(v)
+    CLAIMED(v) --another claims--> the other's CLAIMED(v+1); this one's appends raise Deposed
+
+Workers' ring commands (``peer.py``) are reports, not decisions, and are
+appended unfenced by their own clients.
+
 A snapshot holds the offsets of every source channel for each step since the
 newest checkpoint; with enough channels that passes ZooKeeper's 1 MB per znode
 (``jute.maxbuffer``), and a write past it fails. A large snapshot is therefore
@@ -49,7 +66,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.interfaces import IAsyncResult
 from kazoo.retry import KazooRetry
 
@@ -67,6 +84,21 @@ def base_path(pipeline: str) -> str:
     return f"{ROOT}/{pipeline}"
 
 
+class Deposed(RuntimeError):
+    """Another coordinator claimed the log after this one: this one's decisions are refused."""
+
+
+class _Sent:
+    """A fenced append sent without waiting: ``get`` gives the command's path once accepted, or raises
+    :class:`Deposed` (the same contract as kazoo's ``create_async`` result)."""
+
+    def __init__(self, log: "CommandLog", result: IAsyncResult) -> None:
+        self.log, self.result = log, result
+
+    def get(self, block: bool = True, timeout: float | None = None) -> str:
+        return self.log._created(self.result.get(block, timeout))
+
+
 class CommandLog:
     def __init__(self, zk: KazooClient, pipeline: str, retry: KazooRetry | None = None) -> None:
         self.zk = zk
@@ -75,9 +107,11 @@ class CommandLog:
         self.snapshot_path = f"{self.base}/log-snapshot"
         self.parts_dir = f"{self.base}/log-snapshot-parts"
         self.peers = f"{self.base}/peers"
+        self.owner_path = f"{self.base}/coordinator"
         self.retry = retry or KazooRetry(max_tries=5, delay=0.05, max_delay=1.0)
         self.retry(self.zk.ensure_path, self.dir)
         self.retry(self.zk.ensure_path, self.peers)
+        self.claimed: int | None = None  # the owner znode's version this client's claim wrote
 
     # --- writing -------------------------------------------------------------
     @staticmethod
@@ -86,15 +120,58 @@ class CommandLog:
             raise ValueError(f"unknown command kind {kind!r}")
         return json.dumps({"k": kind, **body}, sort_keys=True).encode()
 
+    def claim(self, owner: str) -> int:
+        """Make this client the one whose appends are decisions: every later append is fenced by the
+        version this write gives the owner znode, until another client claims the log."""
+        self.retry(self.zk.ensure_path, self.owner_path)
+        stat = self.retry(self.zk.set, self.owner_path, owner.encode())
+        self.claimed = int(stat.version)
+        return self.claimed
+
+    def owner(self) -> str:
+        """Who claimed the log last ("" if nobody has)."""
+        try:
+            data, _ = self.retry(self.zk.get, self.owner_path)
+        except NoNodeError:
+            return ""
+        return bytes(data or b"").decode()
+
+    def _fenced(self, data: bytes) -> Any:
+        txn = self.zk.transaction()
+        txn.check(self.owner_path, self.claimed)
+        txn.create(f"{self.dir}/{PREFIX}", data, sequence=True)
+        return txn
+
+    def _created(self, outcome: Any) -> str:
+        """The path a plain create gave, or a fenced one's transaction results checked."""
+        if self.claimed is None:
+            return str(outcome)
+        check, created = outcome
+        if isinstance(check, (BadVersionError, NoNodeError)):
+            raise Deposed(f"the command log of {self.base} was claimed by {self.owner() or 'another'} "
+                          f"after this coordinator (claim {self.claimed})")
+        for result in (check, created):
+            if isinstance(result, Exception):
+                raise result
+        return str(created)
+
     def append(self, kind: str, **body: Any) -> int:
-        """Append one command; returns its sequence number once ZooKeeper has accepted it."""
-        path = self.retry(self.zk.create, f"{self.dir}/{PREFIX}", self._encode(kind, body), sequence=True)
+        """Append one command; returns its sequence number once ZooKeeper has accepted it. After
+        :meth:`claim`, only while the claim holds (else :class:`Deposed`)."""
+        data = self._encode(kind, body)
+        if self.claimed is None:
+            path = self.retry(self.zk.create, f"{self.dir}/{PREFIX}", data, sequence=True)
+        else:  # a transaction commits once: a retry builds another
+            path = self._created(self.retry(lambda: self._fenced(data).commit()))
         return int(str(path).rsplit(PREFIX, 1)[1])
 
-    def append_async(self, kind: str, **body: Any) -> IAsyncResult:
+    def append_async(self, kind: str, **body: Any) -> IAsyncResult | _Sent:
         """Send one command without waiting; the result's ``get()`` gives its path once accepted.
         ZooKeeper applies one session's requests in the order they were sent."""
-        return self.zk.create_async(f"{self.dir}/{PREFIX}", self._encode(kind, body), sequence=True)
+        data = self._encode(kind, body)
+        if self.claimed is None:
+            return self.zk.create_async(f"{self.dir}/{PREFIX}", data, sequence=True)
+        return _Sent(self, self._fenced(data).commit_async())
 
     def compact(self, state: ClusterState) -> int:
         """Make ``state`` (a fold up to ``state.seq``) the snapshot and delete the commands it covers."""

@@ -22,3 +22,8 @@ class ExistingOutputFound(PipelineFailed):
 
 class Interrupted(RuntimeError):
     """The run was asked to stop (operator: suspend, restart, deletion); its state stays resumable."""
+
+
+class Superseded(Interrupted):
+    """Another coordinator claimed the pipeline's command log (``commandlog/zklog.py``): this one stops and
+    touches nothing more; its workers are the new one's to replace."""

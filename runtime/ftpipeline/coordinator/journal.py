@@ -4,9 +4,11 @@ The log itself (``commandlog/``) knows nothing of steps or recovery; this is
 where the coordinator's decisions become commands and where the ring's
 reports become lost workers:
 
-    OPEN    --open(resume)--> run-started (a new run epoch; on a resume the steps after the
-                              resume point get back the offsets they were started with)
-    any decision --append--> a command, before the decision is acted on
+    OPEN    --open(resume)--> the log claimed (fencing every older coordinator), then run-started
+                              (a new run epoch; on a resume the steps after the resume point get
+                              back the offsets they were started with)
+    any decision --append--> a command, before the decision is acted on; refused once another
+                              coordinator claimed the log: Superseded, and this one stops
     a step's start, a step's commit --append_ahead--> sent without waiting: a start while the
                               step's tasks run, a commit while the next step's tasks go out
     sends in flight --settle--> each one's acceptance awaited in order (ZooKeeper applies one
@@ -25,16 +27,19 @@ method is a no-op.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kazoo.handlers.threading import KazooTimeoutError
 
 from ftpipeline.commandlog.zkclient import UNREACHABLE
-from ftpipeline.commandlog.zklog import CommandLog, Follower
+from ftpipeline.commandlog.zklog import CommandLog, Deposed, Follower
 from ftpipeline.control.store import RunStore, StepRecord
-from ftpipeline.coordinator.errors import Interrupted
+from ftpipeline.coordinator.errors import Interrupted, Superseded
 from ftpipeline.coordinator.faults import CrashPoint
 from ftpipeline.coordinator.outages import ControlPlane
 from ftpipeline.coordinator.trigger import Reason
@@ -59,6 +64,7 @@ class Journal:
         self.pipeline = pipeline
         self.compact_every = compact_every
         self.follower: Follower | None = None
+        self.owner = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"  # named in the claim
         self.run_epoch = 0  # this run's, once open() wrote it (0: no command log)
         self.log_znodes_max = 0
         self._appended = 0
@@ -75,8 +81,16 @@ class Journal:
         if self.commands is not None:
             self.settle()
             commands = self.commands
-            self._zk(lambda: commands.append(kind, **body), f"appending {kind}")
+            try:
+                self._zk(lambda: commands.append(kind, **body), f"appending {kind}")
+            except Deposed as exc:
+                raise self._superseded(exc) from None
             self._appended_one(kind)
+
+    def _superseded(self, exc: Deposed) -> Superseded:
+        self._ahead = []
+        log.warning("another coordinator claimed the command log: stopping", extra={"error": str(exc)})
+        return Superseded(str(exc))
 
     def append_ahead(self, kind: str, **body: Any) -> None:
         """Send ``kind`` and go on; :meth:`settle` makes sure it landed, and in order.
@@ -114,6 +128,8 @@ class Journal:
                 self._wait(sent)
             except Interrupted:
                 raise
+            except Deposed as exc:
+                raise self._superseded(exc) from None
             except Exception as exc:
                 log.warning("command sent ahead not accepted: appending it again",
                             extra={"kind": kind, "error": repr(exc)})
@@ -160,7 +176,9 @@ class Journal:
         (the step log in Redis may be gone: a private Redis keeps nothing)."""
         if self.commands is None:
             return
-        self.follower = Follower(self.commands)
+        commands = self.commands
+        self._zk(lambda: commands.claim(self.owner), "claiming the command log")
+        self.follower = Follower(commands)
         before = self.follower.state
         epoch = max(before.epoch, self.tables.epoch()) + (1 if resume else 0)
         self.run_epoch = before.run_epoch + 1

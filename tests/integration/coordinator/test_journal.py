@@ -11,7 +11,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
 
 from ftpipeline.commandlog.state import fold
-from ftpipeline.commandlog.zklog import CommandLog
+from ftpipeline.commandlog.zklog import CommandLog, Deposed
 from ftpipeline.coordinator.journal import Journal
 from ftpipeline.obs.metrics import RunMetrics
 
@@ -105,3 +105,47 @@ def test_sends_from_the_first_that_failed_on_are_appended_again_in_order(zk: Kaz
     assert kinds(log)[3:] == [("step-committed", 2), ("step-started", 3), ("step-committed", 3)]
     state = log.load()
     assert state.committed == 3 and state.duplicate_commits == 0
+
+
+def test_a_coordinator_whose_log_another_claimed_is_refused_and_the_log_keeps_only_the_new_ones_commands(
+        zookeeper: str, zk: KazooClient) -> None:
+    """Two coordinators alive for one pipeline (an operator that lost its lease and still runs): the one
+    that claimed the log first is deposed by the second's claim; none of its decisions, waiting or sent
+    ahead, reaches the log, and the log is what the new one wrote."""
+    from ftpipeline.coordinator.errors import Superseded
+
+    name = f"journal{uuid.uuid4().hex[:8]}"
+    other = KazooClient(hosts=zookeeper, timeout=10.0)
+    other.start(timeout=10)
+    try:
+        old_log, new_log = CommandLog(zk, name), CommandLog(other, name)
+        old, new = journal(old_log), journal(new_log)
+        old_log.claim(old.owner)
+        old.append("step-started", step=1, offsets={"events.0": [0, 5]})
+        old.append_ahead("step-committed", step=1)
+        old.settle()
+        new_log.claim(new.owner)
+        assert new_log.owner() == new.owner
+        new.append("step-started", step=2, offsets={"events.0": [5, 9]})
+        before = log_of(new_log)
+
+        old.append_ahead("step-started", step=2, offsets={"events.0": [5, 7]})  # a different decision
+        with pytest.raises(Superseded, match="claimed by"):
+            old.settle()
+        with pytest.raises(Superseded):
+            old.append("suspended", reason="a deposed coordinator's decision")
+        with pytest.raises(Deposed):  # nor through the log itself
+            old_log.append("step-committed", step=2)
+        assert log_of(new_log) == before
+        assert new_log.load().started[2] == {"events.0": (5, 9)}
+        new.append("step-committed", step=2)  # the new one goes on
+        assert new_log.load().committed == 2
+    finally:
+        other.stop()
+        other.close()
+
+
+def log_of(log: CommandLog) -> list[tuple[str, dict[str, Any]]]:
+    commands = log.read_after(-1)
+    assert commands is not None
+    return [(c.kind, c.body) for c in commands]
