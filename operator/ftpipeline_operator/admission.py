@@ -25,8 +25,11 @@ before the policy tightened, or deleting it would hang.
 Serving: the chart renders the ValidatingWebhookConfiguration (so
 uninstalling removes it) pointing at the operator's Service, with
 ``failurePolicy: Fail``. The operator issues itself a certificate for that
-Service's names on every start and writes its CA into the configuration's
-``caBundle``; nothing long-lived is kept.
+Service's names and writes its CA into the configuration's ``caBundle``.
+Several replicas sit behind that Service, and the API server trusts one
+``caBundle``: so the certificate is kept in a Secret
+(``FTPIPELINE_WEBHOOK_SECRET``, namespace/name) that the first replica to
+start creates and every other one reads (:func:`shared_credentials`).
 """
 
 from __future__ import annotations
@@ -35,9 +38,9 @@ import base64
 import logging
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import kopf
 from kubernetes import client
@@ -87,7 +90,10 @@ def service_names(service: str) -> tuple[str, ...]:
 def configure(settings: kopf.OperatorSettings) -> None:
     """Serve the webhook under a certificate issued now, and publish its CA to the configuration the
     chart names (``FTPIPELINE_WEBHOOK_SERVICE``: name.namespace; ``FTPIPELINE_WEBHOOK_CONFIGURATION``)."""
-    credentials = tls.generate("ftpipeline webhook", service_names(os.environ.get("FTPIPELINE_WEBHOOK_SERVICE", "")))
+    names = service_names(os.environ.get("FTPIPELINE_WEBHOOK_SERVICE", ""))
+    secret = os.environ.get("FTPIPELINE_WEBHOOK_SECRET", "")
+    credentials = (shared_credentials(client.CoreV1Api(), secret, lambda: tls.generate("ftpipeline webhook", names))
+                   if secret else tls.generate("ftpipeline webhook", names))
     directory = credentials.write(Path(tempfile.mkdtemp(prefix="ftpipeline-webhook-")))
     settings.admission.server = kopf.WebhookServer(
         port=int(os.environ.get("FTPIPELINE_WEBHOOK_PORT", DEFAULT_PORT)),
@@ -96,6 +102,33 @@ def configure(settings: kopf.OperatorSettings) -> None:
     name = os.environ.get("FTPIPELINE_WEBHOOK_CONFIGURATION", "")
     if name:
         publish_ca(client.AdmissionregistrationV1Api(), name, credentials.ca)
+
+
+def shared_credentials(core: client.CoreV1Api, where: str, generate: Callable[[], tls.Credentials]
+                       ) -> tls.Credentials:
+    """The webhook's certificate in the Secret ``where`` (namespace/name): read, or generated and created
+    when there is none; of two replicas that create it at once, the one refused reads the other's."""
+    namespace, _, name = where.partition("/")
+    for _ in range(3):
+        try:
+            data = core.read_namespaced_secret(name, namespace).data or {}
+            return tls.Credentials(*(base64.b64decode(data[k]) for k in tls.FILES))
+        except client.exceptions.ApiException as exc:
+            if exc.status != 404:
+                raise
+        fresh = generate()
+        body = {"metadata": {"name": name, "namespace": namespace,
+                             "labels": {"app.kubernetes.io/managed-by": "ftpipeline-operator"}},
+                "type": "Opaque",
+                "data": {k: base64.b64encode(v).decode() for k, v in zip(tls.FILES, (fresh.ca, fresh.cert, fresh.key))}}
+        try:
+            core.create_namespaced_secret(namespace, cast(client.V1Secret, body))
+            log.info("webhook certificate created", extra={"secret": where})
+            return fresh
+        except client.exceptions.ApiException as exc:
+            if exc.status != 409:
+                raise
+    raise RuntimeError(f"Secret {where}: neither readable nor creatable")
 
 
 def publish_ca(api: client.AdmissionregistrationV1Api, name: str, ca: bytes) -> None:

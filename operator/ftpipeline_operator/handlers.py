@@ -1,10 +1,13 @@
 """Kopf handlers: they translate Kubernetes events into calls on the pipeline runners, and no more.
 
-    kopf run --standalone --all-namespaces -m ftpipeline_operator.handlers
+    kopf run --all-namespaces -m ftpipeline_operator.handlers
+
+Several replicas may run: one is active, the others stand by (``peering.py``).
 
 - create/resume/update of an FTPipeline: apply its ConfigMap and Service,
   hand the new body to its runner (suspend, restart and checkpoint nonces);
-- a daemon per FTPipeline: the runner's thread, which runs the coordinator;
+- a daemon per FTPipeline: a coroutine that runs the coordinator on a thread of the
+  operator's own pool while the pipeline runs, and holds none while it waits (``slots.py``);
 - events of worker pods: to the runner of their pipeline, which reports lost
   workers to the coordinator at once (recovery does not wait for a poll);
 - deletion: the daemon is stopped first (Kopf), then the pipeline's Redis
@@ -15,8 +18,10 @@ FTPIPELINE_DEFAULT_REDIS_URL (and FTPIPELINE_REDIS_ADMIN_PASSWORD), FTPIPELINE_D
 (and FTPIPELINE_ZOOKEEPER_SUPER_PASSWORD), FTPIPELINE_DEFAULT_KAFKA (the chart's broker, for pipelines on Kafka
 that name none),
 FTPIPELINE_DEFAULT_IMAGE and FTPIPELINE_DEFAULT_IMAGE_PULL_POLICY (for
-pipelines without spec.image: the operator's own), FTPIPELINE_METRICS_PORT,
-FTPIPELINE_LOG_LEVEL, and the admission webhook's (``admission.py``, ``policy.py``). Logs are Kopf's JSON lines
+pipelines without spec.image: the operator's own), FTPIPELINE_MAX_RUNNING_PIPELINES (coordinator
+threads), FTPIPELINE_METRICS_PORT,
+FTPIPELINE_LOG_LEVEL, FTPIPELINE_PEERING and FTPIPELINE_PEERING_LIFETIME_S (``peering.py``), and the admission
+webhook's (``admission.py``, ``policy.py``). Logs are Kopf's JSON lines
 (``--log-format=json``), which name the object each line is about.
 """
 
@@ -31,7 +36,7 @@ from typing import Any, cast
 import kopf
 import redis
 from kubernetes import client, config
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, Gauge, Histogram, ProcessCollector, start_http_server
 
 from ftpipeline.checkpoint.pointer import CheckpointPointer
 from ftpipeline.commandlog.zkaccess import SUPER_USER
@@ -40,8 +45,9 @@ from ftpipeline.commandlog.zkclient import with_identity
 from ftpipeline.control import access
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.spec.schema import API_GROUP, API_VERSION, PLURAL
-from ftpipeline_operator import admission, netpol, render
+from ftpipeline_operator import admission, netpol, peering, render
 from ftpipeline_operator.runner import Defaults, PipelineRunner, resolve_spec
+from ftpipeline_operator.slots import CoordinatorSlots
 from ftpipeline_operator.stores import store_cas, uses_default_redis
 
 def _default_redis_url() -> str:
@@ -68,8 +74,18 @@ DEFAULTS = Defaults(_default_redis_url(),
                     kafka=os.environ.get("FTPIPELINE_DEFAULT_KAFKA", ""))
 OPERATOR_PODS = netpol.OperatorPods.from_env()
 REGISTRY = CollectorRegistry()
-DAEMON_EXIT_WAIT_S = 10.0  # how long a deletion waits for the pipeline's daemon thread to end by itself
+SLOTS = CoordinatorSlots(int(os.environ.get("FTPIPELINE_MAX_RUNNING_PIPELINES", "100")))
+DAEMON_EXIT_WAIT_S = 10.0  # how long a deletion waits for the pipeline's daemon to end by itself
 DAEMON_CANCEL_S = 60.0     # then Kopf gives up on it (a thread cannot be cancelled) and the finalizer goes
+HANDLER_SECONDS = Histogram("ftpipeline_operator_handler_seconds", "How long the operator's handlers take",
+                            ["handler"], registry=REGISTRY,
+                            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+PIPELINES = Gauge("ftpipeline_operator_pipelines", "FTPipelines this operator knows", registry=REGISTRY)
+RUNNING = Gauge("ftpipeline_operator_running_coordinators", "Coordinators running on the operator's threads",
+                registry=REGISTRY)
+RUNNING.set_function(lambda: SLOTS.running)
+PIPELINES.set_function(lambda: len(_runners))
+ProcessCollector(registry=REGISTRY)  # the operator's memory and CPU (process_resident_memory_bytes)
 _runners: dict[tuple[str, str], PipelineRunner] = {}
 _lock = threading.Lock()
 _api: dict[str, Any] = {}
@@ -98,7 +114,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # not a line per pod event handled
     settings.persistence.finalizer = f"{API_GROUP}/cleanup"
     settings.watching.server_timeout = 120
-    settings.execution.max_workers = 64  # each pipeline's daemon holds a thread for its whole run
+    settings.execution.max_workers = 16  # handlers only: coordinators run on SLOTS' threads
     # A deleted pipeline's daemon stops within a second or two (it checks ``stopped`` between steps), but Kopf
     # only notices a thread that did not end "instantly" when cancellation_timeout has passed: every deletion
     # took 60 s. Wait this long for the thread instead; one that takes longer still gets the 60 s.
@@ -109,6 +125,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         config.load_kube_config()  # type: ignore[no-untyped-call]
     _api["core"] = client.CoreV1Api()
     _api["custom"] = client.CustomObjectsApi()
+    peering.configure(settings, _api["custom"])
     admission.configure(settings)
     port = os.environ.get("FTPIPELINE_METRICS_PORT")
     if port:
@@ -136,6 +153,7 @@ def _apply(obj: dict[str, Any]) -> None:
 @kopf.on.create(API_GROUP, API_VERSION, PLURAL)
 @kopf.on.resume(API_GROUP, API_VERSION, PLURAL)
 @kopf.on.update(API_GROUP, API_VERSION, PLURAL)
+@HANDLER_SECONDS.labels("reconcile").time()
 def reconcile(body: kopf.Body, **_: Any) -> None:
     doc = dict(body)
     _apply(render.config_map(doc, store_cas()))
@@ -145,16 +163,18 @@ def reconcile(body: kopf.Body, **_: Any) -> None:
     _runner(doc).update_body(doc)
 
 
-@kopf.daemon(API_GROUP, API_VERSION, PLURAL, cancellation_timeout=DAEMON_CANCEL_S)
-def coordinate(stopped: kopf.DaemonStopped, body: kopf.Body, **_: Any) -> None:
+@kopf.daemon(API_GROUP, API_VERSION, PLURAL, cancellation_backoff=DAEMON_EXIT_WAIT_S,
+             cancellation_timeout=DAEMON_CANCEL_S)
+async def coordinate(stopped: kopf.DaemonStopped, body: kopf.Body, **_: Any) -> None:
     runner = _runner(dict(body))
     if not runner.body:
         runner.update_body(dict(body))
-    runner.run(stopped)
+    await SLOTS.serve(runner, stopped)
 
 
 @kopf.on.event("", "v1", "pods", labels={"app.kubernetes.io/managed-by": "ftpipeline-operator",
                                          "app.kubernetes.io/component": "worker"})
+@HANDLER_SECONDS.labels("pod_event").time()
 def pod_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
     labels = body.get("metadata", {}).get("labels", {})
     key = (body.get("metadata", {}).get("namespace", ""), labels.get(render.PIPELINE_LABEL, ""))
@@ -165,6 +185,7 @@ def pod_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
 
 
 @kopf.on.delete(API_GROUP, API_VERSION, PLURAL)
+@HANDLER_SECONDS.labels("cleanup").time()
 def cleanup(body: kopf.Body, **_: Any) -> None:
     """The pipeline's Redis keys and znodes go with it (pods, Service and ConfigMap are owned: the GC takes them)."""
     doc = dict(body)

@@ -1,20 +1,22 @@
 """One coordinator per FTPipeline, run by the operator: the same coordinator as ``ftpipeline run``.
 
-A Kopf daemon thread per pipeline calls :meth:`PipelineRunner.run`. It
+Each pipeline's Kopf daemon (``slots.py``) calls :meth:`PipelineRunner.attempt`
+on a coordinator thread, and between attempts waits holding none. An attempt
 validates the pipeline (the parts a structural schema cannot check), opens
 the run (``coordinator/session.py``) and runs the coordinator with workers as
-pods (``cluster.py``), reporting through ``status.py``. The same thread
-handles what changes a run from outside:
+pods (``cluster.py``), reporting through ``status.py``. What changes a run
+from outside reaches it through :meth:`update_body`:
 
-    PENDING --daemon started--> STARTING --workers joined--> RUNNING
+    PENDING --a coordinator thread free--> STARTING --workers joined--> RUNNING
     RUNNING --pod lost--> RECOVERING --recovered--> RUNNING
-    RUNNING --maxSteps committed or input ended--> SUCCEEDED
-    RUNNING --spec.suspend--> SUSPENDED --suspend cleared--> STARTING (resumed)
+    RUNNING --maxSteps committed or input ended--> SUCCEEDED (thread given back)
+    RUNNING --spec.suspend--> SUSPENDED (thread given back) --suspend cleared--> STARTING (resumed)
     RUNNING --spec.restartNonce changed--> STARTING (resumed on fresh pods)
-    any     --the run failed, restart budget left--> RETRYING --backoff--> STARTING (resumed)
+    any     --the run failed, restart budget left--> RETRYING --backoff (no thread)--> STARTING (resumed)
     any     --the run failed, budget spent / a spec that cannot run--> FAILED --spec changed--> STARTING
     STARTING --a fresh run's sink holds output, existingOutput: fail--> FAILED (ExistingOutput; nothing touched)
-    any     --daemon stopped (deletion, operator exit)--> (pods kept on exit, resumed by the next operator)
+    RUNNING --another coordinator claimed the command log--> (stops touching nothing: the new one owns it)
+    any     --daemon stopped (deletion, operator exit or pause)--> (pods kept on exit, resumed by the next operator)
 
 What counts as a failed attempt and how long to wait is ``attempts.py``.
 Status and Events carry one line naming the cause (the path, the errno, the
@@ -23,8 +25,9 @@ worker); tracebacks go to the operator's log only.
 Every (re)start after the first is a *resume*: Feldera's start-up — open the
 newest checkpoint every worker has and replay later steps from the step
 log; the exactly-once barrier drops what was already released. An operator
-that restarts finds the previous run's pods (another run label), deletes
-them, and resumes the same way.
+that restarts (or a standby that takes over) finds the previous run's pods
+(another run label), deletes them, and resumes the same way; its claim of
+the command log fences the previous coordinator off, if it still runs.
 """
 
 from __future__ import annotations
@@ -36,14 +39,14 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, ClassVar, Protocol, cast
 
 import pydantic
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ftpipeline.coordinator.coordinator import Coordinator, Interrupted, PipelineFailed
-from ftpipeline.coordinator.errors import ExistingOutputFound
+from ftpipeline.coordinator.errors import ExistingOutputFound, Superseded
 from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.session import open_session
 from ftpipeline.lineage.naming import WorkerId
@@ -73,6 +76,22 @@ class Stopped(Protocol):
 
     def __bool__(self) -> bool: ...
     def wait(self, timeout: float | None = None) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Rest:
+    """What a pipeline's daemon waits for after an attempt, holding no thread."""
+
+    retry_in: float | None = None   # seconds of backoff before the next attempt
+    for_change: bool = False        # a spec change (or a stop)
+    gone: bool = False              # nothing: the daemon ends (another coordinator owns the pipeline)
+
+    NONE: ClassVar[Rest]
+    CHANGE: ClassVar[Rest]
+    GONE: ClassVar[Rest]
+
+
+Rest.NONE, Rest.CHANGE, Rest.GONE = Rest(), Rest(for_change=True), Rest(gone=True)
 
 
 class Unrunnable(RuntimeError):
@@ -177,7 +196,9 @@ class PipelineRunner:
         self._checkpoint_now = threading.Event()
         self._changed = threading.Event()
         self.ran_before = False
+        self.ran_before_known = False
         self.attempts: Attempts | None = None
+        self.on_change: Callable[[], None] = lambda: None  # set by the pipeline's daemon (slots.py)
 
     # --- from the handlers -------------------------------------------------
     def update_body(self, body: Mapping[str, Any]) -> None:
@@ -195,6 +216,11 @@ class PipelineRunner:
         if new.get("checkpointNonce") != old.get("checkpointNonce"):
             self._checkpoint_now.set()
         self._changed.set()
+        self.on_change()
+
+    @property
+    def changed(self) -> bool:
+        return self._changed.is_set()
 
     def pod_event(self, kind: str, pod: Mapping[str, Any]) -> None:
         if self.cluster is not None:
@@ -213,52 +239,62 @@ class PipelineRunner:
         reporter.total = int(self.body["spec"].get("workers") or 0)
         return reporter
 
-    def run(self, stopped: Stopped) -> None:
-        self.ran_before = bool((self.body.get("status") or {}).get("committedStep"))
-        while not stopped:
-            changed = self._changed.is_set()
-            self._changed.clear()
-            self._stop_reason = None
-            if self.attempts is None or changed:  # a new spec starts its budget over
-                self.attempts = Attempts(policy_of(self.body["spec"]), time.monotonic)
-            reporter = self.reporter = self._reporter()
-            if self.body["spec"].get("suspend"):
-                reporter.update(urgent=True, phase="Suspended", message="spec.suspend is true")
-                self._wait_for_change(stopped)
-                continue
-            reporter.update(attempt=self.attempts.attempt)
-            try:
-                outcome = self._run_once(stopped, reporter)
-            except (SpecError, Unrunnable) as exc:  # a spec the CRD cannot judge: retrying cannot help
-                cause = "; ".join(map(str, exc.problems)) if isinstance(exc, SpecError) else str(exc)
-                self._give_up(reporter, "Rejected", self.attempts.fatal(one_line(f"invalid spec: {cause}")))
-                self._wait_for_change(stopped)
-                continue
-            except ExistingOutputFound as exc:  # nothing was touched: the next attempt is a fresh run again
-                self.ran_before = False
-                self._give_up(reporter, "ExistingOutput", self.attempts.fatal(one_line(str(exc))))
-                self._wait_for_change(stopped)
-                continue
-            except Exception as exc:  # a task failed; storage, Redis, ZooKeeper or the API server unreachable
-                cause = str(exc) if isinstance(exc, PipelineFailed) else one_line(exc)
-                log.error("run failed", exc_info=not isinstance(exc, PipelineFailed),
-                          extra={"pipeline": self.name, "error": cause})
-                verdict = self.attempts.failed(one_line(cause))
-                if verdict.retry_in is None:
-                    self._give_up(reporter, "RestartBudgetExhausted", verdict)
-                    self._wait_for_change(stopped)
-                    continue
-                reporter.condition("Ready", False, "RunFailed", verdict.message)
-                reporter.event("Warning", "RunFailed", verdict.message)
-                reporter.update(urgent=True, phase="Retrying", message=verdict.message,
-                                lastFailure={"attempt": verdict.attempt, "message": one_line(cause), "time": now_iso()})
-                stopped.wait(verdict.retry_in)
-                continue
-            if outcome == "done":
-                reporter.condition("Progressing", False, "Completed", "every step committed")
-                reporter.condition("Degraded", False, "Completed", "every step committed")
-                reporter.update(urgent=True, phase="Succeeded", message="")
-                self._wait_for_change(stopped)
+    def attempt(self, stopped: Stopped) -> Rest:
+        """One turn of the state machine above, on a coordinator thread (``slots.py``): report a suspended
+        pipeline, or run the pipeline until it ends, fails or is stopped; then say what to wait for
+        before the next turn. No thread is held while waiting."""
+        if not self.ran_before_known:
+            self.ran_before = bool((self.body.get("status") or {}).get("committedStep"))
+            self.ran_before_known = True
+        changed = self._changed.is_set()
+        self._changed.clear()
+        self._stop_reason = None
+        if self.attempts is None or changed:  # a new spec starts its budget over
+            self.attempts = Attempts(policy_of(self.body["spec"]), time.monotonic)
+        reporter = self.reporter = self._reporter()
+        if self.body["spec"].get("suspend"):
+            reporter.update(urgent=True, phase="Suspended", message="spec.suspend is true")
+            return Rest.CHANGE
+        reporter.update(attempt=self.attempts.attempt)
+        try:
+            outcome = self._run_once(stopped, reporter)
+        except (SpecError, Unrunnable) as exc:  # a spec the CRD cannot judge: retrying cannot help
+            cause = "; ".join(map(str, exc.problems)) if isinstance(exc, SpecError) else str(exc)
+            self._give_up(reporter, "Rejected", self.attempts.fatal(one_line(f"invalid spec: {cause}")))
+            return Rest.CHANGE
+        except ExistingOutputFound as exc:  # nothing was touched: the next attempt is a fresh run again
+            self.ran_before = False
+            self._give_up(reporter, "ExistingOutput", self.attempts.fatal(one_line(str(exc))))
+            return Rest.CHANGE
+        except Superseded as exc:  # another coordinator owns the pipeline now: hands off, report nothing
+            log.warning("another coordinator claimed the pipeline: this one stops",
+                        extra={"pipeline": self.name, "error": str(exc)})
+            return Rest.GONE
+        except Exception as exc:  # a task failed; storage, Redis, ZooKeeper or the API server unreachable
+            cause = str(exc) if isinstance(exc, PipelineFailed) else one_line(exc)
+            log.error("run failed", exc_info=not isinstance(exc, PipelineFailed),
+                      extra={"pipeline": self.name, "error": cause})
+            verdict = self.attempts.failed(one_line(cause))
+            if verdict.retry_in is None:
+                self._give_up(reporter, "RestartBudgetExhausted", verdict)
+                return Rest.CHANGE
+            reporter.condition("Ready", False, "RunFailed", verdict.message)
+            reporter.event("Warning", "RunFailed", verdict.message)
+            reporter.update(urgent=True, phase="Retrying", message=verdict.message,
+                            lastFailure={"attempt": verdict.attempt, "message": one_line(cause), "time": now_iso()})
+            return Rest(retry_in=verdict.retry_in)
+        if outcome == "done":
+            reporter.condition("Progressing", False, "Completed", "every step committed")
+            reporter.condition("Degraded", False, "Completed", "every step committed")
+            reporter.update(urgent=True, phase="Succeeded", message="")
+            return Rest.CHANGE
+        return Rest.NONE
+
+    def waiting_for_slot(self, running: int) -> None:
+        """Every coordinator thread is taken: say so in the status until one is free."""
+        message = (f"waiting for a coordinator: all {running} are running pipelines "
+                   f"(the operator's maxRunningPipelines)")
+        self._reporter().update(urgent=True, phase="Pending", message=message)
 
     def _give_up(self, reporter: StatusReporter, reason: str, verdict: Verdict) -> None:
         """Failed, with one line naming the cause; a changed spec starts over."""
@@ -320,10 +356,6 @@ class PipelineRunner:
                             [Problem(field, f"Secret {name}: {w}") for w in wrong])
         return credentials
 
-    def _wait_for_change(self, stopped: Stopped) -> None:
-        while not stopped and not self._changed.is_set():
-            stopped.wait(1.0)
-
     def _run_once(self, stopped: Stopped, reporter: StatusReporter) -> str:
         spec = resolve_spec(self.body, self.core, self.defaults)
         refused = policy_problems(self.body["spec"], self.defaults.policy)  # stored while the webhook was off
@@ -366,6 +398,9 @@ class PipelineRunner:
         try:
             coordinator.run()
             return "done"
+        except Superseded:
+            keep_pods = True  # the coordinator that claimed the pipeline replaces them
+            raise
         except Interrupted as exc:
             log.info("run interrupted", extra={"pipeline": self.name, "reason": str(exc)})
             keep_pods = bool(stopped)  # the operator is exiting: leave the pods for the next one to replace

@@ -124,7 +124,8 @@ def namespace(kube: object) -> Iterator[str]:
 
 @pytest.fixture
 def crd(kube: Any) -> str:
-    """The FTPipeline CRD from crds/, created or replaced, and established."""
+    """The CRDs from crds/ (FTPipeline, and Kopf's peering the operator replicas use), created or replaced,
+    and established; the FTPipeline CRD's name."""
     import time
 
     import yaml
@@ -132,22 +133,28 @@ def crd(kube: Any) -> str:
     from kubernetes.client.rest import ApiException
 
     ext = client.ApiextensionsV1Api(kube)
-    doc = yaml.safe_load((ROOT / "crds" / "ftpipeline.yaml").read_text())
-    name = doc["metadata"]["name"]
-    try:
-        ext.create_custom_resource_definition(doc)
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-        current = ext.read_custom_resource_definition(name)
-        doc["metadata"]["resourceVersion"] = current.metadata.resource_version
-        ext.replace_custom_resource_definition(name, doc)
-    for _ in range(100):
-        conditions = ext.read_custom_resource_definition(name).status.conditions or []
-        if any(c.type == "Established" and c.status == "True" for c in conditions):
-            return name
-        time.sleep(0.1)
-    raise AssertionError("CRD not established")
+    names = []
+    for path in sorted((ROOT / "crds").glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text())
+        name = doc["metadata"]["name"]
+        names.append(name)
+        try:
+            ext.create_custom_resource_definition(doc)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            current = ext.read_custom_resource_definition(name)
+            doc["metadata"]["resourceVersion"] = current.metadata.resource_version
+            ext.replace_custom_resource_definition(name, doc)
+    for name in names:
+        for _ in range(100):
+            conditions = ext.read_custom_resource_definition(name).status.conditions or []
+            if any(c.type == "Established" and c.status == "True" for c in conditions):
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"CRD {name} not established")
+    return "ftpipelines.ftpipeline.io"
 
 
 # Debian's Prometheus is built without Kubernetes service discovery, so the fixture discovers the

@@ -8,6 +8,11 @@
 {{- end -}}
 {{- end -}}
 
+{{- /* The operator replicas' ClusterKopfPeering: cluster-wide, so named after the release's namespace too. */ -}}
+{{- define "ftpipeline.peeringName" -}}
+{{- printf "%s.%s" .Release.Namespace (include "ftpipeline.fullname" .) | trunc 253 -}}
+{{- end -}}
+
 {{- define "ftpipeline.labels" -}}
 app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}

@@ -26,3 +26,9 @@ def test_crd_has_status_subresource_short_name_and_printer_columns() -> None:
     schema = version["schema"]["openAPIV3Schema"]
     assert schema["properties"]["spec"]["required"] == ["entryPoint", "workers", "stages"]
     assert yaml.safe_load(render())["metadata"]["name"] == "ftpipelines.ftpipeline.io"
+
+
+def test_the_peering_crd_the_chart_installs_is_the_one_in_crds() -> None:
+    chart = ROOT / "charts" / "ftpipeline" / "files" / "kopf-peering-crd.yaml"
+    assert (ROOT / "crds" / "kopf-peering.yaml").read_text() == chart.read_text()
+    assert yaml.safe_load(chart.read_text())["spec"]["names"]["kind"] == "ClusterKopfPeering"

@@ -1,0 +1,79 @@
+"""Two operator replicas: the active one's pod is deleted mid-run, the standby takes every pipeline over.
+
+The chart runs with ``operator.replicas=2``; Kopf's peering makes the older
+replica active (``ftpipeline_operator/peering.py``). The test finds it in the
+peering object, deletes its pod while a pipeline runs, and checks that the
+standby resumes the pipeline (a new run of pods, the command log claimed by
+its coordinator) to the end with output equal to the oracle, printing the
+handover time: from the delete to the next committed step. Both replicas
+serve the admission webhook with one certificate, so objects are admitted
+whichever answers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from .test_operator import (GROUP, PLURAL, VERSION, chart, compare, finished, oracle_spec, spark, start,  # noqa: F401
+                            status, wait_for)
+
+SELECTOR = "app.kubernetes.io/component=operator"
+
+
+@pytest.fixture
+def two_operators(kube: client.ApiClient, namespace: str, crd: str) -> Iterator[str]:
+    with chart(namespace, "--set", "operator.replicas=2") as release:
+        yield release
+
+
+def _peers(kube: client.ApiClient, namespace: str) -> dict[str, Any]:
+    custom = client.CustomObjectsApi(kube)
+    peering = custom.get_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", f"{namespace}.ftp-ftpipeline")
+    return dict(peering.get("status") or {})
+
+
+def _active(kube: client.ApiClient, namespace: str) -> str:
+    """The live operator pod of highest priority in the peering object, once both replicas are in it."""
+    return str(wait_for("both operator replicas in the peering object", lambda: _highest(kube, namespace), 180))
+
+
+def _highest(kube: client.ApiClient, namespace: str) -> str | None:
+    pods = {p.metadata.name for p in client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector=SELECTOR).items
+            if p.metadata.deletion_timestamp is None}
+    peers = {name: info for name, info in _peers(kube, namespace).items() if name in pods}
+    if len(peers) != 2:
+        return None
+    return max(peers, key=lambda name: int(peers[name]["priority"]))
+
+
+def test_the_standby_operator_takes_over_a_running_pipeline_when_the_active_one_goes(
+        kube: client.ApiClient, namespace: str, two_operators: str, spark: object) -> None:
+    api = client.CustomObjectsApi(kube)
+    core = client.CoreV1Api(kube)
+    steps = 30
+    name, doc, data = start(api, namespace, "ha", steps, until=4)
+    active = _active(kube, namespace)
+    [standby] = [p.metadata.name for p in core.list_namespaced_pod(namespace, label_selector=SELECTOR).items
+                 if p.metadata.name != active]
+    at_kill = status(api, namespace, name).get("committedStep") or 0
+    t0 = time.monotonic()
+    core.delete_namespaced_pod(active, namespace)
+    wait_for("a step committed after the handover",
+             lambda: (status(api, namespace, name).get("committedStep") or 0) > at_kill + 1, 300)
+    handover = time.monotonic() - t0
+    final = finished(api, namespace, name)
+    print(f"active operator {active} deleted at step {at_kill}; standby {standby} committed again "
+          f"{handover:.1f} s later and finished: {final}")
+    assert at_kill < steps, "the pipeline ended before the operator was deleted: nothing was tested"
+    assert final["phase"] == "Succeeded", final
+    assert final["committedStep"] == steps
+    assert _active(kube, namespace) == standby  # the replica the Deployment added stands by behind it
+    [result] = compare(spark, oracle_spec(doc, data), steps)
+    assert result.duplicates == 0, result
+    assert result.equal, result
+    api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
