@@ -36,7 +36,7 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client, config
 from prometheus_client.parser import text_string_to_metric_families
@@ -55,9 +55,9 @@ console = Console()
 
 
 def _operator_metrics(core: client.CoreV1Api, namespace: str) -> dict[str, Any]:
-    [pod] = [p for p in core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/component=operator").items
-             if p.status.pod_ip]
-    text = urllib.request.urlopen(f"http://{pod.status.pod_ip}:9100/metrics", timeout=10).read().decode()
+    [ip] = [p.status.pod_ip for p in core.list_namespaced_pod(
+        namespace, label_selector="app.kubernetes.io/component=operator").items if p.status and p.status.pod_ip]
+    text = urllib.request.urlopen(f"http://{ip}:9100/metrics", timeout=10).read().decode()
     out: dict[str, Any] = {"buckets": {}}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -90,7 +90,7 @@ def _suspended_doc(namespace: str, name: str) -> dict[str, Any]:
 
 
 def _phases(api: client.CustomObjectsApi, namespace: str) -> dict[str, dict[str, Any]]:
-    items = api.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
+    items: list[dict[str, Any]] = cast(Any, api.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL))["items"]
     return {o["metadata"]["name"]: dict(o.get("status") or {}) for o in items}
 
 
@@ -118,12 +118,13 @@ def _probe(api: client.CustomObjectsApi, namespace: str, names: list[str], probe
     """Seconds from a spec patch to its generation in status.observedGeneration, for ``probes`` pipelines."""
     out = []
     for name in random.sample(names, min(probes, len(names))):
-        obj = api.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name,
+        obj: Any = api.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name,
                                                  {"spec": {"checkpointNonce": uuid.uuid4().hex[:8]}})
         generation = obj["metadata"]["generation"]
         t0 = time.monotonic()
         while time.monotonic() - t0 < 120:
-            st = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name).get("status") or {}
+            got: Any = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+            st = got.get("status") or {}
             if st.get("observedGeneration") == generation:
                 break
             time.sleep(0.05)
@@ -159,7 +160,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="leave the namespace for a look afterwards")
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
-    kube = config.new_client_from_config()
+    kube = config.new_client_from_config()  # type: ignore[no-untyped-call]
     api, core = client.CustomObjectsApi(kube), client.CoreV1Api(kube)
     subprocess.run(["kubectl", "apply", "-f", str(ROOT / "crds")], check=True, capture_output=True)
     namespace = create_namespace(kube, "scale")

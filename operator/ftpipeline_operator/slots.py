@@ -21,12 +21,15 @@ Suspended), or out a retry's backoff. One pipeline's daemon:
 
 Kopf's stop flag of an async daemon cannot be waited on from a thread, so
 the attempt gets a :class:`ThreadStop` that the coroutine sets when Kopf's
-flag is.
+flag is. The attempt runs in a copy of the daemon's context: Kopf keeps what
+``kopf.event`` needs in context variables, and a plain executor thread has
+none of them (Events were silently not posted).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -98,7 +101,8 @@ class CoordinatorSlots:
                         break
                     self.running += 1
                     try:
-                        rest = await loop.run_in_executor(self.executor, runner.attempt, stop)
+                        context = contextvars.copy_context()  # Kopf's: kopf.event needs it on our thread
+                        rest = await loop.run_in_executor(self.executor, context.run, runner.attempt, stop)
                     finally:
                         self.running -= 1
                 if rest.gone:

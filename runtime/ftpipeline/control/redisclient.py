@@ -66,8 +66,21 @@ class OutageRetry(Retry):
         return result
 
 
+COMMAND_TIMEOUT_S = 15.0  # no command the runtime sends takes this long: longer is a connection into nothing
+CONNECT_TIMEOUT_S = 5.0
+
+
 def connect(url: str, **options: Any) -> redis.Redis:
-    """A client whose commands wait out an outage (see :class:`OutageRetry`)."""
+    """A client whose commands wait out an outage (see :class:`OutageRetry`).
+
+    Every command has a deadline: when a Redis pod is deleted, a connection made to it while it went
+    (through the Service, before its endpoint was removed) gets no reset once its network is gone, and
+    a command on it, or a connect, waited for TCP's own give-up (minutes) while the rest of the run went
+    on. A timed-out command is an outage like a refused connection: tried again, on a new connection."""
+    options.setdefault("socket_timeout", COMMAND_TIMEOUT_S)
+    options.setdefault("socket_connect_timeout", CONNECT_TIMEOUT_S)
+    if not url.startswith("unix:"):
+        options.setdefault("socket_keepalive", True)
     return redis.Redis.from_url(url, retry=OutageRetry(), **options)
 
 

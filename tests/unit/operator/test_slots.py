@@ -117,3 +117,23 @@ def test_a_stop_ends_a_resting_daemon_at_once() -> None:
         return time.monotonic() - t0
 
     assert asyncio.run(main()) < 1.0
+
+
+def test_an_attempt_sees_the_context_of_the_daemon_that_runs_it() -> None:
+    """Kopf keeps what ``kopf.event`` needs in context variables: an attempt on a pool thread must see them."""
+    import contextvars
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("kopf-settings", default="none")
+    seen: list[str] = []
+
+    class Seeing(Runner):
+        def attempt(self, stopped: Any) -> Rest:
+            seen.append(var.get())
+            return Rest.GONE
+
+    async def main() -> None:
+        var.set("the daemon's")
+        await asyncio.wait_for(CoordinatorSlots(1).serve(Seeing([]), Stopped()), 5)  # type: ignore[arg-type]
+
+    asyncio.run(main())
+    assert seen == ["the daemon's"]
