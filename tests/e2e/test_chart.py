@@ -41,7 +41,7 @@ def test_a_misspelt_value_is_refused_naming_it() -> None:
 
 def test_template_renders_the_generated_crd_kept_on_uninstall() -> None:
     docs = render()
-    [crd] = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
+    [crd] = [d for d in docs if d["kind"] == "CustomResourceDefinition" and d["spec"]["group"] == "ftpipeline.io"]  # type: ignore[index]
     assert crd == yaml.safe_load((ROOT / "crds" / "ftpipeline.yaml").read_text())
     assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     assert not [d for d in render("crds.enabled=false") if d["kind"] == "CustomResourceDefinition"]
@@ -178,10 +178,11 @@ def test_redis_keeps_an_append_only_file_and_zookeeper_its_data_on_claims_by_def
 
 
 def _secret_grants(docs: list[dict[str, object]]) -> dict[tuple[str, str], list[str]]:
-    """(kind, namespace) of each role that grants access to Secrets, with its verbs."""
+    """(kind, namespace) of each role that grants access to pipelines' Secrets, with its verbs (not the
+    operator's own role for its webhook certificate: ``test_the_webhook_certificate_role_reads_one_secret``)."""
     out = {}
     for d in docs:
-        if d["kind"] in ("ClusterRole", "Role"):
+        if d["kind"] in ("ClusterRole", "Role") and not str(d["metadata"]["name"]).endswith("-operator"):  # type: ignore[index]
             for rule in d["rules"]:  # type: ignore[attr-defined]
                 if "secrets" in rule["resources"]:
                     out[(str(d["kind"]), str(d["metadata"].get("namespace", "")))] = rule["verbs"]  # type: ignore
@@ -195,6 +196,28 @@ def test_default_values_grant_secrets_in_the_release_namespace_alone() -> None:
     [deployment] = [d for d in docs if d["kind"] == "Deployment" and "operator" in str(d["metadata"])]
     command = deployment["spec"]["template"]["spec"]["containers"][0]["command"]  # type: ignore[index]
     assert "--namespace=ns" in command and "--all-namespaces" not in command
+
+
+def test_the_webhook_certificate_role_reads_one_secret_in_the_release_namespace() -> None:
+    """The replicas share the webhook's certificate through one Secret: the operator may create Secrets in its
+    own namespace and read that one alone, whatever it watches."""
+    for docs in (render(), render("watchNamespaces={team-a}")):
+        [role] = [d for d in docs if d["kind"] == "Role" and str(d["metadata"]["name"]).endswith("-operator")]  # type: ignore[index]
+        assert role["metadata"]["namespace"] == "ns"  # type: ignore[index]
+        assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+                                 {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"],
+                                  "resourceNames": ["t-ftpipeline-webhook-tls"]}]
+        assert _operator_env(docs)["FTPIPELINE_WEBHOOK_SECRET"] == "ns/t-ftpipeline-webhook-tls"
+
+
+def test_two_replicas_roll_without_downtime_and_peer_under_a_name_of_their_release() -> None:
+    [one] = [d for d in render() if d["kind"] == "Deployment" and "operator" in str(d["metadata"])]
+    [two] = [d for d in render("operator.replicas=2") if d["kind"] == "Deployment" and "operator" in str(d["metadata"])]
+    assert one["spec"]["replicas"] == 1 and one["spec"]["strategy"]["type"] == "Recreate"  # type: ignore[index]
+    assert two["spec"]["replicas"] == 2 and two["spec"]["strategy"]["type"] == "RollingUpdate"  # type: ignore[index]
+    assert _operator_env(render())["FTPIPELINE_PEERING"] == "ns.t-ftpipeline"
+    crds = {d["metadata"]["name"] for d in render() if d["kind"] == "CustomResourceDefinition"}  # type: ignore[index]
+    assert crds == {"ftpipelines.ftpipeline.io", "clusterkopfpeerings.kopf.dev"}
 
 
 def test_listed_namespaces_each_get_a_role_and_only_a_star_gets_cluster_wide_access() -> None:
