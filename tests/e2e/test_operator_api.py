@@ -7,7 +7,9 @@ pod calls and the deletion that reports a lost worker.
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
 from typing import Any, cast
 
 from kubernetes import client
@@ -16,6 +18,7 @@ from ftpipeline.lineage.naming import WorkerId
 from ftpipeline_operator import render
 from ftpipeline_operator.cluster import KubernetesCluster
 from ftpipeline_operator.runner import Defaults, PipelineRunner
+from ftpipeline_operator.slots import CoordinatorSlots
 
 from .conftest import IMAGE, example_pipeline
 
@@ -79,18 +82,39 @@ def test_a_deleted_worker_pod_is_reported_lost(kube: client.ApiClient, namespace
     assert str(cluster.diagnoses[WorkerId("w0")]) == "Deleted"
 
 
-class StopAfter:
-    """Kopf's stop flag, raised after ``n`` waits."""
+class Stopped:
+    """Kopf's stop flag of an async daemon."""
 
-    def __init__(self, n: int) -> None:
-        self.n = n
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
 
     def __bool__(self) -> bool:
-        return self.n <= 0
+        return self.event.is_set()
 
-    def wait(self, timeout: float | None = None) -> bool:
-        self.n -= 1
-        return self.n <= 0
+    async def wait(self, timeout: float | None = None) -> "Stopped":
+        await self.event.wait()
+        return self
+
+
+def serve_until(runner: PipelineRunner, done: Callable[[], bool], timeout_s: float = 180) -> None:
+    """Run ``runner`` as the operator's daemon does (``slots.py``) until ``done()``, then stop it."""
+    async def main() -> None:
+        stopped = Stopped()
+        daemon = asyncio.create_task(CoordinatorSlots(1).serve(runner, stopped))
+        deadline = time.monotonic() + timeout_s
+        while not await asyncio.to_thread(done):
+            assert time.monotonic() < deadline, "timed out"
+            assert not daemon.done(), daemon
+            await asyncio.sleep(0.2)
+        stopped.event.set()
+        await asyncio.wait_for(daemon, 60)
+
+    asyncio.run(main())
+
+
+def _phase(api: client.CustomObjectsApi, namespace: str, name: str) -> str:
+    obj: Any = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    return str((obj.get("status") or {}).get("phase") or "")
 
 
 def test_a_spec_only_the_runtime_can_judge_is_rejected_with_an_event(kube: client.ApiClient, namespace: str,
@@ -105,7 +129,7 @@ def test_a_spec_only_the_runtime_can_judge_is_rejected_with_an_event(kube: clien
     runner = PipelineRunner((namespace, "cycle"), client.CoreV1Api(kube), api, Defaults(), None,
                             lambda *e: events.append(e))
     runner.update_body(body)
-    runner.run(StopAfter(2))
+    serve_until(runner, lambda: _phase(api, namespace, "cycle") == "Failed")
     status = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "cycle")["status"]
     assert status["phase"] == "Failed"
     assert "spec.stages[1].inputs: cycle" in status["message"]
@@ -127,7 +151,7 @@ def test_a_run_that_keeps_failing_is_retried_within_its_budget_then_failed(kube:
     runner = PipelineRunner((namespace, "nosecret"), client.CoreV1Api(kube), api, Defaults(image=IMAGE), None,
                             lambda *e: events.append(e))
     runner.update_body(body)
-    runner.run(StopAfter(4))
+    serve_until(runner, lambda: _phase(api, namespace, "nosecret") == "Failed")
     status = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "nosecret")["status"]
     assert status["phase"] == "Failed", status
     assert status["lastFailure"]["attempt"] == 3
