@@ -112,7 +112,7 @@ def shared_credentials(core: client.CoreV1Api, where: str, generate: Callable[[]
     for _ in range(3):
         try:
             data = core.read_namespaced_secret(name, namespace).data or {}
-            return tls.Credentials(*(base64.b64decode(data[k]) for k in tls.FILES))
+            return tls.Credentials.from_secret_body(data)
         except client.exceptions.ApiException as exc:
             if exc.status != 404:
                 raise
@@ -120,7 +120,7 @@ def shared_credentials(core: client.CoreV1Api, where: str, generate: Callable[[]
         body = {"metadata": {"name": name, "namespace": namespace,
                              "labels": {"app.kubernetes.io/managed-by": "ftpipeline-operator"}},
                 "type": "Opaque",
-                "data": {k: base64.b64encode(v).decode() for k, v in zip(tls.FILES, (fresh.ca, fresh.cert, fresh.key))}}
+                "data": fresh.as_secret_body()}
         try:
             core.create_namespaced_secret(namespace, cast(client.V1Secret, body))
             log.info("webhook certificate created", extra={"secret": where})

@@ -125,7 +125,7 @@ def tls_secret(body: Mapping[str, Any], credentials: Credentials) -> Obj:
     name = body["metadata"]["name"]
     return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
             "metadata": object_meta(body, tls_secret_name(name), "worker-tls"),
-            "data": {k: base64.b64encode(v).decode() for k, v in credentials.as_secret_data().items()}}
+            "data": credentials.as_secret_body()}
 
 
 def store_secret_name(name: str) -> str:

@@ -195,8 +195,7 @@ class PipelineRunner:
         self._stop_reason: str | None = None
         self._checkpoint_now = threading.Event()
         self._changed = threading.Event()
-        self.ran_before = False
-        self.ran_before_known = False
+        self.ran_before = False  # from the first body's status, then set by each run
         self.attempts: Attempts | None = None
         self.on_change: Callable[[], None] = lambda: None  # set by the pipeline's daemon (slots.py)
 
@@ -205,6 +204,8 @@ class PipelineRunner:
         """A newer FTPipeline. Only a new generation (a spec change) acts on the run."""
         old = self.body.get("spec", {}) if self.body else {}
         changed = bool(self.body) and body["metadata"].get("generation") != self.body["metadata"].get("generation")
+        if not self.body:  # the first this runner sees: has the pipeline run before (this operator or another)?
+            self.ran_before = bool((body.get("status") or {}).get("committedStep"))
         self.body = body
         if not changed:
             return
@@ -243,9 +244,6 @@ class PipelineRunner:
         """One turn of the state machine above, on a coordinator thread (``slots.py``): report a suspended
         pipeline, or run the pipeline until it ends, fails or is stopped; then say what to wait for
         before the next turn. No thread is held while waiting."""
-        if not self.ran_before_known:
-            self.ran_before = bool((self.body.get("status") or {}).get("committedStep"))
-            self.ran_before_known = True
         changed = self._changed.is_set()
         self._changed.clear()
         self._stop_reason = None
@@ -338,8 +336,6 @@ class PipelineRunner:
 
     def _brought_credentials(self, name: str) -> Credentials:
         """The pipeline's own certificate (``spec.tls.secretName``), checked before any pod mounts it."""
-        import base64
-
         field = "spec.tls.secretName"
         try:
             data = self.core.read_namespaced_secret(name, self.namespace).data or {}
@@ -349,7 +345,7 @@ class PipelineRunner:
         missing = [k for k in TLS_FILES if k not in data]
         if missing:
             raise PipelineFailed(f"Secret {self.namespace}/{name} has no {', '.join(missing)} ({field})")
-        credentials = Credentials(*(base64.b64decode(data[k]) for k in TLS_FILES))
+        credentials = Credentials.from_secret_body(data)
         wrong = tls_problems(credentials)
         if wrong:
             raise SpecError(f"ftpipeline {self.namespace}/{self.name}",

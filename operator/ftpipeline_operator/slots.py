@@ -30,15 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from ftpipeline_operator.runner import PipelineRunner, Rest
-
-log = logging.getLogger("ftpipeline.operator.slots")
-
 
 class KopfStopped(Protocol):
     """An async daemon's stop flag (``kopf.DaemonStopped``)."""

@@ -243,13 +243,17 @@ class KafkaBarrier:
 
     # -- the barrier --------------------------------------------------------------
 
-    def gt_last(self) -> int:
-        """The newest step every channel released."""
+    def _released(self) -> list[int]:
+        """Each channel's released step."""
         try:
-            return min(self._channel(c).gt_last() for c in range(self.channels))
+            return [self._channel(c).gt_last() for c in range(self.channels)]
         except KafkaException as exc:
             raise KafkaReleaseError(f"sink {self.name}: reading its released steps: {describe(exc)}",
                                     unreachable(exc)) from None
+
+    def gt_last(self) -> int:
+        """The newest step every channel released."""
+        return min(self._released())
 
     def release(self, step: int, channels: int) -> bool:
         """Release ``step`` on every channel that has not yet; False when every one had (idempotent)."""
@@ -299,11 +303,7 @@ class KafkaBarrier:
 
     def newest(self) -> int:
         """The newest step any channel released (an earlier run's output, when a fresh run looks)."""
-        try:
-            return max(self._channel(c).gt_last() for c in range(self.channels))
-        except KafkaException as exc:
-            raise KafkaReleaseError(f"sink {self.name}: reading the steps an earlier run released: "
-                                    f"{describe(exc)}", unreachable(exc)) from None
+        return max(self._released())
 
     def reset(self) -> None:
         """Forget the released steps (``overwrite``): the records stay in the topic, Kafka keeps them."""

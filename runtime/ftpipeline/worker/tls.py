@@ -23,8 +23,10 @@ signs again, a restart issues a new CA.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +68,15 @@ class Credentials:
 
     def as_secret_data(self) -> dict[str, bytes]:
         return dict(zip(FILES, (self.ca, self.cert, self.key)))
+
+    def as_secret_body(self) -> dict[str, str]:
+        """The ``data`` of a Kubernetes Secret holding them (base64, keyed by file name)."""
+        return {k: base64.b64encode(v).decode() for k, v in self.as_secret_data().items()}
+
+    @classmethod
+    def from_secret_body(cls, data: Mapping[str, str | bytes]) -> Credentials:
+        """Read back from a Secret's ``data`` (every key of ``FILES`` present)."""
+        return cls(*(base64.b64decode(data[k]) for k in FILES))
 
 
 def load(directory: Path) -> Credentials:
