@@ -14,14 +14,15 @@ from typing import Any
 
 import yaml
 
+from ..rotation import FULL
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "clickstream"
-# FTPIPELINE_TEST_FULL=1: every case of the matrices that CI samples (an hour more on two cores)
-FULL = os.environ.get("FTPIPELINE_TEST_FULL") == "1"
 
 
 def sampled(cases: list[Any], sample: list[Any]) -> list[Any]:
-    """The cases a test runs: ``sample`` (chosen to cover every value of every dimension), or all with FULL."""
+    """The cases a test runs: ``sample`` (chosen to cover every value of every dimension), or all with
+    FTPIPELINE_TEST_FULL=1; which of the sample a run executes is ``tests/rotation.py``'s."""
     assert all(c in cases for c in sample), "a sampled case is not in the matrix"
     return cases if FULL else sample
 

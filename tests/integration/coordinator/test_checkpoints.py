@@ -20,6 +20,7 @@ from ftpipeline.checkpoint.pointer import CheckpointPointer
 from ftpipeline.oracle import compare
 from ftpipeline.spec import load_pipeline
 
+from ...rotation import FULL
 from ..pipelines import clickstream, identity_of, run_cli, sampled
 
 # three workers: w0 and w1 hold an aggregate channel each, w2 only stateless channels
@@ -87,7 +88,8 @@ def test_every_committed_checkpoint_is_a_consistent_cut(tmp_path: Path, redis_ur
                 for c in checkpoints}
 
     originals = stored()
-    for ckpt in checkpoints:
+    # the oldest and the newest: the others are cut the same way (FTPIPELINE_TEST_FULL=1 resumes from each)
+    for ckpt in checkpoints if FULL else [checkpoints[0], checkpoints[-1]]:
         manifest = originals[ckpt["epoch"]]
         # forget every step released after the checkpoint, then resume from it
         for step_dir in out.glob("step=*"):
