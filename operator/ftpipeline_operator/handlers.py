@@ -4,8 +4,9 @@
 
 Several replicas may run: one is active, the others stand by (``peering.py``).
 
-- create/resume/update of an FTPipeline: apply its ConfigMap and Service,
-  hand the new body to its runner (suspend, restart and checkpoint nonces);
+- create/resume/update of an FTPipeline: apply its ConfigMap, Service and NetworkPolicy
+  (``owned.py``: one request each, side by side), hand the new body to its runner (suspend,
+  restart and checkpoint nonces);
 - a daemon per FTPipeline: a coroutine that runs the coordinator on a thread of the
   operator's own pool while the pipeline runs, and holds none while it waits (``slots.py``);
 - events of worker pods: to the runner of their pipeline, which reports lost
@@ -48,6 +49,7 @@ from ftpipeline.spec.schema import API_GROUP, API_VERSION, PLURAL
 from ftpipeline_operator import admission, netpol, peering, render
 from ftpipeline_operator.runner import Defaults, PipelineRunner, resolve_spec
 from ftpipeline_operator.slots import CoordinatorSlots
+from ftpipeline_operator.owned import OwnedObjects, server_side_apply
 from ftpipeline_operator.stores import store_cas, uses_default_redis
 
 def _default_redis_url() -> str:
@@ -79,7 +81,7 @@ DAEMON_EXIT_WAIT_S = 10.0  # how long a deletion waits for the pipeline's daemon
 DAEMON_CANCEL_S = 60.0     # then Kopf gives up on it (a thread cannot be cancelled) and the finalizer goes
 HANDLER_SECONDS = Histogram("ftpipeline_operator_handler_seconds", "How long the operator's handlers take",
                             ["handler"], registry=REGISTRY,
-                            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+                            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2.5, 5, 10, 30))
 PIPELINES = Gauge("ftpipeline_operator_pipelines", "FTPipelines this operator knows", registry=REGISTRY)
 RUNNING = Gauge("ftpipeline_operator_running_coordinators", "Coordinators running on the operator's threads",
                 registry=REGISTRY)
@@ -125,29 +127,12 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         config.load_kube_config()  # type: ignore[no-untyped-call]
     _api["core"] = client.CoreV1Api()
     _api["custom"] = client.CustomObjectsApi()
+    _api["owned"] = OwnedObjects(server_side_apply(_api["core"]))
     peering.configure(settings, _api["custom"])
     admission.configure(settings)
     port = os.environ.get("FTPIPELINE_METRICS_PORT")
     if port:
         start_http_server(int(port), registry=REGISTRY)
-
-
-def _apply(obj: dict[str, Any]) -> None:
-    core, ns, name = _core(), obj["metadata"]["namespace"], obj["metadata"]["name"]
-    net = client.NetworkingV1Api(core.api_client)
-    create: Any
-    patch: Any
-    create, patch = {
-        "ConfigMap": (core.create_namespaced_config_map, core.patch_namespaced_config_map),
-        "Service": (core.create_namespaced_service, core.patch_namespaced_service),
-        "NetworkPolicy": (net.create_namespaced_network_policy, net.patch_namespaced_network_policy),
-    }[obj["kind"]]
-    try:
-        create(ns, cast(Any, obj))  # the client takes plain dicts
-    except client.exceptions.ApiException as exc:
-        if exc.status != 409:
-            raise
-        patch(name, ns, cast(Any, obj))
 
 
 @kopf.on.create(API_GROUP, API_VERSION, PLURAL)
@@ -156,10 +141,10 @@ def _apply(obj: dict[str, Any]) -> None:
 @HANDLER_SECONDS.labels("reconcile").time()
 def reconcile(body: kopf.Body, **_: Any) -> None:
     doc = dict(body)
-    _apply(render.config_map(doc, store_cas()))
-    _apply(render.service(doc))
+    objs = [render.config_map(doc, store_cas()), render.service(doc)]
     if OPERATOR_PODS is not None:  # the chart's networkPolicy.enabled
-        _apply(netpol.worker_policy(doc, OPERATOR_PODS))
+        objs.append(netpol.worker_policy(doc, OPERATOR_PODS))
+    _api["owned"].apply(objs)
     _runner(doc).update_body(doc)
 
 
@@ -192,6 +177,7 @@ def cleanup(body: kopf.Body, **_: Any) -> None:
     key = (doc["metadata"]["namespace"], doc["metadata"]["name"])
     with _lock:
         _runners.pop(key, None)
+    _api["owned"].forget(*key)
     try:
         spec = resolve_spec(doc, _core(), DEFAULTS)
         if spec.redis_url:
