@@ -155,6 +155,17 @@ def _start_running(api: client.CustomObjectsApi, namespace: str, n: int) -> list
                      f"{ {n: (phases.get(n) or {}).get('phase') for n in names} }")
 
 
+def _teardown(api: client.CustomObjectsApi, core: client.CoreV1Api, namespace: str) -> None:
+    """Pipelines first, while their operator still runs their finalizers; then the release (its cluster-wide
+    objects: a deleted namespace alone leaves them, and the next install refuses to adopt them)."""
+    subprocess.run(["kubectl", "delete", PLURAL, "--all", "-n", namespace, "--wait=false"], capture_output=True)
+    deadline = time.monotonic() + 600
+    while _phases(api, namespace) and time.monotonic() < deadline:
+        time.sleep(2)
+    subprocess.run(["helm", "uninstall", "ftp", "--namespace", namespace, "--wait"], capture_output=True)
+    core.delete_namespace(namespace)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,50,200,500")
@@ -198,7 +209,8 @@ def main() -> None:
             console.print(table)
     finally:
         if not args.keep:
-            core.delete_namespace(namespace)
+            with console.status("deleting the pipelines, the release and the namespace"):
+                _teardown(api, core, namespace)
     console.print(f"the mark: the Kubeflow Spark Operator's published ~{KUBERNETES_SPARK_OPERATOR_APPS_PER_MIN} "
                   "applications per minute per controller (its own benchmark, not run here)")
 

@@ -48,6 +48,7 @@ from kubernetes import client
 from ftpipeline.spec.load import Problem, document_problems
 from ftpipeline.spec.schema import API_GROUP, API_VERSION, KIND, PLURAL
 from ftpipeline.worker import tls
+from ftpipeline_operator import owners
 from ftpipeline_operator.policy import Policy
 from ftpipeline_operator.policy import problems as policy_problems
 
@@ -92,7 +93,8 @@ def configure(settings: kopf.OperatorSettings) -> None:
     chart names (``FTPIPELINE_WEBHOOK_SERVICE``: name.namespace; ``FTPIPELINE_WEBHOOK_CONFIGURATION``)."""
     names = service_names(os.environ.get("FTPIPELINE_WEBHOOK_SERVICE", ""))
     secret = os.environ.get("FTPIPELINE_WEBHOOK_SECRET", "")
-    credentials = (shared_credentials(client.CoreV1Api(), secret, lambda: tls.generate("ftpipeline webhook", names))
+    credentials = (shared_credentials(client.CoreV1Api(), secret, lambda: tls.generate("ftpipeline webhook", names),
+                                      owners.release_deployment())
                    if secret else tls.generate("ftpipeline webhook", names))
     directory = credentials.write(Path(tempfile.mkdtemp(prefix="ftpipeline-webhook-")))
     settings.admission.server = kopf.WebhookServer(
@@ -104,8 +106,8 @@ def configure(settings: kopf.OperatorSettings) -> None:
         publish_ca(client.AdmissionregistrationV1Api(), name, credentials.ca)
 
 
-def shared_credentials(core: client.CoreV1Api, where: str, generate: Callable[[], tls.Credentials]
-                       ) -> tls.Credentials:
+def shared_credentials(core: client.CoreV1Api, where: str, generate: Callable[[], tls.Credentials],
+                       owner: dict[str, Any] | None = None) -> tls.Credentials:
     """The webhook's certificate in the Secret ``where`` (namespace/name): read, or generated and created
     when there is none; of two replicas that create it at once, the one refused reads the other's."""
     namespace, _, name = where.partition("/")
@@ -118,7 +120,8 @@ def shared_credentials(core: client.CoreV1Api, where: str, generate: Callable[[]
                 raise
         fresh = generate()
         body = {"metadata": {"name": name, "namespace": namespace,
-                             "labels": {"app.kubernetes.io/managed-by": "ftpipeline-operator"}},
+                             "labels": {"app.kubernetes.io/managed-by": "ftpipeline-operator"},
+                             "ownerReferences": [owner] if owner is not None else []},
                 "type": "Opaque",
                 "data": fresh.as_secret_body()}
         try:

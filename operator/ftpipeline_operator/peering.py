@@ -29,8 +29,12 @@ import os
 import random
 import time
 
+from typing import Any
+
 import kopf
 from kubernetes import client
+
+from ftpipeline_operator import owners
 
 log = logging.getLogger("ftpipeline.operator.peering")
 EPOCH_END = 4_000_000_000  # seconds: any start time before it gives a positive priority
@@ -42,14 +46,25 @@ def priority(started_at: float, tie: int) -> int:
     return (EPOCH_END - int(started_at)) * TIE_BREAK + tie % TIE_BREAK
 
 
-def ensure_peering_object(custom: client.CustomObjectsApi, name: str) -> None:
-    """Kopf publishes peers in an existing object; the first replica that starts makes it."""
-    body = {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": name}}
+def ensure_peering_object(custom: client.CustomObjectsApi, name: str, owner: dict[str, Any] | None = None) -> None:
+    """Kopf publishes peers in an existing object; the first replica that starts makes it, owned by
+    ``owner`` (``owners.py``: removed with the release). One made before it had an owner gets it."""
+    meta: dict[str, Any] = {"name": name}
+    if owner is not None:
+        meta["ownerReferences"] = [owner]
+    body = {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": meta}
     try:
         custom.create_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", body)
+        return
     except client.exceptions.ApiException as exc:
         if exc.status != 409:
             raise
+    if owner is not None:
+        existing: Any = custom.get_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", name)
+        if not existing.get("metadata", {}).get("ownerReferences"):
+            custom.patch_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", name,
+                                               {"metadata": {"ownerReferences": [owner]}},
+                                               _content_type="application/merge-patch+json")
 
 
 def configure(settings: kopf.OperatorSettings, custom: client.CustomObjectsApi) -> None:
@@ -57,7 +72,7 @@ def configure(settings: kopf.OperatorSettings, custom: client.CustomObjectsApi) 
     if not name:
         settings.peering.standalone = True
         return
-    ensure_peering_object(custom, name)
+    ensure_peering_object(custom, name, owners.release_cluster_role())
     settings.peering.standalone = False
     settings.peering.mandatory = True
     settings.peering.clusterwide = True

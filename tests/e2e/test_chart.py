@@ -200,14 +200,20 @@ def test_default_values_grant_secrets_in_the_release_namespace_alone() -> None:
 
 def test_the_webhook_certificate_role_reads_one_secret_in_the_release_namespace() -> None:
     """The replicas share the webhook's certificate through one Secret: the operator may create Secrets in its
-    own namespace and read that one alone, whatever it watches."""
+    own namespace and read that one alone, whatever it watches, and read its own Deployment (the Secret's
+    owner, so that it goes with the release)."""
     for docs in (render(), render("watchNamespaces={team-a}")):
         [role] = [d for d in docs if d["kind"] == "Role" and str(d["metadata"]["name"]).endswith("-operator")]  # type: ignore[index]
         assert role["metadata"]["namespace"] == "ns"  # type: ignore[index]
         assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
                                  {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"],
-                                  "resourceNames": ["t-ftpipeline-webhook-tls"]}]
-        assert _operator_env(docs)["FTPIPELINE_WEBHOOK_SECRET"] == "ns/t-ftpipeline-webhook-tls"
+                                  "resourceNames": ["t-ftpipeline-webhook-tls"]},
+                                 {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"],
+                                  "resourceNames": ["t-ftpipeline-operator"]}]
+        env = _operator_env(docs)
+        assert env["FTPIPELINE_WEBHOOK_SECRET"] == "ns/t-ftpipeline-webhook-tls"
+        assert env["FTPIPELINE_OPERATOR_DEPLOYMENT"] == "ns/t-ftpipeline-operator"
+        assert env["FTPIPELINE_OWNER_CLUSTERROLE"] == "t-ftpipeline"
 
 
 def test_two_replicas_roll_without_downtime_and_peer_under_a_name_of_their_release() -> None:

@@ -27,8 +27,30 @@ SELECTOR = "app.kubernetes.io/component=operator"
 
 @pytest.fixture
 def two_operators(kube: client.ApiClient, namespace: str, crd: str) -> Iterator[str]:
+    """Two replicas; after ``helm uninstall``, what the operator made for itself (the peering object, the
+    webhook certificate's Secret) is gone with the release (``ftpipeline_operator/owners.py``)."""
+    custom, core = client.CustomObjectsApi(kube), client.CoreV1Api(kube)
     with chart(namespace, "--set", "operator.replicas=2") as release:
+        secret = core.read_namespaced_secret("ftp-ftpipeline-webhook-tls", namespace)
+        peering = custom.get_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", f"{namespace}.ftp-ftpipeline")
+        assert [o.kind for o in secret.metadata.owner_references or []] == ["Deployment"]
+        assert [o["kind"] for o in peering["metadata"].get("ownerReferences", [])] == ["ClusterRole"]
         yield release
+    wait_for("the peering object removed with the release",
+             lambda: _gone(lambda: custom.get_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings",
+                                                                    f"{namespace}.ftp-ftpipeline")), 120)
+    wait_for("the webhook Secret removed with the release",
+             lambda: _gone(lambda: core.read_namespaced_secret("ftp-ftpipeline-webhook-tls", namespace)), 120)
+
+
+def _gone(read: Any) -> bool:
+    try:
+        read()
+    except client.exceptions.ApiException as exc:
+        if exc.status == 404:
+            return True
+        raise
+    return False
 
 
 def _peers(kube: client.ApiClient, namespace: str) -> dict[str, Any]:
