@@ -94,7 +94,11 @@ def server_side_apply(core: client.CoreV1Api) -> Callable[[Obj], None]:
 
     def send(obj: Obj) -> None:
         meta = obj["metadata"]
-        patch[obj["kind"]](meta["name"], meta["namespace"], cast(Any, dict(obj)), field_manager=FIELD_MANAGER,
-                           force=True, _content_type=APPLY)
+        # the answer (the whole object, its managed fields included) is not read into the client's models:
+        # that took more of the handler's time than the request; an error status still raises
+        answer = patch[obj["kind"]](meta["name"], meta["namespace"], cast(Any, dict(obj)), field_manager=FIELD_MANAGER,
+                                    force=True, _content_type=APPLY, _preload_content=False)
+        answer.drain_conn()  # read to the end, unparsed: the connection goes back to the pool
+        answer.release_conn()
 
     return send

@@ -12,11 +12,13 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
+import pytest
 from kubernetes import client
 
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline_operator import render
 from ftpipeline_operator.cluster import KubernetesCluster
+from ftpipeline_operator.owned import OwnedObjects, server_side_apply
 from ftpipeline_operator.runner import Defaults, PipelineRunner
 from ftpipeline_operator.slots import CoordinatorSlots
 
@@ -36,8 +38,18 @@ def created(kube: client.ApiClient, namespace: str) -> dict[str, Any]:
 def test_rendered_objects_are_accepted_by_the_api_server(kube: client.ApiClient, namespace: str, crd: str) -> None:
     body = created(kube, namespace)
     core = client.CoreV1Api(kube)
-    core.create_namespaced_config_map(namespace, cast(Any, render.config_map(body)))
-    core.create_namespaced_service(namespace, cast(Any, render.service(body)))
+    # the reconcile handler's own writes (server-side apply): a first apply creates, a changed one updates
+    owned = OwnedObjects(server_side_apply(core))
+    assert owned.apply([render.config_map(body), render.service(body)]) == 2
+    workers = int(body["spec"]["workers"]) + 1
+    changed = {**body, "spec": {**body["spec"], "workers": workers}}
+    assert owned.apply([render.config_map(changed), render.service(changed)]) == 1  # the Service is unchanged
+    stored = core.read_namespaced_config_map(render.config_map_name("api"), namespace).data[render.PIPELINE_FILE]
+    assert f"workers: {workers}" in stored
+    bad = {**render.service(body), "spec": {**render.service(body)["spec"], "ports": [{"port": -1}]}}
+    with pytest.raises(client.exceptions.ApiException) as refused:
+        owned.apply([bad])
+    assert refused.value.status == 422
     # server-side dry run: the pod passes the API server's full validation without being scheduled
     pod = core.create_namespaced_pod(namespace, cast(Any, render.worker_pod(body, "w0", "r1", {"redis": "redis://r"})),
                                      dry_run="All")
