@@ -1,7 +1,7 @@
 """Session-wide test hooks: which long tests run (``rotation.py``), and slow tests named as they end.
 
-A slow test is named as soon as it ends, not only in the closing durations table: a run stopped by
-an outer time limit never prints that table, and the line says where the time went.
+A slow or failed test is named as soon as it ends (a failure with its first line), not only in the
+closing tables: a run stopped by an outer time limit never prints them.
 """
 
 from __future__ import annotations
@@ -13,9 +13,12 @@ SLOW_S = 120.0
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.when != "call" or report.duration < SLOW_S:
-        return
-    print(f"\n[slow {report.duration:.0f}s {report.outcome}] {report.nodeid}", flush=True)
+    if report.failed:  # what failed, at once: the summary at the end may never be printed
+        crash = getattr(report.longrepr, "reprcrash", None)
+        why = crash.message.splitlines()[0][:500] if crash is not None and crash.message else ""
+        print(f"\n[failed {report.when} {report.duration:.0f}s] {report.nodeid}: {why}", flush=True)
+    elif report.when == "call" and report.duration >= SLOW_S:
+        print(f"\n[slow {report.duration:.0f}s {report.outcome}] {report.nodeid}", flush=True)
 
 
 def pytest_report_header() -> str:
