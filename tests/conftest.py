@@ -24,7 +24,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_report_header() -> str:
     from tests import rotation
 
-    which = "every test (FTPIPELINE_TEST_FULL=1)" if rotation.FULL else f"half {rotation.HALF}"
+    which = "every test (FTPIPELINE_TEST_FULL=1)" if rotation.FULL else f"part {rotation.PART}"
     return f"long tests: {which}, FTPIPELINE_TEST_ROTATION={rotation.ROTATION} (tests/rotation.py)"
 
 

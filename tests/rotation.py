@@ -6,12 +6,12 @@ take over two hours, past CI's limit. So the long tests are sorted here:
 
 - not named: run every time (one test of every mechanism: a kill, a
   rollback, a coordinator crash, an outage, each sink);
-- ``A`` or ``B``: one half per run, the other skipped saying so. The half
-  is ``FTPIPELINE_TEST_ROTATION`` modulo 2 (default: the day's number, so
-  consecutive days alternate); the header of a run prints it, and a run with
-  the same value runs the same tests;
-- ``full``: the rest of a matrix (more seeds, more moments of a kill), run
-  with ``FTPIPELINE_TEST_FULL=1`` only, as are both halves.
+- ``A``, ``B`` or ``C``: one part per run, the others skipped saying so. The
+  part is ``FTPIPELINE_TEST_ROTATION`` modulo 3 (default: the day's number,
+  so three days in a row run all three); the header of a run prints it, and
+  a run with the same value runs the same tests;
+- ``full``: further cases (more seeds, more moments of a kill, longer runs),
+  run with ``FTPIPELINE_TEST_FULL=1`` only, as are all three parts.
 
 A node id matches an entry that it starts with.
 """
@@ -23,7 +23,8 @@ import time
 
 FULL = os.environ.get("FTPIPELINE_TEST_FULL") == "1"
 ROTATION = int(os.environ.get("FTPIPELINE_TEST_ROTATION") or int(time.time() // 86400))
-HALF = "AB"[ROTATION % 2]
+PARTS = "ABC"
+PART = PARTS[ROTATION % len(PARTS)]
 
 CHAOS = "tests/chaos/test_chaos.py::test_a_fault_schedule_ends_equal_to_the_oracle"
 CKPT = "tests/integration/coordinator/test_checkpoints.py::"
@@ -31,44 +32,50 @@ LOG = "tests/integration/coordinator/test_command_log.py::"
 RECOVERY = "tests/integration/coordinator/test_recovery.py::"
 DELTA = "tests/integration/test_delta_pipeline.py::"
 KAFKA = "tests/integration/test_kafka_pipeline.py::"
+BOUNDED = "tests/integration/coordinator/test_bounded.py::"
+OUTAGES = "tests/integration/coordinator/test_outages.py::"
+CLI = "tests/integration/test_cli.py::"
 
 GROUPS: dict[str, str] = {
     # chaos: schedule 1 every time; 2 and 3 hold every other fault kind, 6 the loss of every worker
-    f"{CHAOS}[2-": "A", f"{CHAOS}[6-": "A", f"{CHAOS}[3-": "B", f"{CHAOS}[5-": "B", f"{CHAOS}[4-": "full",
+    f"{CHAOS}[2-": "A", f"{CHAOS}[3-": "B", f"{CHAOS}[6-": "C", f"{CHAOS}[4-": "full", f"{CHAOS}[5-": "full",
     # checkpoints: pipelined-checkpoint-during-checkpoint every time
-    f"{CKPT}test_a_killed_worker_with_checkpoints[lockstep-auto-during-checkpoint]": "A",
     f"{CKPT}test_every_committed_checkpoint_is_a_consistent_cut": "A",
     f"{CKPT}test_a_killed_worker_with_checkpoints[pipelined-auto-random]": "B",
-    f"{CKPT}test_a_zookeeper_session_expiry_during_a_checkpoint_leaves_no_half_commit": "B",
-    f"{CKPT}test_buffered_bytes_stay_bounded_over_200_steps": "B",
+    f"{CKPT}test_a_zookeeper_session_expiry_during_a_checkpoint_leaves_no_half_commit": "C",
+    f"{CKPT}test_a_killed_worker_with_checkpoints[lockstep-auto-during-checkpoint]": "full",
     f"{CKPT}test_a_killed_worker_with_checkpoints[lockstep-lineage-random]": "full",
+    f"{CKPT}test_buffered_bytes_stay_bounded_over_200_steps": "full",
     # the command log: a coordinator killed mid-recovery every time
     f"{LOG}test_a_stopped_worker_is_found_by_its_heartbeat_and_recovered[w1]": "A",
-    f"{LOG}test_a_killed_coordinator_resumes_from_the_log[mid-step-private]": "A",
-    f"{LOG}test_a_zombie_worker_that_wakes_up_after_its_epoch_is_refused": "B",
-    f"{LOG}test_the_log_stays_bounded_over_500_steps": "B",
+    f"{LOG}test_a_killed_coordinator_resumes_from_the_log[mid-step-private]": "B",
+    f"{LOG}test_a_zombie_worker_that_wakes_up_after_its_epoch_is_refused": "C",
     f"{LOG}test_a_stopped_worker_is_found_by_its_heartbeat_and_recovered[w2]": "full",
     f"{LOG}test_a_killed_coordinator_resumes_from_the_log[mid-step]": "full",
+    f"{LOG}test_the_log_stays_bounded_over_500_steps": "full",
     # recovery: the example with a killed worker every time
-    f"{RECOVERY}test_recovery_replays_only_the_lost_work": "A",
-    f"{RECOVERY}test_a_kill_in_the_middle_of_a_chain_reruns_the_chain_whole": "B",
+    f"{RECOVERY}test_a_kill_in_the_middle_of_a_chain_reruns_the_chain_whole": "A",
+    f"{RECOVERY}test_recovery_replays_only_the_lost_work": "B",
     f"{RECOVERY}test_example_survives_a_killed_worker[0]": "full",
-    "tests/integration/coordinator/test_bounded.py::test_a_kill_with_default_settings": "B",
-    "tests/integration/coordinator/test_outages.py::test_a_redis_that_comes_back_empty": "A",
-    "tests/integration/coordinator/test_outages.py::test_unwritable_checkpoint_storage": "B",
+    f"{BOUNDED}test_five_hundred_steps_with_default_settings_stay_flat": "A",
+    f"{BOUNDED}test_a_kill_with_default_settings": "C",
+    f"{OUTAGES}test_a_redis_that_comes_back_empty": "A",
+    f"{OUTAGES}test_unwritable_checkpoint_storage": "B",
     "tests/integration/state/test_ttl.py::test_a_ttl_aggregate_equals_the_oracle_through_a_killed_worker[memory": "B",
-    "tests/integration/test_cli.py::test_existing_output_is_not_overwritten_silently": "A",
-    "tests/integration/test_cli.py::test_a_recovery_replays_no_dead_letter_twice": "B",
+    f"{CLI}test_existing_output_is_not_overwritten_silently": "A",
+    f"{CLI}test_a_recovery_replays_no_dead_letter_twice": "B",
     # Delta and Kafka: a killed worker every time
     f"{DELTA}test_kafka_to_delta_equals_the_oracle_whatever_is_killed[in-commit]": "A",
-    f"{DELTA}test_a_coordinator_that_crashes_resumes": "A",
     f"{DELTA}test_kafka_to_delta_equals_the_oracle_whatever_is_killed[timed]": "B",
+    f"{DELTA}test_a_step_whose_schema_the_table_refuses": "C",
+    f"{DELTA}test_with_merge_schema": "C",
     f"{DELTA}test_kafka_to_delta_equals_the_oracle_whatever_is_killed[rollback]": "full",
-    f"{KAFKA}test_kafka_to_kafka_equals_the_oracle_whatever_is_killed[in-commit]": "A",
+    f"{DELTA}test_a_coordinator_that_crashes_resumes": "full",
     f"{KAFKA}test_partitions_added_while_it_runs": "A",
-    f"{KAFKA}test_kafka_to_kafka_equals_the_oracle_whatever_is_killed[zombie]": "B",
-    f"{KAFKA}test_a_coordinator_that_crashes_resumes": "B",
-    f"{KAFKA}test_a_broker_killed_and_restarted_mid_run": "B",
+    f"{KAFKA}test_kafka_to_kafka_equals_the_oracle_whatever_is_killed[in-commit]": "B",
+    f"{KAFKA}test_kafka_to_kafka_equals_the_oracle_whatever_is_killed[zombie]": "C",
+    f"{KAFKA}test_a_coordinator_that_crashes_resumes": "C",
+    f"{KAFKA}test_a_broker_killed_and_restarted_mid_run": "C",
     f"{KAFKA}test_kafka_to_kafka_equals_the_oracle_whatever_is_killed[clean]": "full",
     f"{KAFKA}test_kafka_to_kafka_equals_the_oracle_whatever_is_killed[rollback]": "full",
     f"{KAFKA}test_kafka_to_kafka_equals_the_oracle_whatever_is_killed[timed]": "full",
@@ -85,9 +92,9 @@ def group(nodeid: str) -> str | None:
 def skipped_because(nodeid: str) -> str | None:
     """Why this run skips the test, or None when it runs it."""
     name = group(nodeid)
-    if FULL or name is None or name == HALF:
+    if FULL or name is None or name == PART:
         return None
     if name == "full":
-        return "a further case of its matrix: runs with FTPIPELINE_TEST_FULL=1 (tests/rotation.py)"
-    return (f"half {name} of the long tests: this run is half {HALF} (FTPIPELINE_TEST_ROTATION={ROTATION}); "
-            f"FTPIPELINE_TEST_FULL=1 runs both (tests/rotation.py)")
+        return "a further case: runs with FTPIPELINE_TEST_FULL=1 (tests/rotation.py)"
+    return (f"part {name} of the long tests: this run is part {PART} (FTPIPELINE_TEST_ROTATION={ROTATION}); "
+            f"FTPIPELINE_TEST_FULL=1 runs all (tests/rotation.py)")

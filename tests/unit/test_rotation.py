@@ -1,4 +1,4 @@
-"""The table of long tests (tests/rotation.py) names tests that exist, and each run skips one half."""
+"""The table of long tests (tests/rotation.py) names tests that exist, and each run takes one part."""
 
 from __future__ import annotations
 
@@ -24,15 +24,17 @@ def test_every_entry_names_a_collected_test() -> None:
     assert not stale, f"tests/rotation.py names tests that no longer exist: {stale}"
 
 
-def test_the_two_halves_skip_each_other_and_full_runs_every_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    halves = {name: [p for p, g in rotation.GROUPS.items() if g == name] for name in ("A", "B", "full")}
-    assert all(halves.values())
+def test_each_run_takes_one_part_and_full_runs_every_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    parts = {name: [p for p, g in rotation.GROUPS.items() if g == name] for name in (*rotation.PARTS, "full")}
+    assert all(parts.values())
+    assert set(rotation.GROUPS.values()) == set(parts)
     monkeypatch.setattr(rotation, "FULL", False)
-    for half, other in (("A", "B"), ("B", "A")):
-        monkeypatch.setattr(rotation, "HALF", half)
-        assert all(rotation.skipped_because(p) is None for p in halves[half])
-        assert all("half" in (rotation.skipped_because(p) or "") for p in halves[other])
-        assert all("FTPIPELINE_TEST_FULL" in (rotation.skipped_because(p) or "") for p in halves["full"])
+    for part in rotation.PARTS:
+        monkeypatch.setattr(rotation, "PART", part)
+        assert all(rotation.skipped_because(p) is None for p in parts[part])
+        for other in set(rotation.PARTS) - {part}:
+            assert all("part" in (rotation.skipped_because(p) or "") for p in parts[other])
+        assert all("FTPIPELINE_TEST_FULL" in (rotation.skipped_because(p) or "") for p in parts["full"])
         assert rotation.skipped_because("tests/integration/test_oracle.py::anything") is None
     monkeypatch.setattr(rotation, "FULL", True)
     assert all(rotation.skipped_because(p) is None for p in rotation.GROUPS)
