@@ -4,9 +4,10 @@
 
 Several replicas may run: one is active, the others stand by (``peering.py``).
 
-- create/resume/update of an FTPipeline: apply its ConfigMap, Service and NetworkPolicy
-  (``owned.py``: one request each, side by side), hand the new body to its runner (suspend,
-  restart and checkpoint nonces);
+- create/resume/update of an FTPipeline: hand the new body to its runner (suspend, restart and
+  checkpoint nonces), and no more: each attempt applies the pipeline's ConfigMap, Service and
+  NetworkPolicy first (``publish``, ``owned.py``: one request each, side by side), on a
+  coordinator thread, not on Kopf's handler executor;
 - a daemon per FTPipeline: a coroutine that runs the coordinator on a thread of the
   operator's own pool while the pipeline runs, and holds none while it waits (``slots.py``);
 - events of worker pods: to the runner of their pipeline, which reports lost
@@ -79,9 +80,13 @@ REGISTRY = CollectorRegistry()
 SLOTS = CoordinatorSlots(int(os.environ.get("FTPIPELINE_MAX_RUNNING_PIPELINES", "100")))
 DAEMON_EXIT_WAIT_S = 10.0  # how long a deletion waits for the pipeline's daemon to end by itself
 DAEMON_CANCEL_S = 60.0     # then Kopf gives up on it (a thread cannot be cancelled) and the finalizer goes
+SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2.5, 5, 10, 30)
 HANDLER_SECONDS = Histogram("ftpipeline_operator_handler_seconds", "How long the operator's handlers take",
                             ["handler"], registry=REGISTRY,
-                            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2.5, 5, 10, 30))
+                            buckets=SECONDS_BUCKETS)
+PUBLISH_SECONDS = Histogram("ftpipeline_operator_publish_seconds",
+                            "How long writing a pipeline's ConfigMap, Service and NetworkPolicy takes (each attempt)",
+                            registry=REGISTRY, buckets=SECONDS_BUCKETS)
 PIPELINES = Gauge("ftpipeline_operator_pipelines", "FTPipelines this operator knows", registry=REGISTRY)
 RUNNING = Gauge("ftpipeline_operator_running_coordinators", "Coordinators running on the operator's threads",
                 registry=REGISTRY)
@@ -105,7 +110,8 @@ def _runner(body: Mapping[str, Any]) -> PipelineRunner:
             def post(kind: str, reason: str, message: str) -> None:
                 kopf.event(cast(kopf.Body, body), type=kind, reason=reason, message=message)
 
-            runner = _runners[key] = PipelineRunner(key, _core(), _api["custom"], DEFAULTS, REGISTRY, post)
+            runner = _runners[key] = PipelineRunner(key, _core(), _api["custom"], DEFAULTS, REGISTRY, post,
+                                                    publish=publish)
         return runner
 
 
@@ -140,12 +146,20 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 @kopf.on.update(API_GROUP, API_VERSION, PLURAL)
 @HANDLER_SECONDS.labels("reconcile").time()
 def reconcile(body: kopf.Body, **_: Any) -> None:
+    """Hands the new body to its runner and no more: what it implies is done by the pipeline's next attempt,
+    on a coordinator thread (its objects too: ``publish``), so a burst of creations never waits here on the
+    API server while pod events and deletions queue behind it."""
     doc = dict(body)
+    _runner(doc).update_body(doc)
+
+
+@PUBLISH_SECONDS.time()
+def publish(doc: Mapping[str, Any]) -> None:
+    """The objects a pipeline owns, as its document now says (``owned.py``: each sent only when changed)."""
     objs = [render.config_map(doc, store_cas()), render.service(doc)]
     if OPERATOR_PODS is not None:  # the chart's networkPolicy.enabled
         objs.append(netpol.worker_policy(doc, OPERATOR_PODS))
     _api["owned"].apply(objs)
-    _runner(doc).update_body(doc)
 
 
 @kopf.daemon(API_GROUP, API_VERSION, PLURAL, cancellation_backoff=DAEMON_EXIT_WAIT_S,

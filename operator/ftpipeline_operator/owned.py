@@ -1,8 +1,8 @@
 """The objects a pipeline owns (its ConfigMap, Service, NetworkPolicy), written in one request each, at once.
 
-Every create, update and resume of an FTPipeline runs the reconcile handler on
-Kopf's shared handler executor, so what the handler spends waiting on the API
-server is taken from every other handler (pod events, deletions). Three
+Each attempt of a pipeline applies them first (``runner.py``; in a burst of
+creations, hundreds at once, on the coordinator threads), so what it spends
+waiting on the API server delays the pipeline's start and its status. Three
 things keep that wait short:
 
 - **server-side apply**: one PATCH creates or updates an object, where a

@@ -5,9 +5,14 @@ on a coordinator thread, and between attempts waits holding none. An attempt
 validates the pipeline (the parts a structural schema cannot check), opens
 the run (``coordinator/session.py``) and runs the coordinator with workers as
 pods (``cluster.py``), reporting through ``status.py``. What changes a run
-from outside reaches it through :meth:`update_body`:
+from outside reaches it through :meth:`update_body`, which only records the
+new body: the objects the pipeline owns are written by the next attempt
+(``publish``), off Kopf's handler executor, so a pod always reads the
+document of the run it belongs to:
 
-    PENDING --a coordinator thread free--> STARTING --workers joined--> RUNNING
+    PENDING --a coordinator thread free--> PUBLISHING (the pipeline's ConfigMap, Service, NetworkPolicy)
+    PUBLISHING --spec.suspend--> SUSPENDED
+    PUBLISHING --> STARTING --workers joined--> RUNNING
     RUNNING --pod lost--> RECOVERING --recovered--> RUNNING
     RUNNING --maxSteps committed or input ended--> SUCCEEDED (thread given back)
     RUNNING --spec.suspend--> SUSPENDED (thread given back) --suspend cleared--> STARTING (resumed)
@@ -182,8 +187,10 @@ def checkpoints_off_warning(raw: Mapping[str, Any], spec: PipelineSpec) -> str |
 
 class PipelineRunner:
     def __init__(self, key: tuple[str, str], core: client.CoreV1Api, custom: client.CustomObjectsApi,
-                 defaults: Defaults, metrics_registry: Any, post_event: Callable[[str, str, str], None]) -> None:
+                 defaults: Defaults, metrics_registry: Any, post_event: Callable[[str, str, str], None],
+                 publish: Callable[[Mapping[str, Any]], None] = lambda body: None) -> None:
         self.namespace, self.name = key
+        self.publish = publish  # writes the objects the pipeline owns (ConfigMap, Service, NetworkPolicy)
         self.core = core
         self.custom = custom
         self.defaults = defaults
@@ -250,11 +257,12 @@ class PipelineRunner:
         if self.attempts is None or changed:  # a new spec starts its budget over
             self.attempts = Attempts(policy_of(self.body["spec"]), time.monotonic)
         reporter = self.reporter = self._reporter()
-        if self.body["spec"].get("suspend"):
-            reporter.update(urgent=True, phase="Suspended", message="spec.suspend is true")
-            return Rest.CHANGE
-        reporter.update(attempt=self.attempts.attempt)
         try:
+            self.publish(self.body)  # this attempt's document, before any pod reads it
+            if self.body["spec"].get("suspend"):
+                reporter.update(urgent=True, phase="Suspended", message="spec.suspend is true")
+                return Rest.CHANGE
+            reporter.update(attempt=self.attempts.attempt)
             outcome = self._run_once(stopped, reporter)
         except (SpecError, Unrunnable) as exc:  # a spec the CRD cannot judge: retrying cannot help
             cause = "; ".join(map(str, exc.problems)) if isinstance(exc, SpecError) else str(exc)
@@ -269,7 +277,9 @@ class PipelineRunner:
                         extra={"pipeline": self.name, "error": str(exc)})
             return Rest.GONE
         except Exception as exc:  # a task failed; storage, Redis, ZooKeeper or the API server unreachable
-            cause = str(exc) if isinstance(exc, PipelineFailed) else one_line(exc)
+            cause = (str(exc) if isinstance(exc, PipelineFailed) else
+                     f"the API server answered {exc.status}: {api_message(exc)}" if isinstance(exc, ApiException)
+                     else one_line(exc))
             log.error("run failed", exc_info=not isinstance(exc, PipelineFailed),
                       extra={"pipeline": self.name, "error": cause})
             verdict = self.attempts.failed(one_line(cause))

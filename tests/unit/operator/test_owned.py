@@ -1,4 +1,4 @@
-"""The reconcile handler's writes: each object once per content, side by side, every failure waited out."""
+"""A pipeline's object writes: each object once per content, side by side, every failure waited out."""
 
 from __future__ import annotations
 
