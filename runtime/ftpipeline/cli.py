@@ -240,6 +240,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except PipelineFailed as exc:
         console.print(f"[red]pipeline failed:[/red] {exc}")
         code = 1
+    except SpecError as exc:  # found only against the run's state: a checkpoint this spec cannot reopen
+        console.print(f"[red]error:[/red] {exc}")
+        code = 2
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]")
         code = 130

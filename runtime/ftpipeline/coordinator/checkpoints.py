@@ -207,6 +207,7 @@ class CheckpointManager:
         record = self.store.step(cur.boundary)
         offsets = {c.key(): hi for c, (_, hi) in record.offsets.items()} if record else {}
         manifest = cur.manifest(offsets, committed)
+        manifest["parallelism"] = {s.name: s.parallelism for s in self.spec.stages}  # read by checkpoint/rescale.py
         low = min([s.step for s in cur.snapshots.values()] + [cur.boundary])
         steps = {s: self.store.step(s) for s in range(low + 1, cur.boundary + 1)}
         missing = sorted(s for s, r in steps.items() if r is None)

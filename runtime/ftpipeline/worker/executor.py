@@ -53,6 +53,7 @@ import pyarrow as pa
 from ftpipeline.barrier import ParquetBundleSink
 from ftpipeline.barrier.delta import DeltaBarrier, DeltaReleaseError, StepWrite, wants_delta, write_step
 from ftpipeline.barrier.kafka import STAGE_LIMIT, write_part
+from ftpipeline.checkpoint import rescale
 from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.checkpoint.tracker import ChannelSnapshot
 from ftpipeline.dataflow import aggregate as agg
@@ -72,6 +73,7 @@ from ftpipeline.spec.load import entry_problems, load_entry_module, worker_spec
 from ftpipeline.spec.model import PipelineSpec, StageKind, StageSpec
 from ftpipeline.state.backend import KeyedState, make_backend
 from ftpipeline.worker.buffer import ObjectBuffer, read_ipc
+from ftpipeline.worker.rekey import restore_rescaled
 from ftpipeline.worker.transport import SidecarClient
 
 log = logging.getLogger("ftpipeline.executor")
@@ -186,6 +188,10 @@ class TaskRunner:
     def _restore(self, ch: Channel, path: str, step: int) -> KeyedState | None:
         op = self.graph.stage(ch.stage).aggregate
         assert op is not None, f"{ch.key()} has a snapshot but no aggregate"
+        rescaled = rescale.parse(path)  # the stage's parallelism changed since the checkpoint
+        if rescaled is not None:
+            return restore_rescaled(self.spark, self.backend, self.storage, ch, rescaled, list(op.key_by), step,
+                                    indexed=op.ttl_steps > 0)
         return self.backend.restore(ch.key(), self.storage, path, list(op.key_by), step, indexed=op.ttl_steps > 0)
 
     def _inputs(self, inputs: list[list[Any]]) -> tuple[pa.Table | None, int]:

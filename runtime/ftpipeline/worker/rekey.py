@@ -1,0 +1,55 @@
+"""Restoring a channel whose stage's parallelism changed since the checkpoint: its keys from every old snapshot.
+
+Why here, in the Spark process: the rows a channel owns are those its
+upstream hash edge sends it, and that edge routes by Spark's own Murmur3
+``hash`` (``dataflow/partition.py``). Re-partitioning with anything else
+would put a key in one channel while its next rows arrive at another. So
+the keys of each old snapshot go through the same ``pmod(hash(keys), n)``
+in Spark, and the rows whose result is this channel's index are put into a
+new state (``checkpoint/rescale.py`` says which snapshots and which n).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ftpipeline.checkpoint.rescale import Rescaled
+from ftpipeline.checkpoint.storage import CheckpointStorage
+from ftpipeline.dataflow.frames import to_dataframe
+from ftpipeline.lineage.naming import Channel
+from ftpipeline.state.backend import KeyedState, StateBackend
+from ftpipeline.state.snapshots import read_rows
+
+_ROW = "__ftp_row"
+
+
+def targets(spark: Any, table: pa.Table, keys: list[str], parallelism: int) -> pa.Array:
+    """The channel (of ``parallelism``) each row of ``table`` belongs to, in row order."""
+    from pyspark.sql import functions as F
+
+    numbered = table.select(keys).append_column(_ROW, pa.array(range(table.num_rows), pa.int64()))
+    df = to_dataframe(spark, numbered)
+    out = df.select(F.col(_ROW), F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(parallelism)).alias("c")).toArrow()
+    order = pc.sort_indices(out[_ROW])
+    return pc.take(out["c"], order).combine_chunks()
+
+
+def restore_rescaled(spark: Any, backend: StateBackend, storage: CheckpointStorage, channel: Channel,
+                     rescaled: Rescaled, keys: list[str], step: int, indexed: bool) -> KeyedState | None:
+    """The state of ``channel`` at ``step``: the rows of every old snapshot whose keys hash to it (None: none)."""
+    state: KeyedState | None = None
+    for path in rescaled.sources:
+        schema, key_columns, batches = read_rows(storage, path, keys, step)
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            table = pa.Table.from_batches([batch], schema=schema)
+            mine = table.filter(pc.equal(targets(spark, table, key_columns, rescaled.parallelism), channel.index))
+            if mine.num_rows:
+                if state is None:
+                    state = backend.create(channel.key(), schema, key_columns, indexed)
+                state.put(mine)
+    return state
