@@ -43,7 +43,7 @@ def main() -> int:
     parser.add_argument("--keep-failed", type=Path, default=None,
                         help="copy a failing schedule's directory (logs, output, data) here")
     args = parser.parse_args()
-    from ftpipeline.worker.executor import build_session
+    from ftpipeline.worker.session import build_session
 
     console = Console()
     numbers = args.only or list(range(1, args.schedules + 1))

@@ -43,7 +43,8 @@ from ftpipeline.lineage.naming import Task, TaskKind
 from ftpipeline.obs.errors import one_line
 from ftpipeline.spec.load import load_entry_module, parse_pipeline
 from ftpipeline.worker.buffer import WHOLE, ObjectBuffer, write_ipc
-from ftpipeline.worker.executor import TaskRunner, build_session
+from ftpipeline.worker.executor import TaskRunner
+from ftpipeline.worker.session import build_session
 
 PIPELINE = """
 apiVersion: ftpipeline.io/v1alpha1

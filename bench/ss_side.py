@@ -33,7 +33,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from ftpipeline.dataflow import aggregate as agg
 from ftpipeline.spec.load import load_entry_module, load_pipeline
 from ftpipeline.spec.model import PipelineSpec, StageKind, StageSpec
-from ftpipeline.worker.executor import build_session
+from ftpipeline.worker.session import build_session
 
 SQL_TYPES = {"string": "STRING", "long": "BIGINT", "double": "DOUBLE", "boolean": "BOOLEAN"}
 

@@ -71,7 +71,7 @@ sys.path.insert(0, str(BENCH))
 import vs_spark_workloads as wl  # noqa: E402
 
 from ftpipeline.obs.spans import busy_seconds, step_spans  # noqa: E402
-from ftpipeline.worker.executor import WORKER_JAVA_OPTIONS  # noqa: E402
+from ftpipeline.worker.session import WORKER_JAVA_OPTIONS  # noqa: E402
 
 SS_SIDE = BENCH / "ss_side.py"
 

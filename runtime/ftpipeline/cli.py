@@ -46,7 +46,7 @@ from ftpipeline.servers import add_server_parsers
 from ftpipeline.spec.cores import master_for_process
 from ftpipeline.spec.load import SpecError, load_pipeline
 from ftpipeline.spec.model import PipelineSpec, StageSpec
-from ftpipeline.worker.executor import build_session
+from ftpipeline.worker.session import build_session
 
 
 # command-line option -> the PipelineSpec field it overrides

@@ -39,7 +39,7 @@ def test_the_sample_covers_every_fault_and_topology() -> None:
 
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from ftpipeline.worker.executor import build_session
+    from ftpipeline.worker.session import build_session
 
     session = build_session("local[2]", {}, tmp_path_factory.mktemp("chaos-spark"), "ftpipeline-chaos-oracle")
     yield session

@@ -209,7 +209,7 @@ def finished(api: client.CustomObjectsApi, namespace: str, name: str) -> dict[st
 
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from ftpipeline.worker.executor import build_session
+    from ftpipeline.worker.session import build_session
 
     session = build_session("local[2]", {}, tmp_path_factory.mktemp("oracle-spark"), "ftpipeline-e2e-oracle")
     yield session

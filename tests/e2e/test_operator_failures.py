@@ -164,7 +164,7 @@ def test_broken_pipelines_end_failed_in_one_line_while_a_healthy_one_runs(
 
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from ftpipeline.worker.executor import build_session
+    from ftpipeline.worker.session import build_session
 
     session = build_session("local[1]", {}, tmp_path_factory.mktemp("oracle-spark"), "ftpipeline-e2e-failures")
     yield session

@@ -140,7 +140,7 @@ def test_the_readme_kubernetes_commands_run_the_example_through_a_deleted_worker
         if "sink" in stage:
             relative = Path(stage["sink"]["parquet"]["path"]).relative_to("/data")
             stage["sink"]["parquet"]["path"] = str(data / relative)
-    from ftpipeline.worker.executor import build_session
+    from ftpipeline.worker.session import build_session
 
     spark = build_session("local[1]", {}, tmp_path / "oracle", "ftpipeline-e2e-readme")
     try:

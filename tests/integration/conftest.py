@@ -66,7 +66,7 @@ def pipeline_name() -> str:
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A plain local SparkSession for oracles (not a worker, not the runtime)."""
-    from ftpipeline.worker.executor import build_session
+    from ftpipeline.worker.session import build_session
 
     session = build_session("local[2]", {}, tmp_path_factory.mktemp("oracle-spark"), "ftpipeline-tests-oracle")
     yield session

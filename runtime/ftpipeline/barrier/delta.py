@@ -63,7 +63,7 @@ SPARK_SETTINGS = {
 
 def spark_settings(conf: Mapping[str, str], delta: bool) -> dict[str, str]:
     """A pipeline's Spark settings, with Delta's when it has a Delta sink (its Spark processes then put the
-    pinned jars on their class path: ``worker/executor.build_session``)."""
+    pinned jars on their class path: ``worker/session.build_session``)."""
     return {**SPARK_SETTINGS, **conf} if delta else dict(conf)
 
 

@@ -51,7 +51,7 @@ from typing import Any, NoReturn
 import pyarrow as pa
 
 from ftpipeline.barrier import ParquetBundleSink
-from ftpipeline.barrier.delta import DeltaBarrier, DeltaReleaseError, StepWrite, wants_delta, write_step
+from ftpipeline.barrier.delta import DeltaBarrier, DeltaReleaseError, StepWrite, write_step
 from ftpipeline.barrier.kafka import STAGE_LIMIT, write_part
 from ftpipeline.checkpoint import rescale
 from ftpipeline.checkpoint.storage import CheckpointStorage
@@ -64,16 +64,15 @@ from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.partition import hashing, split, wanted
 from ftpipeline.dataflow.plans import Plans
 from ftpipeline.dataflow.sources import DeadLetter, SourceReader, make_reader, read_ranges
-from ftpipeline.embedded.jars import DELTA
 from ftpipeline.lineage.naming import Channel, ObjectName, Task, TaskKind
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.logging import setup_json_logging
-from ftpipeline.spec.cores import cores_of
 from ftpipeline.spec.load import entry_problems, load_entry_module, worker_spec
 from ftpipeline.spec.model import PipelineSpec, StageKind, StageSpec
 from ftpipeline.state.backend import KeyedState, make_backend
 from ftpipeline.worker.buffer import ObjectBuffer, read_ipc
 from ftpipeline.worker.rekey import restore_rescaled
+from ftpipeline.worker.session import WORKER_JAVA_OPTIONS, build_session
 from ftpipeline.worker.transport import SidecarClient
 
 log = logging.getLogger("ftpipeline.executor")
@@ -358,49 +357,6 @@ def _compose(program: list[Callable[[Any], Any]]) -> Callable[[Any], Any]:
             df = step(df)
         return df
     return run
-
-
-# A worker's JVM runs one small Spark job per task: planning, analysis and codegen, far more than
-# tight loops over rows. Its C2 compiler kept recompiling that code for minutes, on cores the
-# other workers need (each worker is a JVM of its own). With C1 alone and the serial collector
-# (one executor thread, a small heap), a stateless step of 25k rows per worker (two workers, two
-# cores) took 0.15-0.17 s instead of 0.21-0.22 s after 60 steps, and 0.21-0.23 s instead of
-# 0.33-0.35 s over the first 20. FTPIPELINE_WORKER_JAVA_OPTIONS replaces them.
-WORKER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-
-
-def build_session(master: str, conf: dict[str, str], work_dir: Path, app: str, java_options: str = "") -> Any:
-    """A local SparkSession tuned for many small jobs (one per task)."""
-    from pyspark.sql import SparkSession
-
-    # JVM options must be given at launch: the builder's settings arrive too late.
-    log4j = Path(__file__).resolve().parent.parent / "obs" / "log4j2.properties"
-    os.environ.setdefault(
-        "PYSPARK_SUBMIT_ARGS",
-        f'--driver-java-options "-Dlog4j2.configurationFile=file:{log4j} -Dderby.system.home={work_dir / "derby"}'
-        f'{" " + java_options if java_options else ""}" pyspark-shell',
-    )
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", str(cores_of(master)))  # a shuffle per task thread
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.local.dir", str(work_dir / "spark-tmp"))
-        .config("spark.sql.warehouse.dir", str(work_dir / "spark-warehouse"))
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.adaptive.enabled", "false")  # small jobs: adapting costs more planning than it saves
-    )
-    conf = dict(conf)
-    if wants_delta(conf):  # a Delta sink: the pinned delta-spark closure (fetched on first use) on the class path
-        DELTA.fetch()
-        conf["spark.jars"] = ",".join([*filter(None, [conf.get("spark.jars", "")]), *map(str, DELTA.paths())])
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 def _sidecar_address(work_dir: Path, timeout_s: float = 60) -> str:

@@ -17,7 +17,7 @@ import pyarrow as pa
 def main(work: Path) -> dict[str, Any]:
     from ftpipeline.barrier.delta import DeltaBarrier, DeltaReleaseError, StepWrite, spark_settings, write_step
     from ftpipeline.spec.model import DeltaSink, PipelineSpec
-    from ftpipeline.worker.executor import build_session
+    from ftpipeline.worker.session import build_session
 
     spark = build_session("local[1]", spark_settings({}, delta=True), work / "spark", "delta-barrier-test")
     spec = PipelineSpec(name="orders", image=None, entry_point="orders.py", workers=1, stages=(), base_dir=work)
