@@ -48,7 +48,8 @@ from ftpipeline.control import access
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.spec.schema import API_GROUP, API_VERSION, PLURAL
 from ftpipeline_operator import admission, netpol, peering, render
-from ftpipeline_operator.runner import Defaults, PipelineRunner, resolve_spec
+from ftpipeline_operator.resolve import Defaults, resolve_spec
+from ftpipeline_operator.runner import PipelineRunner
 from ftpipeline_operator.slots import CoordinatorSlots
 from ftpipeline_operator.owned import OwnedObjects, server_side_apply
 from ftpipeline_operator.stores import store_cas, uses_default_redis

@@ -17,6 +17,8 @@ document of the run it belongs to:
     RUNNING --maxSteps committed or input ended--> SUCCEEDED (thread given back)
     RUNNING --spec.suspend--> SUSPENDED (thread given back) --suspend cleared--> STARTING (resumed)
     RUNNING --spec.restartNonce changed--> STARTING (resumed on fresh pods)
+    RUNNING --any other change to what runs (an upgrade, ``upgrades.py``)--> a checkpoint, then STARTING
+            with the new spec from it; RolledBack to the last stable spec if it commits no step in time
     any     --the run failed, restart budget left--> RETRYING --backoff (no thread)--> STARTING (resumed)
     any     --the run failed, budget spent / a spec that cannot run--> FAILED --spec changed--> STARTING
     STARTING --a fresh run's sink holds output, existingOutput: fail--> FAILED (ExistingOutput; nothing touched)
@@ -43,7 +45,6 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, ClassVar, Protocol, cast
 
 import pydantic
@@ -57,21 +58,22 @@ from ftpipeline.coordinator.session import open_session
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.metrics import RunMetrics
-from ftpipeline.spec.load import Problem, SpecError, checkpoint_interval_given, parse_pipeline
+from ftpipeline.spec.load import Problem, SpecError
 from ftpipeline.spec.model import PipelineSpec
-from ftpipeline.spec.schema import API_GROUP, API_VERSION, DEFAULT_CHECKPOINT_STEPS, PLURAL
+from ftpipeline.spec.schema import API_GROUP, API_VERSION, PLURAL
 from ftpipeline.worker.tls import FILES as TLS_FILES
 from ftpipeline.worker.tls import Credentials
 from ftpipeline.worker.tls import problems as tls_problems
 from ftpipeline.worker.tls import generate as issue
 from ftpipeline_operator import render
-from ftpipeline_operator.policy import Policy
 from ftpipeline_operator.policy import problems as policy_problems
 from ftpipeline_operator.attempts import Attempts, Verdict, policy_of
 from ftpipeline_operator.cluster import KubernetesCluster
 from ftpipeline_operator.stores import issue as issue_store_users
 from ftpipeline_operator.stores import put_secret, store_cas, uses_default_redis, uses_default_zookeeper
 from ftpipeline_operator.status import StatusReporter, api_message, now_iso
+from ftpipeline_operator.resolve import Defaults, Unrunnable, checkpoints_off_warning, pod_problems, resolve_spec
+from ftpipeline_operator.upgrades import FAILED, SUCCEEDED, SUSPENDED, Upgrades
 
 log = logging.getLogger("ftpipeline.operator.runner")
 
@@ -99,90 +101,7 @@ class Rest:
 Rest.NONE, Rest.CHANGE, Rest.GONE = Rest(), Rest(for_change=True), Rest(gone=True)
 
 
-class Unrunnable(RuntimeError):
-    """The spec cannot run as it is (the API server rejects its worker pod): retrying cannot help."""
-
-
-@dataclass(frozen=True)
-class Defaults:
-    """What pipelines that name none get: the chart's in-cluster Redis and ZooKeeper, the operator's image."""
-
-    redis_url: str = ""
-    zookeeper: str = ""
-    image: str = ""
-    image_pull_policy: str = ""
-    policy: Policy = Policy()  # what pipelines may put into their pods (the chart's values)
-    redis_users: bool = False  # redis_url is an admin's: each pipeline gets a Redis user of its own (stores.py)
-    zookeeper_users: bool = False  # zookeeper is the super user's: each pipeline gets an identity of its own
-    kafka: str = ""            # the chart's in-cluster broker (kafka.enabled), for pipelines on Kafka that name none
-
-
-def read_secret(core: client.CoreV1Api, namespace: str, ref: Mapping[str, str], field: str) -> str:
-    import base64
-
-    try:
-        secret = core.read_namespaced_secret(ref["name"], namespace)
-    except client.exceptions.ApiException as exc:
-        what = {404: "not found", 403: "not readable by the operator"}.get(exc.status, f"unreadable ({exc.reason})")
-        raise PipelineFailed(f"Secret {namespace}/{ref['name']} {what} ({field}.secretRef)") from None
-    data = (secret.data or {}).get(ref["key"])
-    if data is None:
-        raise PipelineFailed(f"Secret {namespace}/{ref['name']} has no key {ref['key']!r} ({field}.secretRef)")
-    return base64.b64decode(data).decode()
-
-
-def pod_problems(exc: pydantic.ValidationError, own_volumes: int) -> str:
-    """The client's validation errors of a worker pod as the pipeline's fields (``spec.volumes[i]...``)."""
-    out = []
-    for error in exc.errors()[:3]:
-        loc = list(error["loc"][1:])  # the first element is the argument (the body)
-        if loc[:2] == ["spec", "volumes"] and isinstance(loc[2], int) and loc[2] >= own_volumes:
-            loc[2] -= own_volumes  # the pipeline's own spec.volumes follow the operator's
-        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
-        out.append(f"{path}: {error['msg']}")
-    return "; ".join(out)
-
-
-def resolve_spec(body: Mapping[str, Any], core: client.CoreV1Api, defaults: Defaults) -> PipelineSpec:
-    """The runtime's PipelineSpec of an FTPipeline, with endpoints resolved (Secrets, defaults)."""
-    source = f"ftpipeline {body['metadata']['namespace']}/{body['metadata']['name']}"
-    spec = parse_pipeline(render.pipeline_document(body), Path(render.PIPELINE_DIR), source=source,
-                          check_entry_point=False)
-    raw = body["spec"]
-    ns = body["metadata"]["namespace"]
-    redis_ref = (raw.get("redis") or {}).get("secretRef")
-    zk_ref = (raw.get("zookeeper") or {}).get("secretRef")
-    redis_url = read_secret(core, ns, redis_ref, "spec.redis") if redis_ref else (spec.redis_url or defaults.redis_url)
-    zookeeper = (read_secret(core, ns, zk_ref, "spec.zookeeper") if zk_ref
-                 else (spec.zookeeper or defaults.zookeeper or None))
-    kafka = raw.get("kafka") or {}
-    if spec.uses_kafka and not spec.kafka_bootstrap and not kafka.get("secretRef"):
-        if not defaults.kafka:
-            raise Unrunnable("the pipeline reads or writes Kafka, but spec.kafka names no cluster (bootstrapServers "
-                             "or secretRef) and the operator has no in-cluster broker (the chart's kafka.enabled)")
-        spec = replace(spec, kafka_bootstrap=defaults.kafka)
-    spec = replace(spec, redis_url=redis_url, zookeeper=zookeeper, identity=render.identity(body),
-                   label=render.metrics_label(body))
-    return replace(spec, checkpoint_steps=0) if default_checkpoints_lack_storage(raw) else spec
-
-
-def default_checkpoints_lack_storage(raw: Mapping[str, Any]) -> bool:
-    """No interval and no storage given: the default checkpoints stay off on Kubernetes, where a
-    checkpoint must be written where every worker (and its replacement) can read it, and the
-    pipeline's own directory is a read-only ConfigMap of one pod."""
-    return (bool(raw.get("faultTolerance", True)) and not checkpoint_interval_given(raw)
-            and "storage" not in (raw.get("checkpoint") or {}))
-
-
-def checkpoints_off_warning(raw: Mapping[str, Any], spec: PipelineSpec) -> str | None:
-    """The Warning Event of a fault-tolerant pipeline that runs without checkpoints, naming why."""
-    warning = spec.unbounded_warning
-    if warning is None:
-        return None
-    if default_checkpoints_lack_storage(raw):
-        return ("spec.checkpoint.storage.path is not set (a directory on a volume every worker mounts), so "
-                f"the default checkpoints every {DEFAULT_CHECKPOINT_STEPS} steps are off; {warning}")
-    return f"spec.checkpoint.intervalSteps and intervalMs are 0, so {warning}"
+UNHEALTHY = "the upgraded spec committed no step in time"
 
 
 class PipelineRunner:
@@ -196,7 +115,12 @@ class PipelineRunner:
         self.defaults = defaults
         self.registry = metrics_registry
         self.post_event = post_event
-        self.body: Mapping[str, Any] = {}
+        self.body: Mapping[str, Any] = {}      # the object as last seen
+        self.run_body: Mapping[str, Any] = {}  # what the attempt runs: the object, or its last stable spec
+        self.upgrades = Upgrades({}, time.monotonic)  # the lifecycle (upgrades.py), from the first body's status
+        self._upgrade_stop = False             # stop the running attempt for an upgrade (once checkpointed)
+        self._upgrade_ckpt_asked = False
+        self._start_fresh = False              # a stateless upgrade: the next attempt is a new run
         self.cluster: KubernetesCluster | None = None
         self.reporter: StatusReporter | None = None
         self._stop_reason: str | None = None
@@ -213,10 +137,13 @@ class PipelineRunner:
         changed = bool(self.body) and body["metadata"].get("generation") != self.body["metadata"].get("generation")
         if not self.body:  # the first this runner sees: has the pipeline run before (this operator or another)?
             self.ran_before = bool((body.get("status") or {}).get("committedStep"))
+            self.upgrades = Upgrades(body.get("status") or {}, time.monotonic)
         self.body = body
         if not changed:
             return
         new = body["spec"]
+        if self.upgrades.is_upgrade(old, new) and self.upgrades.changed(new, running=self.cluster is not None):
+            self._upgrade_stop = True
         if new.get("suspend") and not old.get("suspend"):
             self._stop_reason = "suspended"
         if new.get("restartNonce") != old.get("restartNonce"):
@@ -257,17 +184,28 @@ class PipelineRunner:
         if self.attempts is None or changed:  # a new spec starts its budget over
             self.attempts = Attempts(policy_of(self.body["spec"]), time.monotonic)
         reporter = self.reporter = self._reporter()
+        self._upgrade_stop = False
+        if self.upgrades.unhealthy():  # retried past the upgrade's deadline without a committed step
+            rest = self._roll_back(reporter, "no step committed within spec.upgrade.healthDeadlineSeconds")
+            if rest is not None:
+                return rest
+        self.run_body = self.upgrades.spec_to_run(self.body)
         try:
-            self.publish(self.body)  # this attempt's document, before any pod reads it
-            if self.body["spec"].get("suspend"):
-                reporter.update(urgent=True, phase="Suspended", message="spec.suspend is true")
+            self.publish(self.run_body)  # this attempt's document, before any pod reads it
+            if self.run_body["spec"].get("suspend"):
+                reporter.update(urgent=True, phase="Suspended", message="spec.suspend is true",
+                                **self.upgrades.ended(SUSPENDED))
                 return Rest.CHANGE
-            reporter.update(attempt=self.attempts.attempt)
+            self.upgrades.attempt_started(self.run_body["spec"])
+            reporter.update(attempt=self.attempts.attempt, lifecycleState=self.upgrades.state)
             outcome = self._run_once(stopped, reporter)
         except (SpecError, Unrunnable) as exc:  # a spec the CRD cannot judge: retrying cannot help
             cause = "; ".join(map(str, exc.problems)) if isinstance(exc, SpecError) else str(exc)
-            self._give_up(reporter, "Rejected", self.attempts.fatal(one_line(f"invalid spec: {cause}")))
-            return Rest.CHANGE
+            verdict = self.attempts.fatal(one_line(f"invalid spec: {cause}"))
+            rest = self._roll_back(reporter, verdict.message)
+            if rest is None:
+                self._give_up(reporter, "Rejected", verdict)
+            return rest or Rest.CHANGE
         except ExistingOutputFound as exc:  # nothing was touched: the next attempt is a fresh run again
             self.ran_before = False
             self._give_up(reporter, "ExistingOutput", self.attempts.fatal(one_line(str(exc))))
@@ -284,8 +222,10 @@ class PipelineRunner:
                       extra={"pipeline": self.name, "error": cause})
             verdict = self.attempts.failed(one_line(cause))
             if verdict.retry_in is None:
-                self._give_up(reporter, "RestartBudgetExhausted", verdict)
-                return Rest.CHANGE
+                rest = self._roll_back(reporter, verdict.message)
+                if rest is None:
+                    self._give_up(reporter, "RestartBudgetExhausted", verdict)
+                return rest or Rest.CHANGE
             reporter.condition("Ready", False, "RunFailed", verdict.message)
             reporter.event("Warning", "RunFailed", verdict.message)
             reporter.update(urgent=True, phase="Retrying", message=verdict.message,
@@ -294,8 +234,27 @@ class PipelineRunner:
         if outcome == "done":
             reporter.condition("Progressing", False, "Completed", "every step committed")
             reporter.condition("Degraded", False, "Completed", "every step committed")
-            reporter.update(urgent=True, phase="Succeeded", message="")
+            reporter.update(urgent=True, phase="Succeeded", message="", **self.upgrades.ended(SUCCEEDED))
             return Rest.CHANGE
+        if outcome == "unhealthy":
+            return self._roll_back(reporter, "no step committed within spec.upgrade.healthDeadlineSeconds") \
+                or Rest.NONE
+        return Rest.NONE
+
+    def _roll_back(self, reporter: StatusReporter, why: str) -> Rest | None:
+        """The upgraded spec failed (``why``): the last stable spec runs again, resumed from the same
+        checkpoint (``upgrades.py``). None: nothing to roll back to (the failure is the pipeline's)."""
+        fields = self.upgrades.roll_back(self.body["spec"], why)
+        if fields is None:
+            return None
+        message = f"the upgrade to generation {self.body['metadata'].get('generation')} failed ({why}): " \
+                  "the last stable spec runs again from the newest checkpoint"
+        self.attempts = Attempts(policy_of(self.body["spec"]), time.monotonic)  # the stable spec's own budget
+        self._start_fresh = False
+        reporter.condition("Ready", False, "RolledBack", message)
+        reporter.event("Warning", "RolledBack", message)
+        reporter.update(urgent=True, phase="Retrying", message=message, **fields)
+        log.error("upgrade rolled back", extra={"pipeline": self.name, "error": why})
         return Rest.NONE
 
     def waiting_for_slot(self, running: int) -> None:
@@ -310,24 +269,25 @@ class PipelineRunner:
         reporter.condition("Failed", True, reason, verdict.message)
         reporter.event("Warning", reason, verdict.message)
         reporter.update(urgent=True, phase="Failed", message=verdict.message,
-                        lastFailure={"attempt": verdict.attempt, "message": verdict.message, "time": now_iso()})
+                        lastFailure={"attempt": verdict.attempt, "message": verdict.message, "time": now_iso()},
+                        **self.upgrades.ended(FAILED))
         log.error("pipeline failed", extra={"pipeline": self.name, "reason": reason, "error": verdict.message})
 
     def _issue_credentials(self, identity: str) -> Credentials:
         """This run's worker credentials (a new CA: the previous run's pods are gone), as the Secret its
         pods mount in their sidecar; the coordinator keeps them to call the workers."""
-        brought = (self.body["spec"].get("tls") or {}).get("secretName")
+        brought = (self.run_body["spec"].get("tls") or {}).get("secretName")
         if brought:
             return self._brought_credentials(str(brought))
         credentials = issue(identity)
-        put_secret(self.core, render.tls_secret(self.body, credentials))
+        put_secret(self.core, render.tls_secret(self.run_body, credentials))
         return credentials
 
     def _own_store_users(self, spec: PipelineSpec, stopped: Stopped) -> tuple[PipelineSpec, dict[str, str]]:
         """The spec with the pipeline's own Redis user and ZooKeeper identity in place of the operator's
         (``stores.py``), and where its pods read them."""
-        redis_admin = spec.redis_url if self.defaults.redis_users and uses_default_redis(self.body) else None
-        zk_admin = spec.zookeeper if self.defaults.zookeeper_users and uses_default_zookeeper(self.body) else None
+        redis_admin = spec.redis_url if self.defaults.redis_users and uses_default_redis(self.run_body) else None
+        zk_admin = spec.zookeeper if self.defaults.zookeeper_users and uses_default_zookeeper(self.run_body) else None
         if not redis_admin and not zk_admin:
             return spec, {}
 
@@ -335,7 +295,7 @@ class PipelineRunner:
             if stopped:
                 raise Interrupted("operator stopping")
 
-        redis_url, zookeeper = issue_store_users(self.core, self.body, spec.store_key, redis_admin, zk_admin, between)
+        redis_url, zookeeper = issue_store_users(self.core, self.run_body, spec.store_key, redis_admin, zk_admin, between)
         secret = render.store_secret_name(self.name)
         pods: dict[str, str] = {}
         if redis_url:
@@ -363,8 +323,8 @@ class PipelineRunner:
         return credentials
 
     def _run_once(self, stopped: Stopped, reporter: StatusReporter) -> str:
-        spec = resolve_spec(self.body, self.core, self.defaults)
-        refused = policy_problems(self.body["spec"], self.defaults.policy)  # stored while the webhook was off
+        spec = resolve_spec(self.run_body, self.core, self.defaults)
+        refused = policy_problems(self.run_body["spec"], self.defaults.policy)  # stored while the webhook was off
         if refused:
             raise SpecError(f"ftpipeline {self.namespace}/{self.name}", refused)
         spec, own_stores = self._own_store_users(spec, stopped)
@@ -373,13 +333,14 @@ class PipelineRunner:
         self._delete_stale_pods(run)
         credentials = self._issue_credentials(spec.store_key)  # a pipeline's own certificate is checked first
         metrics = RunMetrics(spec.metrics_label, self.registry)
-        warning = checkpoints_off_warning(self.body["spec"], spec)
+        warning = checkpoints_off_warning(self.run_body["spec"], spec)
         if warning:
             reporter.event("Warning", "CheckpointsOff", warning)
-        session = open_session(spec, self.ran_before, private_dir=None, resume_if_started=True)
+        fresh, self._start_fresh = self._start_fresh, False  # a stateless upgrade starts over
+        session = open_session(spec, self.ran_before and not fresh, private_dir=None, resume_if_started=not fresh)
         resuming = session.resuming
         self.ran_before = True  # from here on the pipeline's state is this run's: a retry resumes it
-        cluster = self.cluster = KubernetesCluster(self.core, self.body, run,
+        cluster = self.cluster = KubernetesCluster(self.core, self.run_body, run,
                                                    {**self._pod_defaults(session.redis_url, session.zookeeper or ""),
                                                     **own_stores})
         cluster.credentials = credentials
@@ -392,6 +353,9 @@ class PipelineRunner:
             if self._checkpoint_now.is_set():
                 self._checkpoint_now.clear()
                 coordinator.ckpt.requested = True
+            upgrade = self._upgrade_step(coordinator, reporter)
+            if upgrade:
+                return upgrade
             reporter.check_progress(spec.progress_deadline_s)
             metrics.stalled.set(1 if reporter.stalled else 0)
             return self._stop_reason
@@ -410,7 +374,7 @@ class PipelineRunner:
         except Interrupted as exc:
             log.info("run interrupted", extra={"pipeline": self.name, "reason": str(exc)})
             keep_pods = bool(stopped)  # the operator is exiting: leave the pods for the next one to replace
-            return "interrupted"
+            return "unhealthy" if str(exc) == UNHEALTHY else "interrupted"
         finally:
             reporter.flush()
             coordinator.shutdown()
@@ -418,6 +382,33 @@ class PipelineRunner:
                 cluster.stop()
             session.close()
             self.cluster = None
+
+    def _upgrade_step(self, coordinator: Coordinator, reporter: StatusReporter) -> str | None:
+        """The lifecycle's part of each coordinator turn (``upgrades.py``): a step committed makes this spec
+        stable; an upgrade asked for stops the run once its checkpoint is in (stateless: at once); an
+        upgraded spec that commits nothing in time stops to be rolled back."""
+        if reporter.commits:
+            fields = self.upgrades.committed(self.run_body["spec"])
+            if fields is not None:
+                reporter.update(urgent=True, **fields)
+                if fields.get("upgrade"):
+                    reporter.event("Normal", "Upgraded", f"generation {self.body['metadata'].get('generation')} "
+                                                         f"committed step {coordinator.committed}")
+        if self._upgrade_stop:
+            spec = coordinator.spec  # without checkpoints the new spec resumes from the step log alone
+            checkpoints = coordinator.ckpt.pointer is not None and bool(spec.checkpoint_steps or spec.checkpoint_ms)
+            if checkpoints and self.upgrades.policy.mode == "checkpoint" and not self._upgrade_ckpt_asked:
+                coordinator.ckpt.requested = self._upgrade_ckpt_asked = True
+                reporter.update(urgent=True, lifecycleState=self.upgrades.state,
+                                message="upgrading: taking a checkpoint, then stopping")
+            at = coordinator.ckpt.last_committed_at
+            if self.upgrades.stop_now(not checkpoints or (at is not None and at >= (self.upgrades.stop_requested_at or 0))):
+                self._upgrade_stop = self._upgrade_ckpt_asked = False
+                self._start_fresh = self.upgrades.policy.mode == "stateless"
+                return "upgrade"
+        if self.upgrades.unhealthy():
+            return UNHEALTHY
+        return None
 
     def _recovered(self, metrics: RunMetrics, cluster: KubernetesCluster, record: RecoveryRecord) -> None:
         """How long from the pod event to the recovery plan applied (the operator's promise: < 1 s)."""
@@ -432,13 +423,13 @@ class PipelineRunner:
         """Ask the API server whether a worker pod of this spec would be accepted (a dry run: nothing is
         created), so an invalid volume or a refused security context fails the pipeline at once."""
         try:
-            pod = render.worker_pod(self.body, WorkerId("w0"), run, self._pod_defaults("", ""))
+            pod = render.worker_pod(self.run_body, WorkerId("w0"), run, self._pod_defaults("", ""))
         except ValueError as exc:
             raise Unrunnable(str(exc)) from None
         try:
             self.core.create_namespaced_pod(self.namespace, cast(client.V1Pod, pod), dry_run="All")
         except pydantic.ValidationError as exc:  # the client's own models refuse it before sending
-            own = len(pod["spec"]["volumes"]) - len(self.body["spec"].get("volumes") or [])
+            own = len(pod["spec"]["volumes"]) - len(self.run_body["spec"].get("volumes") or [])
             raise Unrunnable(f"invalid worker pod: {pod_problems(exc, own)}") from None
         except client.exceptions.ApiException as exc:
             if exc.status in (400, 403, 422):

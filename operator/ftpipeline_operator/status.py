@@ -82,6 +82,7 @@ class StatusReporter(Observer):
         self._patch_status = patch_status
         self._post_event = post_event
         self.generation = generation
+        self.commits = 0  # steps this reporter's attempt committed (what makes its spec stable)
         self.conditions = list(conditions or [])
         self.min_interval_s = min_interval_s
         self.clock = clock
@@ -170,6 +171,7 @@ class StatusReporter(Observer):
 
     def on_step_committed(self, step: int, rows: int, seconds: float) -> None:
         self.last_commit_at = self.clock()
+        self.commits += 1
         first = not any(c["type"] == "Ready" and c["status"] == "True" for c in self.conditions)
         urgent = first or self.stalled
         if urgent:

@@ -19,7 +19,8 @@ from ftpipeline.lineage.naming import WorkerId
 from ftpipeline_operator import render
 from ftpipeline_operator.cluster import KubernetesCluster
 from ftpipeline_operator.owned import OwnedObjects, server_side_apply
-from ftpipeline_operator.runner import Defaults, PipelineRunner
+from ftpipeline_operator.resolve import Defaults
+from ftpipeline_operator.runner import PipelineRunner
 from ftpipeline_operator.slots import CoordinatorSlots
 
 from .conftest import IMAGE, example_pipeline

@@ -63,6 +63,7 @@ def crd() -> dict[str, Any]:
                 "subresources": {"status": {}},
                 "additionalPrinterColumns": [
                     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                    {"name": "Lifecycle", "type": "string", "jsonPath": ".status.lifecycleState", "priority": 1},
                     {"name": "Step", "type": "integer", "jsonPath": ".status.committedStep",
                      "description": "Newest committed step"},
                     {"name": "Checkpoint", "type": "integer", "jsonPath": ".status.lastCheckpoint.step",

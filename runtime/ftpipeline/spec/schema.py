@@ -91,6 +91,24 @@ SPEC_SCHEMA: Schema = obj(
         "checkpointNonce": string("Change this value (any string) to take a checkpoint now."),
         "restartNonce": string("Change this value (any string) to restart every worker; the pipeline resumes from "
                              "its newest checkpoint with no lost or repeated step."),
+        "upgrade": obj(
+            "How a change to a running pipeline's spec (image, code, resources, parallelism, any field but "
+            "suspend and the nonces) is applied: the run is stopped and the new spec started, and if the new "
+            "spec commits no step in time, the last stable spec is started again.",
+            {
+                "mode": string("checkpoint: a checkpoint is taken, then the run stops and the new spec resumes "
+                             "from it (nothing lost, nothing repeated). stateless: the run stops at once and the "
+                             "new spec starts over as a new run (empty state, the sources from their starting "
+                             "offsets, the sinks' output as spec.existingOutput says).",
+                             enum=["checkpoint", "stateless"], default="checkpoint"),
+                "healthDeadlineSeconds": integer("Seconds the upgraded spec has to commit its first step.",
+                                                 minimum=1, default=300),
+                "rollback": boolean("Start the last stable spec again, from the same checkpoint, when the "
+                                  "upgraded spec misses its deadline, cannot run, or spends its restart budget. "
+                                  "The object's spec is left as written; status.lifecycleState is RolledBack.",
+                                  True),
+            },
+        ),
         "progressDeadlineSeconds": integer("Seconds without a committed step after which the pipeline is reported "
                                         "Stalled (condition Stalled, an Event).", minimum=1, default=600),
         "steps": obj(
@@ -273,6 +291,7 @@ SPEC_SCHEMA: Schema = obj(
                 "or neither set (the default interval)")],
 )
 
+LIFECYCLE = ["Created", "Deploying", "Running", "Upgrading", "RolledBack", "Suspended", "Succeeded", "Failed"]
 PHASES = ["Pending", "Starting", "Running", "Recovering", "Paused", "Retrying", "Suspended", "Succeeded", "Failed"]
 CONDITIONS = ["Ready", "Progressing", "Degraded", "Stalled", "Paused", "CheckpointFailing", "Failed"]
 
@@ -284,6 +303,18 @@ STATUS_SCHEMA: Schema = obj(
         "phase": string("Where the pipeline is in its life.", enum=PHASES),
         "message": string("Why the pipeline is in this phase, for people."),
         "observedGeneration": integer("The spec generation this status describes."),
+        "lifecycleState": string("Where the pipeline's spec is in its life: Created, Deploying (not yet a "
+                                 "committed step), Running (this spec is stable), Upgrading, RolledBack (the "
+                                 "last stable spec runs in place of the one written), Suspended, Succeeded, "
+                                 "Failed.", enum=LIFECYCLE),
+        "lastStableSpec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                           "description": "The newest spec that committed a step (what a rollback runs)."},
+        "upgrade": obj("The newest upgrade's outcome.", {
+            "result": string("Upgraded or RolledBack.", enum=["Upgraded", "RolledBack"]),
+            "failedSpec": string("A digest of the spec that was rolled back from (while the object still asks "
+                                 "for it, the last stable spec runs)."),
+            "message": string("Why it was rolled back."),
+        }),
         "step": integer("Newest step started."),
         "committedStep": integer("Newest step whose output is released (exactly once)."),
         "lastCheckpoint": obj("The newest committed checkpoint (the resume point).", {
@@ -347,6 +378,6 @@ FTPIPELINE_SCHEMA: Schema = obj(
 
 
 __all__ = ["API_GROUP", "API_VERSION", "CONDITIONS", "DEFAULT_CHECKPOINT_STEPS", "DEFAULT_MAX_IN_MEMORY_BYTES",
-           "FTPIPELINE_SCHEMA", "FUNCTION_PATTERN", "KIND", "KNOWN_INPUTS", "MAX_CHANNELS", "MAX_OBJECTS_PER_STEP",
+           "FTPIPELINE_SCHEMA", "FUNCTION_PATTERN", "KIND", "LIFECYCLE", "KNOWN_INPUTS", "MAX_CHANNELS", "MAX_OBJECTS_PER_STEP",
            "MAX_PARALLELISM", "MAX_WORKERS", "NAME_PATTERN", "PHASES", "PLURAL", "SPEC_SCHEMA", "STAGE_SCHEMA",
            "STATUS_SCHEMA", "UNIQUE_STAGES", "Schema"]

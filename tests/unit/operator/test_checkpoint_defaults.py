@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ftpipeline.spec.schema import DEFAULT_CHECKPOINT_STEPS
-from ftpipeline_operator.runner import Defaults, checkpoints_off_warning, resolve_spec
+from ftpipeline_operator.resolve import Defaults, checkpoints_off_warning, resolve_spec
 
 
 def body(**spec: Any) -> dict[str, Any]:

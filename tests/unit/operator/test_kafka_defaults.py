@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ftpipeline_operator.runner import Defaults, Unrunnable, resolve_spec
+from ftpipeline_operator.resolve import Defaults, Unrunnable, resolve_spec
 
 
 def body(**kafka: Any) -> dict[str, Any]:

@@ -7,7 +7,8 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from ftpipeline_operator.runner import Defaults, PipelineRunner, Rest
+from ftpipeline_operator.resolve import Defaults
+from ftpipeline_operator.runner import PipelineRunner, Rest
 
 
 class StatusApi:

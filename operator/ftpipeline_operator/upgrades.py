@@ -1,0 +1,158 @@
+"""A spec change to a running pipeline: an upgrade from a checkpoint, a health check, a rollback.
+
+Users change a running pipeline's image, code version, resources or
+parallelism by editing its spec, and expect what the Flink Kubernetes
+Operator does: the running job is checkpointed and stopped, the new spec
+starts from that checkpoint, and if the new spec never becomes healthy the
+last stable one is started again, by itself, from the same checkpoint. The
+state a pipeline is in (``status.lifecycleState``)::
+
+    CREATED    --first attempt--> DEPLOYING --a step committed--> RUNNING (this spec is the stable one)
+    RUNNING    --spec changed--> UPGRADING: upgradeMode checkpoint: a checkpoint is taken, then the run
+                 stops; stateless: it stops at once --the new spec's run commits a step--> RUNNING
+    UPGRADING  --no step committed within spec.upgrade.healthDeadlineSeconds, the new spec cannot run,
+                 or its restart budget is spent--> ROLLED_BACK: the last stable spec runs again, resumed
+                 from the same checkpoint (the object's spec stays as written: status.lastStableSpec
+                 says what runs; condition RolledBack, an Event)
+    ROLLED_BACK --spec changed--> UPGRADING (from the rolled-back run)
+    any        --suspend / input ended / failed--> SUSPENDED / SUCCEEDED / FAILED
+
+What is not an upgrade: ``suspend``, ``checkpointNonce``, ``restartNonce``
+(each has its own meaning) and fields the run never reads
+(``progressDeadlineSeconds``, ``upgrade``). A change made while the pipeline
+is not running (suspended, failed, succeeded, retrying) is simply what its
+next attempt runs.
+
+A stateless upgrade starts over as a new run: empty state, the sources
+from their starting offsets, and the sinks' existing output handled by
+``spec.existingOutput``. Pure logic over a clock: the runner (``runner.py``)
+asks it what to do.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ftpipeline.spec.schema import LIFECYCLE
+
+CREATED, DEPLOYING, RUNNING, UPGRADING, ROLLED_BACK, SUSPENDED, SUCCEEDED, FAILED = LIFECYCLE
+NOT_UPGRADES = frozenset({"suspend", "checkpointNonce", "restartNonce", "progressDeadlineSeconds", "upgrade"})
+DEFAULT_HEALTH_DEADLINE_S = 300.0
+CHECKPOINT_WAIT_S = 120.0  # an upgrade waits this long for its checkpoint, then stops on the newest one
+
+
+def run_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a spec that decides what runs."""
+    return {k: v for k, v in spec.items() if k not in NOT_UPGRADES}
+
+
+def spec_digest(spec: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(run_spec(spec), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class UpgradePolicy:
+    mode: str = "checkpoint"            # or "stateless"
+    health_deadline_s: float = DEFAULT_HEALTH_DEADLINE_S
+    rollback: bool = True
+
+    @staticmethod
+    def of(spec: Mapping[str, Any]) -> UpgradePolicy:
+        u = spec.get("upgrade") or {}
+        return UpgradePolicy(str(u.get("mode", "checkpoint")),
+                             float(u.get("healthDeadlineSeconds", DEFAULT_HEALTH_DEADLINE_S)),
+                             bool(u.get("rollback", True)))
+
+
+class Upgrades:
+    """One pipeline's lifecycle across attempts (the runner keeps one per pipeline)."""
+
+    def __init__(self, status: Mapping[str, Any], clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.state = str(status.get("lifecycleState") or CREATED)
+        self.stable: dict[str, Any] | None = copy.deepcopy(status.get("lastStableSpec")) or None
+        # the spec that failed its upgrade (its digest): while the object asks for it, the stable one runs
+        self.rolled_back: str | None = (status.get("upgrade") or {}).get("failedSpec")
+        self.deadline: float | None = None
+        self.policy = UpgradePolicy()
+        self.stop_requested_at: float | None = None  # an upgrade of a running attempt: when it was asked for
+        self.trial = False  # the running attempt runs the spec on trial (not the one an upgrade is stopping)
+
+    # --- what the runner asks -----------------------------------------------------------------
+    def is_upgrade(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+        return run_spec(old) != run_spec(new)
+
+    def spec_to_run(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The body an attempt runs: the object's, or, rolled back, the object with the last stable spec."""
+        if self.stable is not None and self.rolled_back == spec_digest(body["spec"]):
+            keep = {k: v for k, v in body["spec"].items() if k in NOT_UPGRADES}
+            return {**body, "spec": {**copy.deepcopy(self.stable), **keep}}
+        return body
+
+    def changed(self, spec: Mapping[str, Any], running: bool) -> bool:
+        """The spec changed in what runs. True: the running attempt should be stopped for it."""
+        self.policy = UpgradePolicy.of(spec)
+        if self.rolled_back == spec_digest(spec):  # back to the spec that failed: it stays rolled back
+            return False
+        self.rolled_back = None  # a new spec ends a rollback: it is tried
+        if not running:
+            self.state, self.deadline = DEPLOYING, None
+            return False
+        self.state, self.deadline, self.trial = UPGRADING, None, False
+        self.stop_requested_at = self.clock()
+        return True
+
+    def stop_now(self, checkpoint_committed: bool) -> bool:
+        """Whether a running attempt asked to stop for an upgrade stops now: at once when stateless, once
+        the checkpoint it asked for is committed, or once that has taken too long (the newest one serves)."""
+        if self.stop_requested_at is None:
+            return False
+        if (self.policy.mode == "stateless" or checkpoint_committed
+                or self.clock() - self.stop_requested_at >= CHECKPOINT_WAIT_S):
+            self.stop_requested_at = None
+            return True
+        return False
+
+    def attempt_started(self, spec: Mapping[str, Any]) -> None:
+        self.policy = UpgradePolicy.of(spec)
+        if self.state in (CREATED, SUSPENDED, SUCCEEDED, FAILED):
+            self.state = DEPLOYING
+        if self.state == UPGRADING and self.deadline is None:
+            self.deadline = self.clock() + self.policy.health_deadline_s
+        self.trial = True
+
+    def committed(self, spec: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A step committed by an attempt running ``spec``: the status fields to write, if that made it stable."""
+        if self.state not in (DEPLOYING, UPGRADING) or not self.trial:
+            return None  # the old spec's steps, while it stops for an upgrade, prove nothing of the new one
+        if self.rolled_back is not None:  # the stable spec runs in place of the one that failed
+            self.state = ROLLED_BACK
+            return {"lifecycleState": ROLLED_BACK}
+        was, self.state, self.deadline = self.state, RUNNING, None
+        self.stable = copy.deepcopy(run_spec(spec))
+        return {"lifecycleState": RUNNING, "lastStableSpec": self.stable,
+                **({"upgrade": {"result": "Upgraded"}} if was == UPGRADING else {})}
+
+    def unhealthy(self) -> bool:
+        """The upgraded spec's time to commit a step has passed."""
+        return self.state == UPGRADING and self.deadline is not None and self.clock() >= self.deadline
+
+    def roll_back(self, spec: Mapping[str, Any], why: str) -> dict[str, Any] | None:
+        """The upgrade to ``spec`` failed (``why``): the status fields of a rollback, or None when there is
+        nothing to roll back to (no stable spec, rollback off, not upgrading): the failure is the pipeline's."""
+        if self.state != UPGRADING or self.stable is None or not self.policy.rollback:
+            self.deadline = None  # nothing to go back to: the new spec keeps its restart budget
+            return None
+        self.state, self.rolled_back, self.deadline = ROLLED_BACK, spec_digest(spec), None
+        return {"lifecycleState": ROLLED_BACK,
+                "upgrade": {"result": "RolledBack", "failedSpec": self.rolled_back, "message": why}}
+
+    def ended(self, state: str) -> dict[str, Any]:
+        """Suspended, succeeded or failed."""
+        self.state = state
+        return {"lifecycleState": state}
