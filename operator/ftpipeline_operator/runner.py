@@ -120,7 +120,8 @@ class PipelineRunner:
         self.upgrades = Upgrades({}, time.monotonic)  # the lifecycle (upgrades.py), from the first body's status
         self._upgrade_stop = False             # stop the running attempt for an upgrade (once checkpointed)
         self._upgrade_ckpt_asked = False
-        self._start_fresh = False              # a stateless upgrade: the next attempt is a new run
+        self._start_fresh = False              # a stateless upgrade: attempts are new runs until a step commits
+        self._in_attempt = False               # an attempt runs ``run_body`` (a change must stop it)
         self.cluster: KubernetesCluster | None = None
         self.reporter: StatusReporter | None = None
         self._stop_reason: str | None = None
@@ -137,12 +138,12 @@ class PipelineRunner:
         changed = bool(self.body) and body["metadata"].get("generation") != self.body["metadata"].get("generation")
         if not self.body:  # the first this runner sees: has the pipeline run before (this operator or another)?
             self.ran_before = bool((body.get("status") or {}).get("committedStep"))
-            self.upgrades = Upgrades(body.get("status") or {}, time.monotonic)
+            self.upgrades = Upgrades(body.get("status") or {}, time.monotonic, body["spec"])
         self.body = body
         if not changed:
             return
         new = body["spec"]
-        if self.upgrades.is_upgrade(old, new) and self.upgrades.changed(new, running=self.cluster is not None):
+        if self.upgrades.is_upgrade(old, new) and self.upgrades.changed(new, running=self._in_attempt):
             self._upgrade_stop = True
         if new.get("suspend") and not old.get("suspend"):
             self._stop_reason = "suspended"
@@ -184,12 +185,20 @@ class PipelineRunner:
         if self.attempts is None or changed:  # a new spec starts its budget over
             self.attempts = Attempts(policy_of(self.body["spec"]), time.monotonic)
         reporter = self.reporter = self._reporter()
-        self._upgrade_stop = False
+        self._upgrade_stop = self._upgrade_ckpt_asked = False
         if self.upgrades.unhealthy():  # retried past the upgrade's deadline without a committed step
             rest = self._roll_back(reporter, "no step committed within spec.upgrade.healthDeadlineSeconds")
             if rest is not None:
                 return rest
-        self.run_body = self.upgrades.spec_to_run(self.body)
+        self.run_body = self.upgrades.spec_to_run(self.body)  # from here on a spec change stops this attempt
+        self._in_attempt = True
+        try:
+            return self._attempt(stopped, reporter)
+        finally:
+            self._in_attempt = False
+
+    def _attempt(self, stopped: Stopped, reporter: StatusReporter) -> Rest:
+        assert self.attempts is not None
         try:
             self.publish(self.run_body)  # this attempt's document, before any pod reads it
             if self.run_body["spec"].get("suspend"):
@@ -244,7 +253,7 @@ class PipelineRunner:
     def _roll_back(self, reporter: StatusReporter, why: str) -> Rest | None:
         """The upgraded spec failed (``why``): the last stable spec runs again, resumed from the same
         checkpoint (``upgrades.py``). None: nothing to roll back to (the failure is the pipeline's)."""
-        fields = self.upgrades.roll_back(self.body["spec"], why)
+        fields = self.upgrades.roll_back(self.run_body["spec"], why)  # the spec that failed, not a newer one
         if fields is None:
             return None
         message = f"the upgrade to generation {self.body['metadata'].get('generation')} failed ({why}): " \
@@ -336,7 +345,7 @@ class PipelineRunner:
         warning = checkpoints_off_warning(self.run_body["spec"], spec)
         if warning:
             reporter.event("Warning", "CheckpointsOff", warning)
-        fresh, self._start_fresh = self._start_fresh, False  # a stateless upgrade starts over
+        fresh = self._start_fresh  # a stateless upgrade starts over (each attempt, until a step commits)
         session = open_session(spec, self.ran_before and not fresh, private_dir=None, resume_if_started=not fresh)
         resuming = session.resuming
         self.ran_before = True  # from here on the pipeline's state is this run's: a retry resumes it
@@ -388,6 +397,7 @@ class PipelineRunner:
         stable; an upgrade asked for stops the run once its checkpoint is in (stateless: at once); an
         upgraded spec that commits nothing in time stops to be rolled back."""
         if reporter.commits:
+            self._start_fresh = False
             fields = self.upgrades.committed(self.run_body["spec"])
             if fields is not None:
                 reporter.update(urgent=True, **fields)

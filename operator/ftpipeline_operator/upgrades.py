@@ -15,18 +15,21 @@ state a pipeline is in (``status.lifecycleState``)::
                  from the same checkpoint (the object's spec stays as written: status.lastStableSpec
                  says what runs; condition RolledBack, an Event)
     ROLLED_BACK --spec changed--> UPGRADING (from the rolled-back run)
+    SUSPENDED, FAILED, RETRYING --spec changed, a stable spec known--> UPGRADING (on trial at its next attempt)
     any        --suspend / input ended / failed--> SUSPENDED / SUCCEEDED / FAILED
 
 What is not an upgrade: ``suspend``, ``checkpointNonce``, ``restartNonce``
 (each has its own meaning) and fields the run never reads
 (``progressDeadlineSeconds``, ``upgrade``). A change made while the pipeline
-is not running (suspended, failed, succeeded, retrying) is simply what its
-next attempt runs.
+is not running (suspended, failed, succeeded, retrying) is what its next
+attempt runs, on trial as any upgrade once a stable spec is known.
 
 A stateless upgrade starts over as a new run: empty state, the sources
 from their starting offsets, and the sinks' existing output handled by
-``spec.existingOutput``. Pure logic over a clock: the runner (``runner.py``)
-asks it what to do.
+``spec.existingOutput``; it is not rolled back (the state a rollback would
+resume from is what it discarded). A spec changed while no operator
+watched is on trial when the next one starts. Pure logic over a clock: the
+runner (``runner.py``) asks it what to do.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -69,24 +73,47 @@ class UpgradePolicy:
                              bool(u.get("rollback", True)))
 
 
-class Upgrades:
-    """One pipeline's lifecycle across attempts (the runner keeps one per pipeline)."""
+def replacing(old: Any, new: Any) -> Any:
+    """``new`` as a JSON merge patch over ``old`` (how status is patched): keys ``old`` has and ``new`` lacks
+    become null, so the stored object ends up equal to ``new`` and not a union of the two."""
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return copy.deepcopy(new)
+    return {**{k: None for k in old if k not in new}, **{k: replacing(old.get(k), v) for k, v in new.items()}}
 
-    def __init__(self, status: Mapping[str, Any], clock: Callable[[], float]) -> None:
+
+def _locked(method: Any) -> Any:
+    def call(self: Upgrades, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return call
+
+
+class Upgrades:
+    """One pipeline's lifecycle across attempts (the runner keeps one per pipeline). Kopf's handler thread
+    reports spec changes and the attempt's thread everything else: each call holds the lock."""
+
+    def __init__(self, status: Mapping[str, Any], clock: Callable[[], float],
+                 spec: Mapping[str, Any] | None = None) -> None:
+        self._lock = threading.RLock()
         self.clock = clock
         self.state = str(status.get("lifecycleState") or CREATED)
         self.stable: dict[str, Any] | None = copy.deepcopy(status.get("lastStableSpec")) or None
+        upgrade = status.get("upgrade") or {}
         # the spec that failed its upgrade (its digest): while the object asks for it, the stable one runs
-        self.rolled_back: str | None = (status.get("upgrade") or {}).get("failedSpec")
+        self.rolled_back: str | None = upgrade.get("failedSpec") if upgrade.get("result") == "RolledBack" else None
         self.deadline: float | None = None
-        self.policy = UpgradePolicy()
+        self.policy = UpgradePolicy.of(spec or {})
         self.stop_requested_at: float | None = None  # an upgrade of a running attempt: when it was asked for
         self.trial = False  # the running attempt runs the spec on trial (not the one an upgrade is stopping)
+        if spec is not None and self.stable is not None and self.state not in (CREATED, DEPLOYING) \
+                and spec_digest(spec) not in (spec_digest(self.stable), self.rolled_back):
+            self.state = UPGRADING  # changed while no operator watched (or before a standby took over)
 
     # --- what the runner asks -----------------------------------------------------------------
     def is_upgrade(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
         return run_spec(old) != run_spec(new)
 
+    @_locked
     def spec_to_run(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
         """The body an attempt runs: the object's, or, rolled back, the object with the last stable spec."""
         if self.stable is not None and self.rolled_back == spec_digest(body["spec"]):
@@ -94,19 +121,22 @@ class Upgrades:
             return {**body, "spec": {**copy.deepcopy(self.stable), **keep}}
         return body
 
+    @_locked
     def changed(self, spec: Mapping[str, Any], running: bool) -> bool:
-        """The spec changed in what runs. True: the running attempt should be stopped for it."""
+        """The spec changed in what runs. True: the running attempt should be stopped for it. With a stable
+        spec to go back to, the change is on trial (Upgrading) whether or not a run was going on."""
         self.policy = UpgradePolicy.of(spec)
         if self.rolled_back == spec_digest(spec):  # back to the spec that failed: it stays rolled back
             return False
         self.rolled_back = None  # a new spec ends a rollback: it is tried
+        self.state = UPGRADING if self.stable is not None else DEPLOYING
+        self.deadline, self.trial = None, False
         if not running:
-            self.state, self.deadline = DEPLOYING, None
             return False
-        self.state, self.deadline, self.trial = UPGRADING, None, False
         self.stop_requested_at = self.clock()
         return True
 
+    @_locked
     def stop_now(self, checkpoint_committed: bool) -> bool:
         """Whether a running attempt asked to stop for an upgrade stops now: at once when stateless, once
         the checkpoint it asked for is committed, or once that has taken too long (the newest one serves)."""
@@ -118,14 +148,17 @@ class Upgrades:
             return True
         return False
 
+    @_locked
     def attempt_started(self, spec: Mapping[str, Any]) -> None:
         self.policy = UpgradePolicy.of(spec)
+        self.stop_requested_at = None
         if self.state in (CREATED, SUSPENDED, SUCCEEDED, FAILED):
             self.state = DEPLOYING
         if self.state == UPGRADING and self.deadline is None:
             self.deadline = self.clock() + self.policy.health_deadline_s
         self.trial = True
 
+    @_locked
     def committed(self, spec: Mapping[str, Any]) -> dict[str, Any] | None:
         """A step committed by an attempt running ``spec``: the status fields to write, if that made it stable."""
         if self.state not in (DEPLOYING, UPGRADING) or not self.trial:
@@ -133,25 +166,33 @@ class Upgrades:
         if self.rolled_back is not None:  # the stable spec runs in place of the one that failed
             self.state = ROLLED_BACK
             return {"lifecycleState": ROLLED_BACK}
-        was, self.state, self.deadline = self.state, RUNNING, None
+        was, before, self.state, self.deadline = self.state, self.stable, RUNNING, None
         self.stable = copy.deepcopy(run_spec(spec))
-        return {"lifecycleState": RUNNING, "lastStableSpec": self.stable,
-                **({"upgrade": {"result": "Upgraded"}} if was == UPGRADING else {})}
+        outcome = {"upgrade": {"result": "Upgraded", "failedSpec": None, "message": None}} if was == UPGRADING else {}
+        return {"lifecycleState": RUNNING, "lastStableSpec": replacing(before, self.stable), **outcome}
 
+    def _can_roll_back(self) -> bool:
+        return self.stable is not None and self.policy.rollback and self.policy.mode != "stateless"
+
+    @_locked
     def unhealthy(self) -> bool:
-        """The upgraded spec's time to commit a step has passed."""
-        return self.state == UPGRADING and self.deadline is not None and self.clock() >= self.deadline
+        """The upgraded spec's time to commit a step has passed, and there is a stable spec to go back to
+        (without one the new spec keeps trying within its restart budget)."""
+        return (self.state == UPGRADING and self._can_roll_back() and self.deadline is not None
+                and self.clock() >= self.deadline)
 
+    @_locked
     def roll_back(self, spec: Mapping[str, Any], why: str) -> dict[str, Any] | None:
-        """The upgrade to ``spec`` failed (``why``): the status fields of a rollback, or None when there is
-        nothing to roll back to (no stable spec, rollback off, not upgrading): the failure is the pipeline's."""
-        if self.state != UPGRADING or self.stable is None or not self.policy.rollback:
-            self.deadline = None  # nothing to go back to: the new spec keeps its restart budget
+        """The upgrade to ``spec`` (what the failed attempt ran) failed (``why``): the status fields of a
+        rollback, or None when there is nothing to roll back to (no stable spec, rollback off, a stateless
+        upgrade, which discarded the state a rollback would resume from): the failure is the pipeline's."""
+        if self.state != UPGRADING or not self._can_roll_back():
             return None
         self.state, self.rolled_back, self.deadline = ROLLED_BACK, spec_digest(spec), None
         return {"lifecycleState": ROLLED_BACK,
                 "upgrade": {"result": "RolledBack", "failedSpec": self.rolled_back, "message": why}}
 
+    @_locked
     def ended(self, state: str) -> dict[str, Any]:
         """Suspended, succeeded or failed."""
         self.state = state

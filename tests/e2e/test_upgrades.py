@@ -66,7 +66,7 @@ def test_a_changed_spec_is_upgraded_from_a_checkpoint_and_a_broken_one_rolls_bac
     wait_for("the rollback", lambda: status(api, namespace, name).get("lifecycleState") == "RolledBack", 300)
     st = status(api, namespace, name)
     assert st["upgrade"]["result"] == "RolledBack", st
-    [message, *_] = _events(core, namespace, name, "RolledBack")
+    [message, *_] = wait_for("the RolledBack Event", lambda: _events(core, namespace, name, "RolledBack"), 60)
     print(f"rolled back: {message}")
     obj = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
     assert obj["spec"]["image"] == "ftpipeline:no-such-tag"  # the object is left as written

@@ -68,7 +68,23 @@ def write_part_file(directory: Path, channel: int, schema: pa.Schema, tables: It
     with pq.ParquetWriter(tmp, schema) as writer:
         for table in tables:
             writer.write_table(table)
-    os.replace(tmp, directory / f"part-{channel:05d}.parquet")
+    os.replace(tmp, directory / part_name(channel))
+
+
+def part_name(channel: int) -> str:
+    return f"part-{channel:05d}.parquet"
+
+
+def staged_parts(directory: Path, channels: int) -> list[Path]:
+    """The parts of a staged step, one per channel of ``channels`` present; a part of a channel beyond them is
+    an earlier run's, staged before the sink's parallelism was lowered (``checkpoint/rescale.py``): it is
+    deleted, never released."""
+    if not directory.is_dir():
+        return []
+    for stale in directory.glob("part-*.parquet"):
+        if stale.name not in {part_name(c) for c in range(channels)}:
+            stale.unlink(missing_ok=True)
+    return [directory / part_name(c) for c in range(channels) if (directory / part_name(c)).exists()]
 
 
 class ParquetBundleSink:
@@ -122,7 +138,7 @@ class ParquetBundleSink:
         if step != gt + 1:
             raise RuntimeError(f"barrier: cannot release step {step} before step {gt + 1}")
         directory = self.staging / f"step={step}"
-        parts = sorted(p.name for p in directory.glob("part-*.parquet")) if directory.is_dir() else []
+        parts = [p.name for p in staged_parts(directory, channels)]
         if len(parts) != channels:
             raise RuntimeError(f"barrier: step {step} has {len(parts)} of {channels} parts staged")
         rows = sum(pq.ParquetFile(directory / p).metadata.num_rows for p in parts)

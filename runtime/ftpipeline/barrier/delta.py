@@ -46,7 +46,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ftpipeline.barrier.bundles import write_part_file
+from ftpipeline.barrier.bundles import staged_parts, write_part_file
 from ftpipeline.lineage.naming import store_user
 from ftpipeline.obs.crash import CrashPoint
 from ftpipeline.spec.model import DeltaSink, PipelineSpec
@@ -199,7 +199,7 @@ class DeltaBarrier:
         if done != step - 1:
             raise DeltaReleaseError(f"barrier: cannot release step {step} of sink {self.name} before step {done + 1}")
         directory = self.staging / f"step={step}"
-        parts = tuple(sorted(str(p) for p in directory.glob("part-*.parquet"))) if directory.is_dir() else ()
+        parts = tuple(str(p) for p in staged_parts(directory, channels))
         if len(parts) != channels:
             raise DeltaReleaseError(f"barrier: step {step} of sink {self.name} has {len(parts)} of {channels} "
                                     f"parts staged")

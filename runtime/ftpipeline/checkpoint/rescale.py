@@ -37,7 +37,7 @@ from typing import Any
 
 from ftpipeline.lineage.naming import Channel
 from ftpipeline.spec.load import Problem
-from ftpipeline.spec.model import PipelineSpec, StageKind, StageSpec
+from ftpipeline.spec.model import Partition, PipelineSpec, StageKind, StageSpec
 
 PREFIX = "rescaled:"
 
@@ -51,11 +51,12 @@ class RescaleRefused(ValueError):
 @dataclass(frozen=True)
 class Rescaled:
     parallelism: int          # the stage's parallelism now
+    keys: tuple[str, ...]     # the columns its input edges hash, in their order
     sources: tuple[str, ...]  # the old channels' snapshot paths ("" for an empty one is left out)
 
 
-def rescaled_path(parallelism: int, sources: list[str]) -> str:
-    return PREFIX + json.dumps({"parallelism": parallelism, "from": [s for s in sources if s]})
+def rescaled_path(parallelism: int, keys: tuple[str, ...], sources: list[str]) -> str:
+    return PREFIX + json.dumps({"parallelism": parallelism, "keys": list(keys), "from": [s for s in sources if s]})
 
 
 def parse(path: str) -> Rescaled | None:
@@ -63,7 +64,7 @@ def parse(path: str) -> Rescaled | None:
     if not path.startswith(PREFIX):
         return None
     doc = json.loads(path[len(PREFIX):])
-    return Rescaled(int(doc["parallelism"]), tuple(doc["from"]))
+    return Rescaled(int(doc["parallelism"]), tuple(doc["keys"]), tuple(doc["from"]))
 
 
 def _field(spec: PipelineSpec, stage: str) -> str:
@@ -102,15 +103,21 @@ def reshape(manifest: Mapping[str, Any], spec: PipelineSpec) -> dict[str, Any]:
         n = stages[stage].parallelism
         if set(old) == set(range(n)):
             continue
-        steps = {int(s["step"]) for s in old.values()}
+        # an empty snapshot (a channel no key reached) has no rows to merge, whatever step it names
+        steps = {int(s["step"]) for s in old.values() if s.get("path")} or {max(int(s["step"]) for s in old.values())}
         inflight = [name for name in (out.get("inflight") or {}) if name.split(".")[3:4] == [stage]]
         if len(steps) != 1 or inflight:
             problems.append(Problem(_field(spec, stage), f"the checkpoint's {stage} channels reflect steps "
                                     f"{sorted(steps)} (a pipelined cut): take a checkpoint in lockstep to change "
                                     "its parallelism"))
             continue
-        [step] = steps
-        path = rescaled_path(n, [str(old[i]["path"]) for i in sorted(old)])
+        hashed = {e.keys for e in stages[stage].inputs if e.partition is Partition.HASH}
+        if len(hashed) != 1 or any(e.partition is not Partition.HASH for e in stages[stage].inputs):
+            problems.append(Problem(_field(spec, stage), f"{stage}'s inputs are not all hashed on the same keys: "
+                                    "its state cannot be re-partitioned the way its rows arrive"))
+            continue
+        [step], [keys] = steps, hashed
+        path = rescaled_path(n, keys, [str(old[i]["path"]) for i in sorted(old)])
         for i in old:
             del states[Channel(stage, i).key()]
         for i in range(n):

@@ -39,7 +39,9 @@ def targets(spark: Any, table: pa.Table, keys: list[str], parallelism: int) -> p
 
 def restore_rescaled(spark: Any, backend: StateBackend, storage: CheckpointStorage, channel: Channel,
                      rescaled: Rescaled, keys: list[str], step: int, indexed: bool) -> KeyedState | None:
-    """The state of ``channel`` at ``step``: the rows of every old snapshot whose keys hash to it (None: none)."""
+    """The state of ``channel`` at ``step``: the rows of every old snapshot whose keys its input edges send it,
+    hashed on the edges' own columns in their order (``rescaled.keys``); None when there are none. ``keys``:
+    the state's key columns."""
     state: KeyedState | None = None
     for path in rescaled.sources:
         schema, key_columns, batches = read_rows(storage, path, keys, step)
@@ -47,7 +49,8 @@ def restore_rescaled(spark: Any, backend: StateBackend, storage: CheckpointStora
             if not batch.num_rows:
                 continue
             table = pa.Table.from_batches([batch], schema=schema)
-            mine = table.filter(pc.equal(targets(spark, table, key_columns, rescaled.parallelism), channel.index))
+            routed = targets(spark, table, list(rescaled.keys), rescaled.parallelism)
+            mine = table.filter(pc.equal(routed, channel.index))
             if mine.num_rows:
                 if state is None:
                     state = backend.create(channel.key(), schema, key_columns, indexed)

@@ -202,3 +202,15 @@ def test_a_part_staged_a_table_at_a_time_is_the_part_of_their_rows(tmp_path: Pat
     assert sink.release(1, 1) is True
     assert pq.read_table(tmp_path / "out" / "step=1" / "part-00000.parquet") == pa.concat_tables(pieces)
     assert sink.stage_batches(1, 0, pieces[0].schema, iter(pieces)) is False, "a released step's replay is dropped"
+
+
+def test_a_part_staged_by_a_run_with_more_channels_is_never_released(tmp_path: Path) -> None:
+    """A step three channels staged, then resumed on two (the sink's parallelism lowered): the third
+    channel's part is the earlier run's and is deleted, not released with the step."""
+    sink = ParquetBundleSink(tmp_path / "out")
+    stage_all(sink, 1, channels=3)
+    stage_all(sink, 1, channels=2)  # the new run stages the step again
+    assert sink.release(1, channels=2) is True
+    assert sorted(p.name for p in (tmp_path / "out" / "step=1").iterdir()) == [
+        MANIFEST, "part-00000.parquet", "part-00001.parquet"]
+    assert visible(tmp_path / "out").num_rows == 6

@@ -46,7 +46,7 @@ def test_each_new_channel_is_restored_from_every_old_snapshot_of_its_stage(old: 
         entry = out["states"][f"per-user.{i}"]
         assert entry["step"] == 8
         rescaled = parse(entry["path"])
-        assert rescaled is not None and rescaled.parallelism == new
+        assert rescaled is not None and rescaled.parallelism == new and rescaled.keys == ("user_id",)
         # the empty snapshot (channel 1 held no key) has no path: nothing to read from it
         assert rescaled.sources == tuple(f"epoch-4/state/per-user.{j}.rocks" for j in range(old) if j != 1)
     assert m["states"]["per-user.0"]["path"] == "epoch-4/state/per-user.0.rocks"  # the stored manifest untouched
@@ -58,6 +58,11 @@ def test_what_cannot_be_re_partitioned_is_refused_naming_the_field() -> None:
         reshape(manifest(2), spec(events=3, clean=3))
     assert [p.path for p in source.value.problems] == ["spec.stages[0].parallelism"]
     with pytest.raises(RescaleRefused) as pipelined:
-        reshape(manifest(2, steps=[8, 7]), spec(per_user=3, output=3))
+        reshape(manifest(3, steps=[8, 8, 7]), spec(per_user=2, output=2))
     assert [p.path for p in pipelined.value.problems] == ["spec.stages[2].parallelism"]
     assert "pipelined" in str(pipelined.value)
+
+
+def test_an_empty_snapshot_of_another_step_does_not_make_a_cut_pipelined() -> None:
+    out = reshape(manifest(2, steps=[8, 0]), spec(per_user=3, output=3))  # channel 1: no key, no path
+    assert {s["step"] for s in out["states"].values()} == {8}

@@ -54,8 +54,10 @@ def test_stateless_stops_at_once_and_a_stopped_pipeline_just_deploys_the_new_spe
     u = running(Clock())
     assert u.changed({**STABLE, "image": "app:2", "upgrade": {"mode": "stateless"}}, running=True)
     assert u.stop_now(checkpoint_committed=False)
-    v = running(Clock())
-    assert not v.changed({**STABLE, "image": "app:2"}, running=False) and v.state == "Deploying"
+    v = running(Clock())  # suspended, failed or backing off: the next attempt runs it, on trial
+    assert not v.changed({**STABLE, "image": "app:2"}, running=False) and v.state == "Upgrading"
+    w = Upgrades({}, Clock())  # nothing stable yet: nothing to go back to
+    assert not w.changed({**STABLE, "image": "app:2"}, running=False) and w.state == "Deploying"
 
 
 def test_the_upgraded_spec_that_commits_becomes_the_stable_one() -> None:
@@ -65,8 +67,11 @@ def test_the_upgraded_spec_that_commits_becomes_the_stable_one() -> None:
     u.changed(new, running=True)
     assert u.committed(STABLE) is None  # the old spec commits while it stops for the upgrade: nothing proven
     u.attempt_started(new)
-    assert u.committed({**new, "suspend": False}) == {"lifecycleState": "Running", "lastStableSpec": new,
-                                                      "upgrade": {"result": "Upgraded"}}
+    # merge-patched over the old stable spec: a key the new one lacks is removed, a rollback's note cleared
+    smaller = {k: v for k, v in new.items() if k != "workers"}
+    assert u.committed({**smaller, "suspend": False}) == {
+        "lifecycleState": "Running", "lastStableSpec": {**smaller, "workers": None},
+        "upgrade": {"result": "Upgraded", "failedSpec": None, "message": None}}
     assert u.committed(new) is None  # once
 
 
@@ -111,12 +116,12 @@ def test_a_runner_whose_upgraded_spec_cannot_run_rolls_back_or_fails(stable: boo
     r, api, events = runner(lambda body: None)
     status = {"lifecycleState": "Running", "lastStableSpec": pipeline()["spec"]} if stable else {}
     r.update_body({**pipeline(), "status": status})
-    r.cluster = object()  # type: ignore[assignment]  # an attempt runs
+    r._in_attempt = True  # an attempt runs
     broken = pipeline(image="app:missing")
     broken["metadata"]["generation"] = 2
     r.update_body(broken)
-    assert r.upgrades.state == "Upgrading"
-    r.cluster = None
+    assert r.upgrades.state == ("Upgrading" if stable else "Deploying")
+    r._in_attempt = False
     ran: list[Any] = []
 
     def run_once(stopped: Any, reporter: Any) -> str:
@@ -139,7 +144,7 @@ def test_the_runner_uses_the_checkpoint_then_stops() -> None:
     """What the coordinator's turn sees: no stop before the checkpoint it asked for is committed."""
     r, api, _ = runner(lambda body: None)
     r.update_body({**pipeline(), "status": {"lifecycleState": "Running", "lastStableSpec": pipeline()["spec"]}})
-    r.cluster = object()  # type: ignore[assignment]
+    r._in_attempt = True
     changed = pipeline(image="app:2")
     changed["metadata"]["generation"] = 2
     r.update_body(changed)
@@ -165,3 +170,27 @@ def test_the_runner_uses_the_checkpoint_then_stops() -> None:
     c.ckpt.last_committed_at = 1e12
     assert r._upgrade_step(c, reporter) == "upgrade"  # type: ignore[arg-type]
     assert isinstance(r, PipelineRunner)
+
+
+def test_a_spec_changed_while_no_operator_watched_is_on_trial_and_a_reverted_one_is_not() -> None:
+    status = {"lifecycleState": "Running", "lastStableSpec": STABLE}
+    assert Upgrades(status, Clock(), {**STABLE, "image": "app:2"}).state == "Upgrading"
+    assert Upgrades(status, Clock(), {**STABLE, "suspend": True}).state == "Running"
+    # the note of a rollback that a later upgrade superseded is not read as a rollback
+    past = {**status, "upgrade": {"result": "Upgraded", "failedSpec": None}}
+    assert Upgrades(past, Clock()).rolled_back is None
+
+
+def test_with_nothing_to_go_back_to_the_deadline_never_stops_the_new_spec() -> None:
+    clock = Clock()
+    u = Upgrades({}, clock)
+    u.changed(STABLE, running=False)
+    u.attempt_started(STABLE)
+    clock.now += 10_000
+    assert not u.unhealthy()
+    v = running(clock)
+    stateless = {**STABLE, "image": "app:2", "upgrade": {"mode": "stateless"}}
+    v.changed(stateless, running=True)
+    v.attempt_started(stateless)
+    clock.now += 10_000
+    assert not v.unhealthy() and v.roll_back(stateless, "x") is None  # its state is gone: no rollback
