@@ -411,8 +411,7 @@ class PipelineRunner:
                 coordinator.ckpt.requested = self._upgrade_ckpt_asked = True
                 reporter.update(urgent=True, lifecycleState=self.upgrades.state,
                                 message="upgrading: taking a checkpoint, then stopping")
-            at = coordinator.ckpt.last_committed_at
-            if self.upgrades.stop_now(not checkpoints or (at is not None and at >= (self.upgrades.stop_requested_at or 0))):
+            if self.upgrades.stop_now(checkpoints, coordinator.ckpt.last_committed_at):
                 self._upgrade_stop = self._upgrade_ckpt_asked = False
                 self._start_fresh = self.upgrades.policy.mode == "stateless"
                 return "upgrade"

@@ -35,14 +35,13 @@ runner (``runner.py``) asks it what to do.
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ftpipeline.spec.schema import LIFECYCLE
+from ftpipeline_operator.owned import digest
 
 CREATED, DEPLOYING, RUNNING, UPGRADING, ROLLED_BACK, SUSPENDED, SUCCEEDED, FAILED = LIFECYCLE
 NOT_UPGRADES = frozenset({"suspend", "checkpointNonce", "restartNonce", "progressDeadlineSeconds", "upgrade"})
@@ -56,7 +55,7 @@ def run_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def spec_digest(spec: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(run_spec(spec), sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return digest(run_spec(spec))[:16]
 
 
 @dataclass(frozen=True)
@@ -137,13 +136,15 @@ class Upgrades:
         return True
 
     @_locked
-    def stop_now(self, checkpoint_committed: bool) -> bool:
-        """Whether a running attempt asked to stop for an upgrade stops now: at once when stateless, once
-        the checkpoint it asked for is committed, or once that has taken too long (the newest one serves)."""
+    def stop_now(self, checkpoints: bool, last_committed_at: float | None) -> bool:
+        """Whether a running attempt asked to stop for an upgrade stops now: at once when stateless or
+        without checkpoints, once a checkpoint committed after the request (``last_committed_at``, on this
+        clock), or once that has taken too long (the newest one serves)."""
         if self.stop_requested_at is None:
             return False
-        if (self.policy.mode == "stateless" or checkpoint_committed
-                or self.clock() - self.stop_requested_at >= CHECKPOINT_WAIT_S):
+        since = self.clock() - self.stop_requested_at
+        committed = last_committed_at is not None and last_committed_at >= self.stop_requested_at
+        if self.policy.mode == "stateless" or not checkpoints or committed or since >= CHECKPOINT_WAIT_S:
             self.stop_requested_at = None
             return True
         return False

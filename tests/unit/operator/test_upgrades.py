@@ -41,19 +41,22 @@ def test_a_running_pipeline_stops_for_its_upgrade_once_the_checkpoint_is_in_or_a
     clock = Clock()
     u = running(clock)
     new = {**STABLE, "image": "app:2"}
+    before = clock.now - 1  # a checkpoint committed before the request is not the upgrade's
     assert u.changed(new, running=True) and u.state == "Upgrading"
-    assert not u.stop_now(checkpoint_committed=False)
-    assert u.stop_now(checkpoint_committed=True)
-    assert not u.stop_now(checkpoint_committed=True)  # asked once
+    assert not u.stop_now(True, None) and not u.stop_now(True, before)
+    assert u.stop_now(True, clock.now)
+    assert not u.stop_now(True, clock.now)  # asked once
     u.changed({**new, "image": "app:3"}, running=True)
     clock.now += CHECKPOINT_WAIT_S
-    assert u.stop_now(checkpoint_committed=False)  # the newest checkpoint serves
+    assert u.stop_now(True, None)  # the newest checkpoint serves
+    u.changed({**new, "image": "app:4"}, running=True)
+    assert u.stop_now(False, None)  # no checkpoints: the step log alone
 
 
 def test_stateless_stops_at_once_and_a_stopped_pipeline_just_deploys_the_new_spec() -> None:
     u = running(Clock())
     assert u.changed({**STABLE, "image": "app:2", "upgrade": {"mode": "stateless"}}, running=True)
-    assert u.stop_now(checkpoint_committed=False)
+    assert u.stop_now(True, None)
     v = running(Clock())  # suspended, failed or backing off: the next attempt runs it, on trial
     assert not v.changed({**STABLE, "image": "app:2"}, running=False) and v.state == "Upgrading"
     w = Upgrades({}, Clock())  # nothing stable yet: nothing to go back to
