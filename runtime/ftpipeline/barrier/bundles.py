@@ -81,10 +81,11 @@ def staged_parts(directory: Path, channels: int) -> list[Path]:
     deleted, never released."""
     if not directory.is_dir():
         return []
+    names = [part_name(c) for c in range(channels)]
     for stale in directory.glob("part-*.parquet"):
-        if stale.name not in {part_name(c) for c in range(channels)}:
+        if stale.name not in names:
             stale.unlink(missing_ok=True)
-    return [directory / part_name(c) for c in range(channels) if (directory / part_name(c)).exists()]
+    return [directory / n for n in names if (directory / n).exists()]
 
 
 class ParquetBundleSink:

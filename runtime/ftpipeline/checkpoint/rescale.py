@@ -17,7 +17,7 @@ channel's snapshot path names the old snapshots and the new parallelism
 same way, until the next checkpoint writes the new channels' own snapshots.
 
 What cannot be re-partitioned is refused before anything runs, naming the
-field (:class:`RescaleRefused`):
+field (a :class:`~ftpipeline.spec.load.SpecError`):
 
 - a source stage's parallelism: its slots' offsets are in the step log,
   and a replayed step must read the same records in the same channels;
@@ -36,16 +36,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ftpipeline.lineage.naming import Channel
-from ftpipeline.spec.load import Problem
+from ftpipeline.spec.load import Problem, SpecError
 from ftpipeline.spec.model import Partition, PipelineSpec, StageKind, StageSpec
 
 PREFIX = "rescaled:"
-
-
-class RescaleRefused(ValueError):
-    def __init__(self, problems: list[Problem]) -> None:
-        super().__init__("; ".join(map(str, problems)))
-        self.problems = problems
 
 
 @dataclass(frozen=True)
@@ -67,22 +61,28 @@ def parse(path: str) -> Rescaled | None:
     return Rescaled(int(doc["parallelism"]), tuple(doc["keys"]), tuple(doc["from"]))
 
 
+def _channels(keys: Any) -> dict[str, set[int]]:
+    """Channel keys (``stage.index``) grouped by stage."""
+    out: dict[str, set[int]] = {}
+    for key in keys:
+        ch = Channel.parse(key)
+        out.setdefault(ch.stage, set()).add(ch.index)
+    return out
+
+
 def _field(spec: PipelineSpec, stage: str) -> str:
     index = [s.name for s in spec.stages].index(stage)
     return f"spec.stages[{index}].parallelism"
 
 
 def reshape(manifest: Mapping[str, Any], spec: PipelineSpec) -> dict[str, Any]:
-    """``manifest`` as ``spec``'s stages read it: unchanged when no stage's parallelism changed."""
+    """``manifest`` as ``spec``'s stages read it: unchanged when no stage's parallelism changed. A change that
+    cannot be re-partitioned is a SpecError naming each field."""
     stages: dict[str, StageSpec] = {s.name: s for s in spec.stages}
     out = copy.deepcopy(dict(manifest))
     states: dict[str, dict[str, Any]] = out.get("states") or {}
     problems: list[Problem] = []
-    old_slots: dict[str, set[int]] = {}
-    for key in (out.get("offsets") or {}):
-        ch = Channel.parse(key)
-        old_slots.setdefault(ch.stage, set()).add(ch.index)
-    for stage, slots in old_slots.items():
+    for stage, slots in _channels(out.get("offsets") or {}).items():
         s = stages.get(stage)
         if s is not None and s.kafka is None and slots != set(range(s.parallelism)):
             problems.append(Problem(_field(spec, stage), f"the checkpoint's {stage} has {len(slots)} channels, the "
@@ -124,15 +124,12 @@ def reshape(manifest: Mapping[str, Any], spec: PipelineSpec) -> dict[str, Any]:
             key = Channel(stage, i).key()
             states[key] = {"channel": key, "step": step, "path": path, "rows": 0, "bytes": 0}
     if problems:
-        raise RescaleRefused(problems)
+        raise SpecError(f"{spec.name}, resumed from checkpoint {out['epoch']}", problems)
     return out
 
 
 def changed_stages(manifest: Mapping[str, Any], spec: PipelineSpec) -> list[str]:
     """Stateful stages whose channels differ between ``manifest`` and ``spec`` (what :func:`reshape` moves)."""
-    old: dict[str, set[int]] = {}
-    for key in (manifest.get("states") or {}):
-        ch = Channel.parse(key)
-        old.setdefault(ch.stage, set()).add(ch.index)
     p = {s.name: s.parallelism for s in spec.stages}
-    return sorted(s for s, idx in old.items() if s in p and idx != set(range(p[s])))
+    return sorted(s for s, idx in _channels(manifest.get("states") or {}).items()
+                  if s in p and idx != set(range(p[s])))

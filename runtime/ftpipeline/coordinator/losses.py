@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ftpipeline.checkpoint.rescale import RescaleRefused, changed_stages, reshape
+from ftpipeline.checkpoint.rescale import changed_stages, reshape
 from ftpipeline.coordinator.errors import PipelineFailed
 from ftpipeline.coordinator.recovery import (
     RecoveryRecord,
@@ -50,7 +50,6 @@ from ftpipeline.coordinator.recovery import (
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.lineage.placement import adopt
 from ftpipeline.lineage.planner import PlanningError
-from ftpipeline.spec.load import SpecError
 
 if TYPE_CHECKING:
     from ftpipeline.coordinator.coordinator import Coordinator
@@ -152,13 +151,12 @@ def resume_at_newest_checkpoint(c: Coordinator) -> None:
     manifest = c.client(c.workers[0]).call("checkpoint_manifest", {"epoch": max(common)})
     if manifest is None:
         raise PipelineFailed(f"checkpoint {max(common)} has no manifest in storage")
-    for stage in changed_stages(manifest, c.spec):
+    # a stateful stage whose parallelism changed is re-partitioned as it reopens (checkpoint/rescale.py);
+    # what cannot be is a SpecError naming the field, before anything is touched
+    stored, manifest = manifest, reshape(manifest, c.spec)
+    for stage in changed_stages(stored, c.spec):
         log.info("re-partitioning a stage's state by key", extra={"stage": stage, "epoch": manifest["epoch"],
                                                                   "parallelism": c.spec.stage(stage).parallelism})
-    try:  # a stateful stage whose parallelism changed is re-partitioned as it reopens (checkpoint/rescale.py)
-        manifest = reshape(manifest, c.spec)
-    except RescaleRefused as exc:
-        raise SpecError(f"{c.spec.name}, resumed from checkpoint {max(common)}", exc.problems) from None
     # the resume point is what the workers have, which the log may not know yet (killed between
     # the checkpoint's commit and its command): the log says where this run really restarts
     reopen_everywhere(c, manifest, c.clock())
