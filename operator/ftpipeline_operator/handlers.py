@@ -13,7 +13,10 @@ Several replicas may run: one is active, the others stand by (``peering.py``).
 - events of worker pods: to the runner of their pipeline, which reports lost
   workers to the coordinator at once (recovery does not wait for a poll);
 - deletion: the daemon is stopped first (Kopf), then the pipeline's Redis
-  keys and znodes are removed, then the finalizer goes.
+  keys and znodes are removed, then the finalizer goes;
+- FTPipelineCheckpoints: a new one is handed to its pipeline's runner, which takes it at its next turn
+  (``snapshots.py``); one that names no pipeline, or a pipeline that is not running, is Failed at once;
+  a deleted one lets retention delete its checkpoint.
 
 Configuration comes from the environment (the chart sets it):
 FTPIPELINE_DEFAULT_REDIS_URL (and FTPIPELINE_REDIS_ADMIN_PASSWORD), FTPIPELINE_DEFAULT_ZOOKEEPER
@@ -46,12 +49,14 @@ from ftpipeline.commandlog.zkclient import connect as zk_connect
 from ftpipeline.commandlog.zkclient import with_identity
 from ftpipeline.control import access
 from ftpipeline.lineage.tables import LineageTables
+from ftpipeline.spec.checkpoint_schema import CHECKPOINT_PLURAL
 from ftpipeline.spec.schema import API_GROUP, API_VERSION, PLURAL
 from ftpipeline_operator import admission, netpol, peering, render
 from ftpipeline_operator.resolve import Defaults, resolve_spec
 from ftpipeline_operator.runner import PipelineRunner
 from ftpipeline_operator.slots import CoordinatorSlots
 from ftpipeline_operator.owned import OwnedObjects, server_side_apply
+from ftpipeline_operator.snapshots import owner
 from ftpipeline_operator.stores import store_cas, uses_default_redis
 
 def _default_redis_url() -> str:
@@ -112,8 +117,12 @@ def _runner(body: Mapping[str, Any]) -> PipelineRunner:
                 kopf.event(cast(kopf.Body, body), type=kind, reason=reason, message=message)
 
             runner = _runners[key] = PipelineRunner(key, _core(), _api["custom"], DEFAULTS, REGISTRY, post,
-                                                    publish=publish)
+                                                    publish=publish, post_object_event=_post_object_event)
         return runner
+
+
+def _post_object_event(obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
+    kopf.event(cast(kopf.Body, obj), type=kind, reason=reason, message=message)
 
 
 @kopf.on.startup()
@@ -210,3 +219,48 @@ def cleanup(body: kopf.Body, **_: Any) -> None:
         # never hold a deletion (or its namespace's) hostage to a store that is gone with it
         kopf.warn(cast(kopf.Body, doc), reason="CleanupIncomplete",
                   message=f"the pipeline's Redis keys or znodes may remain: {exc}")
+
+
+@kopf.on.create(API_GROUP, API_VERSION, CHECKPOINT_PLURAL)
+@kopf.on.resume(API_GROUP, API_VERSION, CHECKPOINT_PLURAL)
+@HANDLER_SECONDS.labels("checkpoint").time()
+def checkpoint_requested(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    """A checkpoint asked for by name goes to its pipeline's runner (``snapshots.py``); Failed at once when
+    there is no such pipeline or it is not running. Records of committed ones pin nothing."""
+    spec, status, namespace = body.spec, body.status, str(body.metadata.namespace)
+    if spec.get("alreadyExists") or status.get("state") == "Failed":
+        return
+    pipeline = str(spec["pipeline"])
+    with _lock:
+        runner = _runners.get((namespace, pipeline))
+    if runner is None or not runner.body:
+        try:
+            _api["custom"].get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, pipeline)
+        except client.exceptions.ApiException as exc:
+            if exc.status != 404:
+                raise
+            message = f"FTPipeline {namespace}/{pipeline} does not exist (spec.pipeline)"
+            patch.status.update(state="Failed", message=message)
+            kopf.warn(body, reason="CheckpointFailed", message=message)
+            return
+        raise kopf.TemporaryError(f"FTPipeline {pipeline} is not known to this operator yet", delay=2)
+    if status.get("state") != "Committed" and runner.resting:
+        message = f"FTPipeline {pipeline} is not running (succeeded, failed or suspended): no checkpoint can be taken"
+        patch.status.update(state="Failed", message=message)
+        kopf.warn(body, reason="CheckpointFailed", message=message)
+        return
+    uid = runner.body["metadata"].get("uid")
+    if uid and not body.get("metadata", {}).get("ownerReferences"):  # it goes with its pipeline
+        patch.metadata["ownerReferences"] = [owner(pipeline, str(uid))]
+    if not status.get("state"):
+        patch.status.update(state="Pending", message="waiting for the pipeline's next turn")
+    runner.snapshots.accept(dict(body))
+
+
+@kopf.on.delete(API_GROUP, API_VERSION, CHECKPOINT_PLURAL, optional=True)
+def checkpoint_deleted(body: kopf.Body, **_: Any) -> None:
+    """Retention may delete the checkpoint now (it was kept while its object existed)."""
+    with _lock:
+        runner = _runners.get((str(body.metadata.namespace), str(body.spec.get("pipeline"))))
+    if runner is not None:
+        runner.snapshots.forget(str(body.metadata.name))

@@ -17,6 +17,9 @@ document of the run it belongs to:
     RUNNING --maxSteps committed or input ended--> SUCCEEDED (thread given back)
     RUNNING --spec.suspend--> SUSPENDED (thread given back) --suspend cleared--> STARTING (resumed)
     RUNNING --spec.restartNonce changed--> STARTING (resumed on fresh pods)
+    RUNNING --spec.restoreFrom names a committed checkpoint of its own--> STARTING resumed from it, the later
+            checkpoints deleted (``restores.py``); any other name is refused in the status, the run untouched
+    RUNNING --an FTPipelineCheckpoint asked for one--> a checkpoint, recorded in its object (``snapshots.py``)
     RUNNING --any other change to what runs (an upgrade, ``upgrades.py``)--> a checkpoint, then STARTING
             with the new spec from it; RolledBack to the last stable spec if it commits no step in time
     any     --the run failed, restart budget left--> RETRYING --backoff (no thread)--> STARTING (resumed)
@@ -45,17 +48,15 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Protocol, cast
+from typing import Any, ClassVar, Protocol
 
-import pydantic
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ftpipeline.coordinator.coordinator import Coordinator, Interrupted, PipelineFailed
-from ftpipeline.coordinator.errors import ExistingOutputFound, Superseded
+from ftpipeline.coordinator.errors import ExistingOutputFound, RestoreRefused, Superseded
 from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.session import open_session
-from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.spec.load import Problem, SpecError
@@ -72,7 +73,10 @@ from ftpipeline_operator.cluster import KubernetesCluster
 from ftpipeline_operator.stores import issue as issue_store_users
 from ftpipeline_operator.stores import put_secret, store_cas, uses_default_redis, uses_default_zookeeper
 from ftpipeline_operator.status import StatusReporter, api_message, now_iso
-from ftpipeline_operator.resolve import Defaults, Unrunnable, checkpoints_off_warning, pod_problems, resolve_spec
+from ftpipeline_operator.pods import check_pod, delete_stale_pods
+from ftpipeline_operator.resolve import Defaults, Unrunnable, checkpoints_off_warning, resolve_spec
+from ftpipeline_operator.restores import Refused, Restore, asked, done_in, resolve
+from ftpipeline_operator.snapshots import PostEvent, Snapshots
 from ftpipeline_operator.upgrades import FAILED, SUCCEEDED, SUSPENDED, Upgrades
 
 log = logging.getLogger("ftpipeline.operator.runner")
@@ -107,7 +111,8 @@ UNHEALTHY = "the upgraded spec committed no step in time"
 class PipelineRunner:
     def __init__(self, key: tuple[str, str], core: client.CoreV1Api, custom: client.CustomObjectsApi,
                  defaults: Defaults, metrics_registry: Any, post_event: Callable[[str, str, str], None],
-                 publish: Callable[[Mapping[str, Any]], None] = lambda body: None) -> None:
+                 publish: Callable[[Mapping[str, Any]], None] = lambda body: None,
+                 post_object_event: PostEvent = lambda obj, kind, reason, message: None) -> None:
         self.namespace, self.name = key
         self.publish = publish  # writes the objects the pipeline owns (ConfigMap, Service, NetworkPolicy)
         self.core = core
@@ -130,6 +135,10 @@ class PipelineRunner:
         self.ran_before = False  # from the first body's status, then set by each run
         self.attempts: Attempts | None = None
         self.on_change: Callable[[], None] = lambda: None  # set by the pipeline's daemon (slots.py)
+        self.snapshots = Snapshots(self.namespace, self.name, custom, post_object_event)  # FTPipelineCheckpoints
+        self._restored: tuple[str, str] | None = None  # the spec.restoreFrom done last (status.lastRestore)
+        self.resting = False  # succeeded, failed or suspended: no attempt until the spec changes
+        self._restore_asked = threading.Event()
 
     # --- from the handlers -------------------------------------------------
     def update_body(self, body: Mapping[str, Any]) -> None:
@@ -139,6 +148,7 @@ class PipelineRunner:
         if not self.body:  # the first this runner sees: has the pipeline run before (this operator or another)?
             self.ran_before = bool((body.get("status") or {}).get("committedStep"))
             self.upgrades = Upgrades(body.get("status") or {}, time.monotonic, body["spec"])
+            self._restored = done_in(body.get("status") or {})
         self.body = body
         if not changed:
             return
@@ -149,6 +159,8 @@ class PipelineRunner:
             self._stop_reason = "suspended"
         if new.get("restartNonce") != old.get("restartNonce"):
             self._stop_reason = "restart requested"
+        if new.get("restoreFrom") != old.get("restoreFrom"):
+            self._restore_asked.set()  # checked by the running attempt before it stops for it
         if new.get("checkpointNonce") != old.get("checkpointNonce"):
             self._checkpoint_now.set()
         self._changed.set()
@@ -193,9 +205,16 @@ class PipelineRunner:
         self.run_body = self.upgrades.spec_to_run(self.body)  # from here on a spec change stops this attempt
         self._in_attempt = True
         try:
-            return self._attempt(stopped, reporter)
+            rest = self._attempt(stopped, reporter)
         finally:
             self._in_attempt = False
+        self.resting = rest.for_change
+        if rest.for_change:  # ended: no run takes the checkpoints asked for
+            self.snapshots.failed("the pipeline stopped (succeeded, failed or suspended) before the checkpoint "
+                                  "was taken", ended=True)
+        else:
+            self.snapshots.interrupted()
+        return rest
 
     def _attempt(self, stopped: Stopped, reporter: StatusReporter) -> Rest:
         assert self.attempts is not None
@@ -338,15 +357,18 @@ class PipelineRunner:
             raise SpecError(f"ftpipeline {self.namespace}/{self.name}", refused)
         spec, own_stores = self._own_store_users(spec, stopped)
         run = uuid.uuid4().hex[:8]
-        self._check_pod(run)
-        self._delete_stale_pods(run)
+        check_pod(self.core, self.run_body, run, self._pod_defaults("", ""))
+        delete_stale_pods(self.core, self.namespace, self.name, run)
         credentials = self._issue_credentials(spec.store_key)  # a pipeline's own certificate is checked first
         metrics = RunMetrics(spec.metrics_label, self.registry)
         warning = checkpoints_off_warning(self.run_body["spec"], spec)
         if warning:
             reporter.event("Warning", "CheckpointsOff", warning)
-        fresh = self._start_fresh  # a stateless upgrade starts over (each attempt, until a step commits)
-        session = open_session(spec, self.ran_before and not fresh, private_dir=None, resume_if_started=not fresh)
+        self._restore_asked.clear()  # this attempt does what spec.restoreFrom says now
+        restore = self._restore(reporter)
+        fresh = self._start_fresh and restore is None  # a stateless upgrade starts over (until a step commits)
+        session = open_session(spec, (self.ran_before or restore is not None) and not fresh, private_dir=None,
+                               resume_if_started=not fresh)
         resuming = session.resuming
         self.ran_before = True  # from here on the pipeline's state is this run's: a retry resumes it
         cluster = self.cluster = KubernetesCluster(self.core, self.run_body, run,
@@ -355,13 +377,22 @@ class PipelineRunner:
         cluster.credentials = credentials
         reporter.lost_reasons = cluster.diagnoses  # set before the loss is queued: the reason is always there
         reporter.on_recovered = lambda record: self._recovered(metrics, cluster, record)
+        reporter.on_checkpointed = lambda info: self.snapshots.committed(info, str(self.body["metadata"].get("uid")))
+        reporter.on_checkpoint_failed = self.snapshots.failed
 
         def should_stop() -> str | None:
             if stopped:
                 return "operator stopping"
-            if self._checkpoint_now.is_set():
+            if self._checkpoint_now.is_set() or self.snapshots.due():
                 self._checkpoint_now.clear()
                 coordinator.ckpt.requested = True
+            if restore is not None and self._restored != (restore.checkpoint, restore.nonce) and \
+                    coordinator.ckpt.last is not None and int(coordinator.ckpt.last["epoch"]) == restore.epoch:
+                self._restore_done(reporter, restore, "Restored")
+            if self._restore_asked.is_set():  # a refused restore is reported without stopping the run
+                self._restore_asked.clear()
+                if self._restore(reporter) is not None:
+                    return "restore requested"
             upgrade = self._upgrade_step(coordinator, reporter)
             if upgrade:
                 return upgrade
@@ -371,8 +402,10 @@ class PipelineRunner:
 
         coordinator = Coordinator(spec, session.store, session.tables, cluster, reporter, metrics=metrics,
                                   pointer=session.pointer, commands=session.commands, resume=resuming,
-                                  should_stop=should_stop,
+                                  should_stop=should_stop, resume_epoch=restore.epoch if restore else None,
                                   stall_timeout_s=float("inf"))
+        coordinator.ckpt.pinned = self.snapshots.pinned_epochs  # asked for by name: kept until deleted
+        coordinator.ckpt.discard_newer = restore is not None
         keep_pods = False
         try:
             coordinator.run()
@@ -380,6 +413,10 @@ class PipelineRunner:
         except Superseded:
             keep_pods = True  # the coordinator that claimed the pipeline replaces them
             raise
+        except RestoreRefused as exc:  # before anything was touched: the next attempt resumes as usual
+            assert restore is not None
+            self._restore_done(reporter, restore, "Refused", str(exc))
+            return "interrupted"
         except Interrupted as exc:
             log.info("run interrupted", extra={"pipeline": self.name, "reason": str(exc)})
             keep_pods = bool(stopped)  # the operator is exiting: leave the pods for the next one to replace
@@ -391,6 +428,29 @@ class PipelineRunner:
                 cluster.stop()
             session.close()
             self.cluster = None
+
+    def _restore(self, reporter: StatusReporter) -> Restore | None:
+        """The checkpoint ``spec.restoreFrom`` asks this attempt to resume from (``restores.py``), if any."""
+        want = asked(self.body, self._restored)
+        if want is None:
+            return None
+        try:
+            return resolve(self.custom, self.body, want)
+        except Refused as exc:
+            self._restore_done(reporter, want, "Refused", str(exc))
+            return None
+
+    def _restore_done(self, reporter: StatusReporter, restore: Restore, result: str, message: str = "") -> None:
+        self._restored = (restore.checkpoint, restore.nonce)
+        if result == "Restored":
+            self.snapshots.discarded_after(restore.epoch, f"deleted by the restore of {self.name} from checkpoint "
+                                                          f"{restore.epoch} ({restore.checkpoint})")
+            reporter.event("Normal", "Restored", f"resumed from checkpoint {restore.epoch} ({restore.checkpoint}, "
+                                                 f"step {restore.step}); later checkpoints were deleted")
+        else:
+            reporter.event("Warning", "RestoreRefused", f"{message}: the pipeline goes on from its newest checkpoint")
+            log.error("restore refused", extra={"pipeline": self.name, "error": message})
+        reporter.update(urgent=True, **restore.status(result, message))
 
     def _upgrade_step(self, coordinator: Coordinator, reporter: StatusReporter) -> str | None:
         """The lifecycle's part of each coordinator turn (``upgrades.py``): a step committed makes this spec
@@ -428,44 +488,6 @@ class PipelineRunner:
             log.info("recovery applied", extra={"pipeline": self.name, "worker": record.worker,
                                                 "seconds_since_event": round(latency, 4)})
 
-    def _check_pod(self, run: str) -> None:
-        """Ask the API server whether a worker pod of this spec would be accepted (a dry run: nothing is
-        created), so an invalid volume or a refused security context fails the pipeline at once."""
-        try:
-            pod = render.worker_pod(self.run_body, WorkerId("w0"), run, self._pod_defaults("", ""))
-        except ValueError as exc:
-            raise Unrunnable(str(exc)) from None
-        try:
-            self.core.create_namespaced_pod(self.namespace, cast(client.V1Pod, pod), dry_run="All")
-        except pydantic.ValidationError as exc:  # the client's own models refuse it before sending
-            own = len(pod["spec"]["volumes"]) - len(self.run_body["spec"].get("volumes") or [])
-            raise Unrunnable(f"invalid worker pod: {pod_problems(exc, own)}") from None
-        except client.exceptions.ApiException as exc:
-            if exc.status in (400, 403, 422):
-                raise Unrunnable(f"the API server rejects the worker pod: {api_message(exc)}") from None
-            if exc.status != 409:  # 409: a pod of that name exists (an earlier run's): validation passed
-                raise
-
     def _pod_defaults(self, redis_url: str, zookeeper: str) -> dict[str, str]:
         return {"redis": redis_url, "zookeeper": zookeeper, "image": self.defaults.image,
                 "pullPolicy": self.defaults.image_pull_policy, "storeCAs": ",".join(store_cas())}
-
-    def _worker_pods(self) -> list[dict[str, Any]]:
-        listing = self.core.list_namespaced_pod(self.namespace, label_selector=render.worker_selector(self.name))
-        pods: list[dict[str, Any]] = listing.to_dict()["items"]
-        return pods
-
-    def _delete_stale_pods(self, run: str) -> None:
-        """Pods of an earlier run (a previous operator, or before a restart) are replaced, never adopted."""
-        stale = {p["metadata"]["name"] for p in self._worker_pods()
-                 if (p["metadata"].get("labels") or {}).get(render.RUN_LABEL) != run}
-        for name in stale:
-            try:
-                self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
-            except client.exceptions.ApiException as exc:
-                if exc.status != 404:
-                    raise
-        deadline = time.monotonic() + 60
-        while stale and time.monotonic() < deadline:
-            stale &= {p["metadata"]["name"] for p in self._worker_pods()}
-            time.sleep(0.5)

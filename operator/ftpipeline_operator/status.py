@@ -96,6 +96,8 @@ class StatusReporter(Observer):
         self._lock = threading.Lock()
         self.lost_reasons: Mapping[WorkerId, object] = {}   # the cluster backend's diagnoses: why a worker went
         self.on_recovered: Callable[[RecoveryRecord], None] | None = None  # metrics hook of the runner
+        self.on_checkpointed: Callable[[Mapping[str, Any]], None] = lambda info: None  # FTPipelineCheckpoints
+        self.on_checkpoint_failed: Callable[[str], None] = lambda reason: None
 
     # --- plumbing ----------------------------------------------------------
     def update(self, urgent: bool = False, **fields: Any) -> None:
@@ -211,6 +213,7 @@ class StatusReporter(Observer):
             self.condition("CheckpointFailing", False, "Checkpointed", f"checkpoint {info['epoch']} committed")
         self.update(urgent=True, lastCheckpoint={"epoch": info["epoch"], "step": info["boundary"], "time": now_iso(),
                                                  "seconds": info["seconds"]})
+        self.on_checkpointed(info)
 
     def on_checkpoint_aborted(self, epoch: int, reason: str) -> None:
         """A checkpoint that cannot complete (storage unwritable, a worker lost): the run goes on without it."""
@@ -218,6 +221,7 @@ class StatusReporter(Observer):
         self.condition("CheckpointFailing", True, "CheckpointAborted", message)
         self.event("Warning", "CheckpointAborted", message)
         self.update(urgent=True, conditions=self.conditions)
+        self.on_checkpoint_failed(message)
 
     def on_control_plane(self, component: str, available: bool, message: str) -> None:
         """ZooKeeper, Redis or a sink's Kafka out of reach pauses the run (``coordinator/outages.py``); back, it

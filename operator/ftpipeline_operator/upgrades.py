@@ -18,7 +18,7 @@ state a pipeline is in (``status.lifecycleState``)::
     SUSPENDED, FAILED, RETRYING --spec changed, a stable spec known--> UPGRADING (on trial at its next attempt)
     any        --suspend / input ended / failed--> SUSPENDED / SUCCEEDED / FAILED
 
-What is not an upgrade: ``suspend``, ``checkpointNonce``, ``restartNonce``
+What is not an upgrade: ``suspend``, ``checkpointNonce``, ``restartNonce``, ``restoreFrom``
 (each has its own meaning) and fields the run never reads
 (``progressDeadlineSeconds``, ``upgrade``). A change made while the pipeline
 is not running (suspended, failed, succeeded, retrying) is what its next
@@ -44,7 +44,8 @@ from ftpipeline.spec.schema import LIFECYCLE
 from ftpipeline_operator.owned import digest
 
 CREATED, DEPLOYING, RUNNING, UPGRADING, ROLLED_BACK, SUSPENDED, SUCCEEDED, FAILED = LIFECYCLE
-NOT_UPGRADES = frozenset({"suspend", "checkpointNonce", "restartNonce", "progressDeadlineSeconds", "upgrade"})
+NOT_UPGRADES = frozenset({"suspend", "checkpointNonce", "restartNonce", "progressDeadlineSeconds", "upgrade",
+                          "restoreFrom"})
 DEFAULT_HEALTH_DEADLINE_S = 300.0
 CHECKPOINT_WAIT_S = 120.0  # an upgrade waits this long for its checkpoint, then stops on the newest one
 

@@ -41,9 +41,12 @@ def test_a_misspelt_value_is_refused_naming_it() -> None:
 
 def test_template_renders_the_generated_crd_kept_on_uninstall() -> None:
     docs = render()
-    [crd] = [d for d in docs if d["kind"] == "CustomResourceDefinition" and d["spec"]["group"] == "ftpipeline.io"]  # type: ignore[index]
-    assert crd == yaml.safe_load((ROOT / "crds" / "ftpipeline.yaml").read_text())
-    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    ours = {d["metadata"]["name"]: d for d in docs  # type: ignore[index]
+            if d["kind"] == "CustomResourceDefinition" and d["spec"]["group"] == "ftpipeline.io"}  # type: ignore[index]
+    assert ours == {"ftpipelines.ftpipeline.io": yaml.safe_load((ROOT / "crds" / "ftpipeline.yaml").read_text()),
+                    "ftpipelinecheckpoints.ftpipeline.io":
+                        yaml.safe_load((ROOT / "crds" / "ftpipelinecheckpoint.yaml").read_text())}
+    assert all(crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep" for crd in ours.values())
     assert not [d for d in render("crds.enabled=false") if d["kind"] == "CustomResourceDefinition"]
 
 
@@ -223,7 +226,7 @@ def test_two_replicas_roll_without_downtime_and_peer_under_a_name_of_their_relea
     assert two["spec"]["replicas"] == 2 and two["spec"]["strategy"]["type"] == "RollingUpdate"  # type: ignore[index]
     assert _operator_env(render())["FTPIPELINE_PEERING"] == "ns.t-ftpipeline"
     crds = {d["metadata"]["name"] for d in render() if d["kind"] == "CustomResourceDefinition"}  # type: ignore[index]
-    assert crds == {"ftpipelines.ftpipeline.io", "clusterkopfpeerings.kopf.dev"}
+    assert crds == {"ftpipelines.ftpipeline.io", "ftpipelinecheckpoints.ftpipeline.io", "clusterkopfpeerings.kopf.dev"}
 
 
 def test_listed_namespaces_each_get_a_role_and_only_a_star_gets_cluster_wide_access() -> None:

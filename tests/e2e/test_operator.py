@@ -201,6 +201,12 @@ def deleted(api: client.CustomObjectsApi, namespace: str, name: str) -> bool:
         return exc.status == 404
 
 
+def events(core: client.CoreV1Api, namespace: str, name: str, reason: str) -> list[str]:
+    """The messages of the Events of ``reason`` about the object ``name``."""
+    items = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
+    return [e.message for e in items if e.reason == reason]
+
+
 def finished(api: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]:
     return dict(wait_for("the pipeline to finish",
                          lambda: (s := status(api, namespace, name)).get("phase") in ("Succeeded", "Failed") and s,

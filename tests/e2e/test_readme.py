@@ -32,6 +32,7 @@ from .conftest import IMAGE, ROOT, example_pipeline
 pytestmark = pytest.mark.skipif(shutil.which("helm") is None, reason="no helm on PATH")
 GROUP, VERSION, PLURAL = "ftpipeline.io", "v1alpha1", "ftpipelines"
 CRD = "ftpipelines.ftpipeline.io"
+CHECKPOINT_CRD = "ftpipelinecheckpoints.ftpipeline.io"
 PEERING_CRD = "clusterkopfpeerings.kopf.dev"  # the README's install makes both
 
 
@@ -94,8 +95,8 @@ def _clear(core: client.CoreV1Api, env: dict[str, str]) -> None:
         meta = obj["metadata"]
         api.patch_namespaced_custom_object(GROUP, VERSION, meta["namespace"], PLURAL, meta["name"],
                                            {"metadata": {"finalizers": None}})
-    out = subprocess.run(["kubectl", "delete", "crd", CRD, PEERING_CRD, "--ignore-not-found", "--wait",
-                          "--timeout=120s"], env=env, capture_output=True, text=True)
+    out = subprocess.run(["kubectl", "delete", "crd", CRD, CHECKPOINT_CRD, PEERING_CRD, "--ignore-not-found",
+                          "--wait", "--timeout=120s"], env=env, capture_output=True, text=True)
     # helm install refuses a CRD it does not own: say here why it is still there, not later in helm's words
     assert out.returncode == 0, f"the CRD {CRD} left by earlier tests could not be deleted: {out.stderr.strip()}"
 

@@ -21,18 +21,14 @@ from kubernetes import client
 
 from ftpipeline_operator import render
 
-from .test_operator import (GROUP, PLURAL, VERSION, compare, finished, operator, oracle_spec, spark,  # noqa: F401
-                            start, status, wait_for)
+from .test_operator import (GROUP, PLURAL, VERSION, compare, events, finished, operator,  # noqa: F401
+                            oracle_spec, spark, start, status, wait_for)
 
 
 def _runs(core: client.CoreV1Api, namespace: str, name: str) -> set[str]:
     pods = core.list_namespaced_pod(namespace, label_selector=f"{render.PIPELINE_LABEL}={name}").items
     return {(p.metadata.labels or {}).get(render.RUN_LABEL, "") for p in pods}
 
-
-def _events(core: client.CoreV1Api, namespace: str, name: str, reason: str) -> list[str]:
-    items = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
-    return [e.message for e in items if e.reason == reason]
 
 
 def test_a_changed_spec_is_upgraded_from_a_checkpoint_and_a_broken_one_rolls_back(
@@ -49,7 +45,7 @@ def test_a_changed_spec_is_upgraded_from_a_checkpoint_and_a_broken_one_rolls_bac
     stages = [{**s, "parallelism": 3} if s["name"] in ("per-user", "output") else s for s in doc["spec"]["stages"]]
     api.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, {"spec": {
         "workers": 3, "stages": stages, "spark": {"resources": {"requests": {"cpu": "20m"}}}}})
-    wait_for("the upgrade to run", lambda: _events(core, namespace, name, "Upgraded"), 300)
+    wait_for("the upgrade to run", lambda: events(core, namespace, name, "Upgraded"), 300)
     st = status(api, namespace, name)
     assert st["lifecycleState"] == "Running", st
     assert st["lastStableSpec"]["spark"]["resources"]["requests"]["cpu"] == "20m"
@@ -58,7 +54,7 @@ def test_a_changed_spec_is_upgraded_from_a_checkpoint_and_a_broken_one_rolls_bac
     assert {c.resources.requests["cpu"] for p in pods for c in p.spec.containers if c.name == "spark"} == {"20m"}
     assert len(pods) == 3 and [s["parallelism"] for s in st["lastStableSpec"]["stages"]] == [2, 2, 3, 3]
     at_upgrade = st.get("committedStep") or 0
-    print(f"upgraded at step {at_upgrade}: {_events(core, namespace, name, 'Upgraded')[-1]}")
+    print(f"upgraded at step {at_upgrade}: {events(core, namespace, name, 'Upgraded')[-1]}")
 
     # 2. an image that does not exist: no step in time, the stable spec again
     api.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, {"spec": {
@@ -66,7 +62,7 @@ def test_a_changed_spec_is_upgraded_from_a_checkpoint_and_a_broken_one_rolls_bac
     wait_for("the rollback", lambda: status(api, namespace, name).get("lifecycleState") == "RolledBack", 300)
     st = status(api, namespace, name)
     assert st["upgrade"]["result"] == "RolledBack", st
-    [message, *_] = wait_for("the RolledBack Event", lambda: _events(core, namespace, name, "RolledBack"), 60)
+    [message, *_] = wait_for("the RolledBack Event", lambda: events(core, namespace, name, "RolledBack"), 60)
     print(f"rolled back: {message}")
     obj = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
     assert obj["spec"]["image"] == "ftpipeline:no-such-tag"  # the object is left as written

@@ -17,7 +17,18 @@ cut is complete. Commit then
    reflects: one interval per edge (GC may now delete them; buffered bytes
    stay bounded by the checkpoint interval);
 4. forgets lineage and step-log entries no plan can need any more;
-5. prunes all but the newest ``retain`` committed checkpoints.
+5. prunes what retention no longer keeps: all but the newest ``retain``
+   committed checkpoints, and of those the ones older than ``maxAgeSeconds``
+   (never the newest), unless pinned — a checkpoint someone asked for by
+   name (the operator's ``FTPipelineCheckpoint``) stays until its resource
+   is deleted.
+
+The step log is kept back to the oldest of the newest ``retain``
+checkpoints, not only the newest: restoring an older one replays the steps
+after it with the offsets they were first read with, so the sinks' barrier
+drops exactly what was released (a Kafka source could not plan them again
+alike). A pinned checkpoint older than that does not hold the step log; a
+restore from it re-plans those steps (``restore_problem``).
 
 The commit itself is one ZooKeeper transaction: if ZooKeeper is out of reach
 then, the checkpoint is aborted and the next one starts normally. The reads
@@ -45,6 +56,7 @@ told to settle its counts before the next epoch begins.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -99,6 +111,10 @@ class CheckpointManager:
         self.requested = False
         self.needs_settle = False
         self.history: list[dict[str, Any]] = []
+        self.pinned: Callable[[], set[int]] = set  # epochs retention must keep (asked for by name)
+        self.boundaries: dict[int, int] = {}      # committed epoch -> its boundary (read once per epoch)
+        self.wall: Callable[[], float] = time.time  # commit times in manifests (retention by age)
+        self.discard_newer = False  # a resume from a named checkpoint deletes the later ones (the operator's restore)
         self.before_commit: Callable[[], None] | None = None  # fault injection (e.g. expire the session)
         self.on_aborted: Callable[[int, str], None] = lambda epoch, reason: None
 
@@ -208,6 +224,7 @@ class CheckpointManager:
         offsets = {c.key(): hi for c, (_, hi) in record.offsets.items()} if record else {}
         manifest = cur.manifest(offsets, committed)
         manifest["parallelism"] = {s.name: s.parallelism for s in self.spec.stages}  # read by checkpoint/rescale.py
+        manifest["time"] = round(self.wall(), 3)  # when committed (retention by age)
         low = min([s.step for s in cur.snapshots.values()] + [cur.boundary])
         steps = {s: self.store.step(s) for s in range(low + 1, cur.boundary + 1)}
         missing = sorted(s for s, r in steps.items() if r is None)
@@ -241,7 +258,7 @@ class CheckpointManager:
         self.metrics.checkpoint_seconds.observe(seconds)
         self.metrics.checkpoint_bytes.set(size)
         self.history.append({"epoch": cur.epoch, "boundary": cur.boundary, "seconds": round(seconds, 4),
-                             "bytes": size, "inflight": len(cur.inflight)})
+                             "bytes": size, "inflight": len(cur.inflight), "kept": sorted(keep)})
         log.info("checkpoint committed", extra=self.history[-1])
         return manifest
 
@@ -261,12 +278,52 @@ class CheckpointManager:
             buried_up_to.append(int(snap["step"]))
         floor = min([*buried_up_to, int(manifest["boundary"]), int(manifest["gt_last"])])
         self.tables.trim(floor)
-        self.store.trim_steps(floor)
-        keep = set(self._committed_epochs()[-self.spec.checkpoint_retain:])  # this run's and earlier ones
+        committed = self._committed_epochs()  # this run's and earlier ones
+        self.boundaries[int(manifest["epoch"])] = int(manifest["boundary"])
+        keep = self.retained(committed, int(manifest["epoch"]))
+        newest = committed[-self.spec.checkpoint_retain:]
+        self.store.trim_steps(min([floor, *(self._boundary(e) for e in newest if e in keep)]))
         pointer = self.pointer
         if pointer is not None:
             self._zk(lambda: pointer.prune(keep), "pruning checkpoints")
         return keep | {self.epoch}
+
+    def retained(self, committed: list[int], newest: int) -> set[int]:
+        """What retention keeps of ``committed`` (oldest first) now that ``newest`` committed."""
+        keep = set(committed[-self.spec.checkpoint_retain:])
+        max_age = self.spec.checkpoint_max_age_s
+        if max_age:
+            now = self.wall()
+            keep = {e for e in keep if e == newest or now - self._committed_time(e) <= max_age}
+        return keep | (self.pinned() & set(committed)) | {newest}
+
+    def discard(self, epochs: set[int]) -> None:
+        """Delete committed checkpoints (ZooKeeper, then storage through a worker): a restore from an older
+        one starts a new history, so a later failure never resumes from what came after it before."""
+        pointer = self.pointer
+        if pointer is not None:
+            kept = set(self._committed_epochs()) - epochs
+            self._zk(lambda: pointer.prune(kept), "discarding checkpoints")
+        self.stored -= epochs
+        self.members.call_any("discard_checkpoints", {"epochs": sorted(epochs)}, "discard the later checkpoints")
+        log.info("later checkpoints discarded", extra={"epochs": sorted(epochs)})
+
+    def _manifest(self, epoch: int) -> dict[str, Any] | None:
+        pointer = self.pointer
+        if pointer is None:
+            return None
+        return self._zk(lambda: pointer.manifest(epoch), "reading a committed checkpoint")
+
+    def _boundary(self, epoch: int) -> int:
+        if epoch not in self.boundaries:
+            manifest = self._manifest(epoch)
+            self.boundaries[epoch] = int(manifest["boundary"]) if manifest else 0
+        return self.boundaries[epoch]
+
+    def _committed_time(self, epoch: int) -> float:
+        """When ``epoch`` committed (its manifest says; one of an older version counts as new)."""
+        manifest = self._manifest(epoch)
+        return float(manifest.get("time", self.wall())) if manifest else self.wall()
 
     def _publish(self, manifest: dict[str, Any], keep: set[int]) -> int:
         """A worker writes the manifest beside the snapshots and prunes the rest; returns the checkpoint's

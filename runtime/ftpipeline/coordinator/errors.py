@@ -20,6 +20,11 @@ class ExistingOutputFound(PipelineFailed):
         super().__init__("; ".join(map(str, self.problems)))
 
 
+class RestoreRefused(PipelineFailed):
+    """A named checkpoint that cannot be restored exactly; raised before anything is touched, so the
+    pipeline can go on from its newest checkpoint instead."""
+
+
 class Interrupted(RuntimeError):
     """The run was asked to stop (operator: suspend, restart, deletion); its state stays resumable."""
 

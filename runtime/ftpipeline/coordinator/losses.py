@@ -38,7 +38,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ftpipeline.checkpoint.rescale import changed_stages, reshape
-from ftpipeline.coordinator.errors import PipelineFailed
+from ftpipeline.coordinator.errors import PipelineFailed, RestoreRefused
 from ftpipeline.coordinator.recovery import (
     RecoveryRecord,
     choose_strategy,
@@ -138,6 +138,7 @@ def resume_at_newest_checkpoint(c: Coordinator) -> None:
     """Feldera's start-up: open the largest checkpoint step every worker has (or start fresh)."""
     stored = [set(c.client(w).call("checkpoints")) for w in c.workers]
     common = set.intersection(*stored)
+    newer = {e for e in set.union(*stored) if c.resume_epoch is not None and e > c.resume_epoch}
     c.ckpt.found_in_storage(set.union(*stored))
     if c.resume_epoch is not None:
         if c.resume_epoch not in common:
@@ -151,6 +152,8 @@ def resume_at_newest_checkpoint(c: Coordinator) -> None:
     manifest = c.client(c.workers[0]).call("checkpoint_manifest", {"epoch": max(common)})
     if manifest is None:
         raise PipelineFailed(f"checkpoint {max(common)} has no manifest in storage")
+    if newer:
+        _check_replayable(c, manifest)
     # a stateful stage whose parallelism changed is re-partitioned as it reopens (checkpoint/rescale.py);
     # what cannot be is a SpecError naming the field, before anything is touched
     stored, manifest = manifest, reshape(manifest, c.spec)
@@ -161,7 +164,22 @@ def resume_at_newest_checkpoint(c: Coordinator) -> None:
     # the checkpoint's commit and its command): the log says where this run really restarts
     reopen_everywhere(c, manifest, c.clock())
     c.ckpt.last = manifest
+    if newer and c.ckpt.discard_newer:  # a restore (the operator's): what came after it is not resumed again
+        c.ckpt.discard(newer)
     log.info("resumed", extra={"epoch": manifest["epoch"], "boundary": manifest["boundary"], "gt_last": c.released})
+
+
+def _check_replayable(c: Coordinator, manifest: dict[str, Any]) -> None:
+    """An older checkpoint is restored by replaying the steps after it. A Kafka source reads them again
+    only with the offsets the step log recorded (planned afresh, a step could hold other records than
+    the one its sink released); the step log keeps them back to the newest ``retain`` checkpoints."""
+    boundary, committed = int(manifest["boundary"]), c.store.committed()
+    trimmed = committed > boundary and c.store.step(boundary + 1) is None  # trimming takes the oldest steps
+    if trimmed and any(s.kafka is not None for s in c.spec.stages):
+        raise RestoreRefused(f"checkpoint {manifest['epoch']} (step {boundary}) cannot be restored exactly: "
+                             f"the step log no longer holds step {boundary + 1} and later ones, which a Kafka "
+                             f"source cannot plan again alike; restore one of the newest "
+                             f"spec.checkpoint.retain checkpoints")
 
 
 def rebuild_lost_store(c: Coordinator) -> None:

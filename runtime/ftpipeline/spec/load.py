@@ -387,6 +387,7 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
         checkpoint_steps=_checkpoint_steps(spec),
         checkpoint_ms=spec.get("checkpoint", {}).get("intervalMs") or 0,
         checkpoint_retain=spec.get("checkpoint", {}).get("retain", 2),
+        checkpoint_max_age_s=spec.get("checkpoint", {}).get("maxAgeSeconds", 0),
         checkpoint_path=_resolve(base_dir, spec["checkpoint"]["storage"]["path"])
         if "storage" in spec.get("checkpoint", {}) else None,
         state_backend=spec.get("state", {}).get("backend", "rocksdb"),

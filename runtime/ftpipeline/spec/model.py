@@ -174,6 +174,7 @@ class PipelineSpec:
     checkpoint_steps: int = 0
     checkpoint_ms: int = 0
     checkpoint_retain: int = 2
+    checkpoint_max_age_s: int = 0  # 0: retention by count only
     checkpoint_path: Path | None = None
     state_backend: str = "rocksdb"   # ``state/backend.py``
     zookeeper: str | None = None

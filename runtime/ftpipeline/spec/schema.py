@@ -91,6 +91,18 @@ SPEC_SCHEMA: Schema = obj(
         "checkpointNonce": string("Change this value (any string) to take a checkpoint now."),
         "restartNonce": string("Change this value (any string) to restart every worker; the pipeline resumes from "
                              "its newest checkpoint with no lost or repeated step."),
+        "restoreFrom": obj(
+            "Restore the pipeline from one of its committed checkpoints: setting (or changing) this stops the run "
+            "and resumes it from that checkpoint; checkpoints committed after it are deleted, and the steps after "
+            "it run again with the offsets they were first read with (the sinks drop what they already released). "
+            "Kubernetes only: ftpipeline run has --from-checkpoint.",
+            {
+                "checkpoint": string("The FTPipelineCheckpoint's name (in this namespace, of this pipeline, "
+                                     "Committed).", minLength=1),
+                "nonce": string("Change this value (any string) to restore from the same checkpoint again."),
+            },
+            ["checkpoint"],
+        ),
         "upgrade": obj(
             "How a change to a running pipeline's spec (image, code, resources, parallelism, any field but "
             "suspend and the nonces) is applied: the run is stopped and the new spec started, and if the new "
@@ -171,7 +183,12 @@ SPEC_SCHEMA: Schema = obj(
                                       f"{DEFAULT_CHECKPOINT_STEPS} steps; setting both to 0 turns checkpoints off, and "
                                       "buffers, lineage tables and recovery work then grow with the run.", minimum=0),
                 "intervalMs": integer("Checkpoint at least this often, in milliseconds (0: not by time).", minimum=0),
-                "retain": integer("How many committed checkpoints to keep (older ones are deleted).", minimum=1, default=2),
+                "retain": integer("How many committed checkpoints to keep (older ones are deleted). The step log "
+                                  "is kept back to the oldest of them, so any of them restores exactly.",
+                                  minimum=1, default=2),
+                "maxAgeSeconds": integer("Also delete a kept checkpoint once it is this old (0: by count only). The "
+                                         "newest is never deleted, nor one an FTPipelineCheckpoint asked for.",
+                                         minimum=0, default=0),
                 "storage": obj(
                     "Where snapshots and in-flight messages are written (shared by all workers).",
                     {"path": string("Directory; relative paths are resolved against the pipeline file.", minLength=1)},
@@ -314,6 +331,16 @@ STATUS_SCHEMA: Schema = obj(
             "failedSpec": string("A digest of the spec that was rolled back from (while the object still asks "
                                  "for it, the last stable spec runs)."),
             "message": string("Why it was rolled back."),
+        }),
+        "lastRestore": obj("The newest restore from a named checkpoint (spec.restoreFrom).", {
+            "checkpoint": string("The FTPipelineCheckpoint restored from."),
+            "nonce": string("spec.restoreFrom.nonce when it was done."),
+            "epoch": integer("Its checkpoint number."),
+            "step": integer("The step it follows."),
+            "result": string("Restored, or Refused (the run went on from its newest checkpoint).",
+                             enum=["Restored", "Refused"]),
+            "message": string("Why it was refused."),
+            "time": {**_TIME, "description": "When."},
         }),
         "step": integer("Newest step started."),
         "committedStep": integer("Newest step whose output is released (exactly once)."),

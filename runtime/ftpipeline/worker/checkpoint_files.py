@@ -12,6 +12,8 @@ action of the worker's control API, answered by whichever worker it asks
 - ``publish_checkpoint``: after the commit in ZooKeeper, write the manifest
   beside the snapshots and delete the epochs no longer retained; answers the
   checkpoint's size;
+- ``discard_checkpoints``: delete the named epochs (a restore from an older
+  checkpoint starts a new history from it: the later ones are not resumed);
 - ``reset_checkpoints``: a fresh run empties the pipeline's storage, so no
   checkpoint of an earlier pipeline of the same name is ever reopened.
 """
@@ -50,6 +52,12 @@ class CheckpointFiles:
         storage.write_manifest(manifest)
         storage.prune({int(e) for e in body["keep"]} | {int(manifest["epoch"])})
         return {"bytes": storage.size_bytes(int(manifest["epoch"]))}
+
+    def _do_discard_checkpoints(self, body: dict[str, Any]) -> dict[str, Any]:
+        storage = self._storage()
+        dropped = {int(e) for e in body["epochs"]}
+        storage.prune(set(storage.committed_epochs()) - dropped)
+        return {"ok": True}
 
     def _do_reset_checkpoints(self, body: dict[str, Any]) -> dict[str, Any]:
         self._storage().reset()

@@ -52,6 +52,7 @@ log = logging.getLogger("ftpipeline.sidecar")
 COORDINATOR_ACTIONS = frozenset({
     "state", "create", "adopt", "open", "step", "wake", "checkpoint", "release", "prepare_outputs", "barrier",
     "shutdown", "stats", "checkpoints", "checkpoint_manifest", "publish_checkpoint", "reset_checkpoints",
+    "discard_checkpoints",
 })
 SPARK_ACTIONS = frozenset({
     "hello", "next_task", "may_write", "opened", "task_done", "task_failed", "snapshot_done", "snapshot_failed",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from ftpipeline.spec.crd import crd, render
+from ftpipeline.spec.crd import checkpoint_crd, crd, render
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -15,6 +15,21 @@ def test_committed_crd_files_are_up_to_date() -> None:
     expected = render()
     for path in (ROOT / "crds" / "ftpipeline.yaml", ROOT / "charts" / "ftpipeline" / "files" / "ftpipeline-crd.yaml"):
         assert path.read_text() == expected, f"{path} is stale: run python -m ftpipeline.spec.crd > {path}"
+
+
+def test_committed_checkpoint_crd_files_are_up_to_date() -> None:
+    expected = render("checkpoint")
+    for path in (ROOT / "crds" / "ftpipelinecheckpoint.yaml",
+                 ROOT / "charts" / "ftpipeline" / "files" / "ftpipelinecheckpoint-crd.yaml"):
+        assert path.read_text() == expected, f"{path} is stale: run python -m ftpipeline.spec.crd checkpoint > {path}"
+
+
+def test_checkpoint_crd_lists_pipeline_state_step_and_size() -> None:
+    doc = checkpoint_crd()
+    version = doc["spec"]["versions"][0]
+    assert version["subresources"] == {"status": {}}
+    assert {c["name"] for c in version["additionalPrinterColumns"]} >= {"Pipeline", "State", "Step", "Bytes", "Age"}
+    assert version["schema"]["openAPIV3Schema"]["properties"]["spec"]["required"] == ["pipeline"]
 
 
 def test_crd_has_status_subresource_short_name_and_printer_columns() -> None:
