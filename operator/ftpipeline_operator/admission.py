@@ -22,7 +22,9 @@ An update that leaves ``spec`` as it was is always allowed: Kopf's own
 finalizer and annotations must go through even for an object stored
 before the policy tightened, or deleting it would hang.
 
-Serving: the chart renders the ValidatingWebhookConfiguration (so
+Serving: a process of its own beside the operator in its pod
+(``webhook.py``), so a review never waits behind the operator's
+coordinators. The chart renders the ValidatingWebhookConfiguration (so
 uninstalling removes it) pointing at the operator's Service, with
 ``failurePolicy: Fail``. The operator issues itself a certificate for that
 Service's names and writes its CA into the configuration's ``caBundle``.
@@ -46,7 +48,7 @@ import kopf
 from kubernetes import client
 
 from ftpipeline.spec.load import Problem, document_problems
-from ftpipeline.spec.schema import API_GROUP, API_VERSION, KIND, PLURAL
+from ftpipeline.spec.schema import API_GROUP, API_VERSION, KIND
 from ftpipeline.worker import tls
 from ftpipeline_operator import owners
 from ftpipeline_operator.policy import Policy
@@ -71,8 +73,8 @@ def review(new: Mapping[str, Any], old: Mapping[str, Any] | None, policy: Policy
     return found
 
 
-@kopf.on.validate(API_GROUP, API_VERSION, PLURAL, id=WEBHOOK_ID, operations=["CREATE", "UPDATE"])
 def validate(body: kopf.Body, **kwargs: Any) -> None:
+    """The handler ``webhook.py`` registers: refuses ``body`` naming every problem."""
     found = review(body, kwargs.get("old"), POLICY)  # ``old``: the stored object, on an update
     if found:
         where = f"{body.get('metadata', {}).get('namespace', '')}/{body.get('metadata', {}).get('name', '')}"

@@ -25,8 +25,8 @@ that name none),
 FTPIPELINE_DEFAULT_IMAGE and FTPIPELINE_DEFAULT_IMAGE_PULL_POLICY (for
 pipelines without spec.image: the operator's own), FTPIPELINE_MAX_RUNNING_PIPELINES (coordinator
 threads), FTPIPELINE_METRICS_PORT,
-FTPIPELINE_LOG_LEVEL, FTPIPELINE_PEERING and FTPIPELINE_PEERING_LIFETIME_S (``peering.py``), and the admission
-webhook's (``admission.py``, ``policy.py``). Logs are Kopf's JSON lines
+FTPIPELINE_LOG_LEVEL, FTPIPELINE_PEERING and FTPIPELINE_PEERING_LIFETIME_S (``peering.py``), and the policy's
+(``policy.py``). The admission webhook is a process of its own (``webhook.py``). Logs are Kopf's JSON lines
 (``--log-format=json``), which name the object each line is about.
 """
 
@@ -145,7 +145,6 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     _api["custom"] = client.CustomObjectsApi()
     _api["owned"] = OwnedObjects(server_side_apply(_api["core"]))
     peering.configure(settings, _api["custom"])
-    admission.configure(settings)
     port = os.environ.get("FTPIPELINE_METRICS_PORT")
     if port:
         start_http_server(int(port), registry=REGISTRY)

@@ -203,6 +203,22 @@ class Prometheus:
             result = json.load(r)["data"]["result"]
         return float(result[0]["value"][1]) if result else None
 
+    def _get(self, path: str, **params: Any) -> Any:
+        import json
+        import urllib.parse
+        import urllib.request
+
+        with urllib.request.urlopen(f"{self.url}{path}?" + urllib.parse.urlencode(params, doseq=True)) as r:
+            return json.load(r)["data"]
+
+    def query_range(self, promql: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+        """The series a range query returns, as Grafana's time series panels ask for them."""
+        return list(self._get("/api/v1/query_range", query=promql, start=start, end=end, step=step)["result"])
+
+    def label_values(self, label: str, match: str) -> list[str]:
+        """What Grafana's ``label_values(match, label)`` variable query offers."""
+        return list(self._get(f"/api/v1/label/{label}/values", **{"match[]": [match]}))
+
     def targets(self) -> list[dict[str, Any]]:
         import json
         import urllib.request

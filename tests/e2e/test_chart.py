@@ -214,7 +214,7 @@ def test_the_webhook_certificate_role_reads_one_secret_in_the_release_namespace(
                                  {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"],
                                   "resourceNames": ["t-ftpipeline-operator"]}]
         env = _operator_env(docs)
-        assert env["FTPIPELINE_WEBHOOK_SECRET"] == "ns/t-ftpipeline-webhook-tls"
+        assert _operator_env(docs, "webhook")["FTPIPELINE_WEBHOOK_SECRET"] == "ns/t-ftpipeline-webhook-tls"
         assert env["FTPIPELINE_OPERATOR_DEPLOYMENT"] == "ns/t-ftpipeline-operator"
         assert env["FTPIPELINE_OWNER_CLUSTERROLE"] == "t-ftpipeline"
 
@@ -247,10 +247,24 @@ def test_the_webhook_configuration_points_at_the_operator_and_fails_closed() -> 
     assert not [d for d in render("webhook.enabled=false") if d["kind"] == "ValidatingWebhookConfiguration"]
 
 
-def _operator_env(docs: list[dict[str, object]]) -> dict[str, object]:
+def _containers(docs: list[dict[str, object]]) -> dict[str, dict[str, Any]]:
     [operator] = [d for d in docs if d["kind"] == "Deployment"
                   and d["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component") == "operator"]
-    return {e["name"]: e.get("value") for e in operator["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+    return {c["name"]: c for c in operator["spec"]["template"]["spec"]["containers"]}  # type: ignore[index]
+
+
+def _operator_env(docs: list[dict[str, object]], container: str = "operator") -> dict[str, object]:
+    return {e["name"]: e.get("value") for e in _containers(docs)[container].get("env", [])}
+
+
+def test_the_webhook_is_a_process_of_its_own_beside_the_operator() -> None:
+    containers = _containers(render())
+    assert containers["webhook"]["command"][:5] == ["kopf", "run", "--standalone", "--log-format=json", "-m"]
+    assert "ftpipeline_operator.webhook" in containers["webhook"]["command"]
+    ports = {c: {p["name"] for p in spec["ports"]} for c, spec in containers.items()}
+    assert "webhook" in ports["webhook"] and "webhook" not in ports["operator"]
+    assert containers["webhook"]["resources"]["requests"]["cpu"]
+    assert set(_containers(render("webhook.enabled=false"))) == {"operator"}
 
 
 def test_the_kafka_broker_is_optional_and_only_the_operator_and_the_workers_reach_it() -> None:

@@ -30,6 +30,7 @@ from kubernetes import client
 from ftpipeline.oracle import compare
 from ftpipeline.spec import parse_pipeline
 
+from . import dashboard
 from .conftest import IMAGE, Prometheus, create_namespace, example_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -229,6 +230,7 @@ def test_a_deleted_worker_pod_is_recovered_and_the_output_equals_the_oracle(
     name = f"clicks-{uuid.uuid4().hex[:6]}"
     data = _writable_dir(HOST_ROOT / name)
     steps = 12
+    began = time.time()
     doc = pipeline(namespace, name, steps, data)
     create_pipeline(api, doc, data)
     subprocess.run(["kubectl", "wait", "--for=condition=Ready", f"ftpipeline/{name}", "-n", namespace,
@@ -260,6 +262,11 @@ def test_a_deleted_worker_pod_is_recovered_and_the_output_equals_the_oracle(
     assert start is not None  # how soon is reported (the metric, this line), not asserted: timing is not a test
     tasks = prometheus.query(f'sum(max_over_time(ftpipeline_worker_tasks_total{{pipeline="{namespace}/{name}"}}[15m]))')
     assert tasks is not None and tasks > 0, prometheus.targets()
+    # the chart's dashboard: every panel's query, as Grafana sends it, shows this run
+    panels = dashboard.evaluate(prometheus, f"{namespace}/{name}", began, time.time())
+    for p in panels:
+        print(f"dashboard panel {p.title!r}: {p.series} series, {p.samples} samples")
+    assert all(p.series for p in panels), [(p.title, p.expr) for p in panels if not p.series]
     [result] = compare(spark, oracle_spec(doc, data), steps)
     assert result.duplicates == 0, result
     assert result.equal, result

@@ -14,6 +14,11 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
+RECOVERY_STRATEGIES = ("lineage", "checkpoint", "restart")
+RECOVERY_OUTCOMES = ("applied", "failed")
+CHECKPOINT_OUTCOMES = ("committed", "aborted", "commit_failed")
+
+
 class _Families:
     """The run metrics' families: one set per registry, shared by every pipeline it serves."""
 
@@ -127,6 +132,15 @@ class RunMetrics:
         self.log_znodes = f.log_znodes.labels(pipeline)
         self._source_lag = f.source_lag
         self._pipeline = pipeline
+        # Every labelled series a dashboard panel rates exists at zero from the start: a series born at its
+        # first event has no earlier sample, so rate() and increase() never see that event (a recovery's
+        # duration panel stayed empty after the first recovery of each strategy).
+        for strategy in RECOVERY_STRATEGIES:
+            f.recovery_seconds.labels(pipeline, strategy)
+            for outcome in RECOVERY_OUTCOMES:
+                f.recoveries.labels(pipeline, strategy, outcome)
+        for outcome in CHECKPOINT_OUTCOMES:
+            f.checkpoints.labels(pipeline, outcome)
 
     def lag(self, source: str, partition: int, records: int) -> None:
         self._source_lag.labels(self._pipeline, source, str(partition)).set(records)

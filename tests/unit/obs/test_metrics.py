@@ -88,3 +88,19 @@ def test_source_lag_is_a_gauge_per_pipeline_source_and_partition() -> None:
     assert value("ftpipeline_source_lag_records", {"pipeline": "ns/a", "source": "clicks", "partition": "0"}) == 20
     assert value("ftpipeline_source_lag_records", {"pipeline": "ns/a", "source": "clicks", "partition": "3"}) == 7
     assert value("ftpipeline_source_lag_records", {"pipeline": "ns/b", "source": "clicks", "partition": "0"}) == 1
+
+
+def test_a_labelled_series_a_panel_rates_is_at_zero_before_its_first_event() -> None:
+    """rate() and increase() need a sample before the event: a series born with it shows nothing."""
+    from prometheus_client import CollectorRegistry
+
+    from ftpipeline.obs.metrics import RunMetrics
+
+    registry = CollectorRegistry()
+    RunMetrics("ns/p", registry)
+    value = registry.get_sample_value
+    for strategy in ("lineage", "checkpoint", "restart"):
+        assert value("ftpipeline_recovery_duration_seconds_count", {"pipeline": "ns/p", "strategy": strategy}) == 0
+        assert value("ftpipeline_recoveries_total", {"pipeline": "ns/p", "strategy": strategy,
+                                                     "outcome": "applied"}) == 0
+    assert value("ftpipeline_checkpoints_total", {"pipeline": "ns/p", "outcome": "aborted"}) == 0
