@@ -251,14 +251,15 @@ def checkpoint_requested(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
     uid = runner.body["metadata"].get("uid")
     if uid and not body.get("metadata", {}).get("ownerReferences"):  # it goes with its pipeline
         patch.metadata["ownerReferences"] = [owner(pipeline, str(uid))]
-    if not status.get("state"):
-        patch.status.update(state="Pending", message="waiting for the pipeline's next turn")
-    runner.snapshots.accept(dict(body))
+    runner.snapshots.accept(dict(body))  # writes Pending itself, before the coordinator can move it on
 
 
-@kopf.on.delete(API_GROUP, API_VERSION, CHECKPOINT_PLURAL, optional=True)
-def checkpoint_deleted(body: kopf.Body, **_: Any) -> None:
-    """Retention may delete the checkpoint now (it was kept while its object existed)."""
+@kopf.on.event(API_GROUP, API_VERSION, CHECKPOINT_PLURAL)
+def checkpoint_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+    """A deleted FTPipelineCheckpoint: retention may delete its checkpoint now (kept while the object existed).
+    A watch event, not a deletion handler: that one would need a finalizer on every checkpoint object."""
+    if event.get("type") != "DELETED":
+        return
     with _lock:
         runner = _runners.get((str(body.metadata.namespace), str(body.spec.get("pipeline"))))
     if runner is not None:

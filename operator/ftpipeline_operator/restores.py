@@ -9,7 +9,9 @@ again. The run it stops resumes from the named checkpoint instead of the
 newest, and checkpoints committed after it are deleted
 (``coordinator/checkpoints.py``: a new history starts there)::
 
-    ASKED    --the named checkpoint is this pipeline's and Committed--> RESTORING (the run stops; resume_epoch)
+    ASKED    --the named checkpoint is this pipeline's and Committed--> RESTORING (the run stops; resume_epoch;
+              status.lastRestore says Restoring first, so an operator that restarts meanwhile does not restore
+              twice: it would delete what was committed since)
     ASKED    --missing, another pipeline's, not Committed--> REFUSED (the run goes on untouched)
     RESTORING --every worker reopened it--> RESTORED (status.lastRestore, an Event)
     RESTORING --the coordinator refused it before touching anything (RestoreRefused)--> REFUSED
@@ -68,8 +70,10 @@ def resolve(custom: client.CustomObjectsApi, body: Mapping[str, Any], restore: R
     try:
         obj: dict[str, Any] = custom.get_namespaced_custom_object(  # type: ignore[assignment]
             API_GROUP, API_VERSION, meta["namespace"], CHECKPOINT_PLURAL, name)
-    except ApiException as exc:
-        what = "does not exist" if exc.status == 404 else f"cannot be read ({exc.status} {exc.reason})"
+    except Exception as exc:  # the API server out of reach too: refused now, asked again by a new nonce
+        what = ("does not exist" if isinstance(exc, ApiException) and exc.status == 404 else
+                f"cannot be read ({exc.status} {exc.reason})" if isinstance(exc, ApiException) else
+                f"cannot be read ({type(exc).__name__})")
         raise Refused(f"FTPipelineCheckpoint {name} {what} ({FIELD})") from None
     status = obj.get("status") or {}
     if obj["spec"].get("pipeline") != meta["name"]:

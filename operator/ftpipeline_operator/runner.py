@@ -194,6 +194,7 @@ class PipelineRunner:
         changed = self._changed.is_set()
         self._changed.clear()
         self._stop_reason = None
+        self.resting = False
         if self.attempts is None or changed:  # a new spec starts its budget over
             self.attempts = Attempts(policy_of(self.body["spec"]), time.monotonic)
         reporter = self.reporter = self._reporter()
@@ -366,6 +367,8 @@ class PipelineRunner:
             reporter.event("Warning", "CheckpointsOff", warning)
         self._restore_asked.clear()  # this attempt does what spec.restoreFrom says now
         restore = self._restore(reporter)
+        if restore is not None:  # written first: an operator that restarts before it is done does not do it twice
+            reporter.update(urgent=True, **restore.status("Restoring"))
         fresh = self._start_fresh and restore is None  # a stateless upgrade starts over (until a step commits)
         session = open_session(spec, (self.ran_before or restore is not None) and not fresh, private_dir=None,
                                resume_if_started=not fresh)
@@ -383,6 +386,9 @@ class PipelineRunner:
         def should_stop() -> str | None:
             if stopped:
                 return "operator stopping"
+            if coordinator.ckpt.pointer is None and self.snapshots.waiting:  # it would wait forever
+                self.snapshots.failed("the pipeline takes no checkpoints (no ZooKeeper to commit them in)",
+                                      ended=True)
             if self._checkpoint_now.is_set() or self.snapshots.due():
                 self._checkpoint_now.clear()
                 coordinator.ckpt.requested = True

@@ -22,8 +22,9 @@ this module moves them, on the pipeline's coordinator thread:
 - a restore from an older checkpoint deletes the later ones: those asked for
   by name are Failed, saying so.
 
-API errors here are logged and never stop the run: the checkpoint itself is
-committed in ZooKeeper whatever its object says.
+API errors here (the API server out of reach too) are logged and never stop
+the run: the checkpoint itself is committed in ZooKeeper whatever its object
+says.
 """
 
 from __future__ import annotations
@@ -79,9 +80,12 @@ class Snapshots:
 
     # --- from the handlers -------------------------------------------------
     def accept(self, obj: Mapping[str, Any]) -> None:
-        """A request created, or found at the operator's start: Committed ones pin their epoch, the others wait."""
+        """A request created, or found at the operator's start: Committed ones pin their epoch, the others wait.
+        A new one is written Pending first, so that write can never land after the coordinator's InProgress."""
         meta, status = obj["metadata"], obj.get("status") or {}
         name, state = str(meta["name"]), status.get("state")
+        if not state:
+            self._status(name, state="Pending", message="waiting for the pipeline's next turn")
         with self._lock:
             if state == "Committed" and status.get("epoch"):
                 self.pinned[name] = int(status["epoch"])
@@ -138,7 +142,8 @@ class Snapshots:
             self._record(epoch, fields, pipeline_uid)
         kept = {int(e) for e in info.get("kept", [epoch])}
         for old in sorted(e for e in records if e not in kept):
-            self._delete(records.pop(old))
+            if self._delete(records[old]):
+                del records[old]
 
     def failed(self, reason: str, ended: bool = False) -> None:
         """The checkpoint asked for did not commit (``reason``); ``ended``: the pipeline stopped for good."""
@@ -170,6 +175,10 @@ class Snapshots:
                 del self.pinned[name]
         for name in gone:
             self._status(name, state="Failed", message=why)
+        records = self._records()
+        for later in sorted(e for e in records if e > epoch):  # their checkpoints are gone: nothing to restore
+            if self._delete(records[later]):
+                del records[later]
 
     def interrupted(self) -> None:
         """The run stopped (a restart, an upgrade) before the checkpoint asked for committed: ask the next one."""
@@ -182,8 +191,8 @@ class Snapshots:
         try:
             self.custom.patch_namespaced_custom_object_status(API_GROUP, API_VERSION, self.namespace,
                                                               CHECKPOINT_PLURAL, name, {"status": fields})
-        except ApiException as exc:
-            log.warning("checkpoint status not written", extra={"checkpoint": name, "status": exc.status,
+        except Exception as exc:  # the API server out of reach too: the run goes on (the next write says more)
+            log.warning("checkpoint status not written", extra={"checkpoint": name, "error": api_error(exc),
                                                                 "pipeline": self.pipeline})
 
     def _records(self) -> dict[int, str]:
@@ -193,8 +202,8 @@ class Snapshots:
                 listing: dict[str, Any] = self.custom.list_namespaced_custom_object(  # type: ignore[assignment]
                     API_GROUP, API_VERSION, self.namespace, CHECKPOINT_PLURAL,
                     label_selector=f"{render.PIPELINE_LABEL}={self.pipeline}")
-            except ApiException as exc:
-                log.warning("checkpoint records not listed", extra={"status": exc.status, "pipeline": self.pipeline})
+            except Exception as exc:
+                log.warning("checkpoint records not listed", extra={"error": api_error(exc), "pipeline": self.pipeline})
                 return {}
             self.records = {int(o["status"]["epoch"]): o["metadata"]["name"] for o in listing.get("items", [])
                             if o["spec"].get("alreadyExists") and (o.get("status") or {}).get("epoch")}
@@ -209,21 +218,36 @@ class Snapshots:
                "spec": {"pipeline": self.pipeline, "alreadyExists": True}}
         try:
             self.custom.create_namespaced_custom_object(API_GROUP, API_VERSION, self.namespace, CHECKPOINT_PLURAL, doc)
-        except ApiException as exc:
-            if exc.status != 409:  # 409: recorded already (the operator restarted after creating it)
-                log.warning("checkpoint record not created", extra={"checkpoint": name, "status": exc.status})
-                return
+        except Exception as exc:
+            if not (isinstance(exc, ApiException) and exc.status == 409 and self._is_record(name)):
+                log.warning("checkpoint record not created", extra={"checkpoint": name, "error": api_error(exc)})
+                return  # 409 of a record: made before the operator restarted; of anything else: not ours to touch
         self._status(name, **fields)
         if self.records is not None:
             self.records[epoch] = name
 
-    def _delete(self, name: str) -> None:
+    def _is_record(self, name: str) -> bool:
+        try:
+            obj: dict[str, Any] = self.custom.get_namespaced_custom_object(  # type: ignore[assignment]
+                API_GROUP, API_VERSION, self.namespace, CHECKPOINT_PLURAL, name)
+        except Exception:
+            return False
+        return bool(obj["spec"].get("alreadyExists")) and obj["spec"].get("pipeline") == self.pipeline
+
+    def _delete(self, name: str) -> bool:
+        """Whether the record is gone (a failed delete is tried again at the next commit)."""
         try:
             self.custom.delete_namespaced_custom_object(API_GROUP, API_VERSION, self.namespace,
                                                         CHECKPOINT_PLURAL, name)
-        except ApiException as exc:
-            if exc.status != 404:
-                log.warning("checkpoint record not deleted", extra={"checkpoint": name, "status": exc.status})
+        except Exception as exc:
+            if not (isinstance(exc, ApiException) and exc.status == 404):
+                log.warning("checkpoint record not deleted", extra={"checkpoint": name, "error": api_error(exc)})
+                return False
+        return True
+
+
+def api_error(exc: Exception) -> str:
+    return f"{exc.status} {exc.reason}" if isinstance(exc, ApiException) else f"{type(exc).__name__}: {exc}"
 
 
 def owner(pipeline: str, uid: str) -> dict[str, Any]:

@@ -1,14 +1,15 @@
 """The admission webhook as a process of its own, beside the operator in its pod.
 
-    kopf run --standalone -m ftpipeline_operator.webhook
+    kopf run --standalone --all-namespaces -m ftpipeline_operator.webhook
 
 Why not in the operator's process: the operator runs a coordinator for every
 running pipeline on its threads, and on a busy node (ten pipelines' Spark
 JVMs on two cores) a review waited for the interpreter behind them until
 the API server's ``timeoutSeconds`` passed and ``kubectl apply`` failed. A
 process of its own has its own interpreter and its own share of the CPU
-(the chart's ``webhook.resources``); it watches nothing and needs no
-peering: every replica's webhook answers, whichever operator is active.
+(the chart's ``webhook.resources``); it watches no object (Kopf still
+follows the CRDs, so a CRD installed after it starts is served) and needs
+no peering: every replica's webhook answers, whichever operator is active.
 What it checks and how its certificate is shared is ``admission.py``.
 """
 
@@ -28,7 +29,6 @@ from ftpipeline_operator import admission
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     logging.getLogger("ftpipeline").setLevel(os.environ.get("FTPIPELINE_LOG_LEVEL", "INFO"))
-    settings.scanning.disabled = True  # nothing is watched: no CRDs or namespaces to discover
     try:
         config.load_incluster_config()  # type: ignore[no-untyped-call]
     except config.ConfigException:

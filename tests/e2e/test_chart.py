@@ -259,7 +259,7 @@ def _operator_env(docs: list[dict[str, object]], container: str = "operator") ->
 
 def test_the_webhook_is_a_process_of_its_own_beside_the_operator() -> None:
     containers = _containers(render())
-    assert containers["webhook"]["command"][:5] == ["kopf", "run", "--standalone", "--log-format=json", "-m"]
+    assert containers["webhook"]["command"][:4] == ["kopf", "run", "--standalone", "--all-namespaces"]
     assert "ftpipeline_operator.webhook" in containers["webhook"]["command"]
     ports = {c: {p["name"] for p in spec["ports"]} for c, spec in containers.items()}
     assert "webhook" in ports["webhook"] and "webhook" not in ports["operator"]

@@ -141,8 +141,8 @@ def resume_at_newest_checkpoint(c: Coordinator) -> None:
     newer = {e for e in set.union(*stored) if c.resume_epoch is not None and e > c.resume_epoch}
     c.ckpt.found_in_storage(set.union(*stored))
     if c.resume_epoch is not None:
-        if c.resume_epoch not in common:
-            raise PipelineFailed(f"checkpoint {c.resume_epoch} is not available to every worker "
+        if c.resume_epoch not in common:  # before anything is touched: the newest one can still be resumed
+            raise RestoreRefused(f"checkpoint {c.resume_epoch} is not available to every worker "
                                  f"(common: {sorted(common) or 'none'})")
         common = {c.resume_epoch}
     if not common:

@@ -337,8 +337,9 @@ STATUS_SCHEMA: Schema = obj(
             "nonce": string("spec.restoreFrom.nonce when it was done."),
             "epoch": integer("Its checkpoint number."),
             "step": integer("The step it follows."),
-            "result": string("Restored, or Refused (the run went on from its newest checkpoint).",
-                             enum=["Restored", "Refused"]),
+            "result": string("Restoring (under way; left so when the operator restarted meanwhile, and then not "
+                             "asked again: change spec.restoreFrom.nonce to), Restored, or Refused (the run went "
+                             "on from its newest checkpoint).", enum=["Restoring", "Restored", "Refused"]),
             "message": string("Why it was refused."),
             "time": {**_TIME, "description": "When."},
         }),

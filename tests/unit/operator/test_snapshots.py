@@ -17,6 +17,7 @@ class CheckpointApi:
     def __init__(self) -> None:
         self.objects: dict[str, dict[str, Any]] = {}
         self.deleted: list[str] = []
+        self.refuse_deletes = False
 
     def patch_namespaced_custom_object_status(self, group: str, version: str, namespace: str, plural: str,
                                               name: str, body: dict[str, Any]) -> None:
@@ -33,8 +34,14 @@ class CheckpointApi:
 
     def delete_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
                                         name: str) -> None:
+        if self.refuse_deletes:
+            raise ApiException(status=500, reason="etcdserver: request timed out")
         self.objects.pop(name)
         self.deleted.append(name)
+
+    def get_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
+                                     name: str) -> dict[str, Any]:
+        return self.objects[name]
 
     def list_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
                                       label_selector: str) -> dict[str, Any]:
@@ -140,3 +147,34 @@ def test_a_restore_fails_the_named_checkpoints_it_deleted_and_keeps_the_older_on
     assert s.pinned_epochs() == {2}
     assert api.objects["new"]["status"]["state"] == "Failed" and "restore" in api.objects["new"]["status"]["message"]
     assert api.objects["old"]["status"]["state"] == "Committed"
+
+
+def test_a_record_never_takes_over_an_object_of_its_name_and_a_refused_delete_is_tried_again() -> None:
+    s, api, _, _ = snapshots()
+    mine = request(api, "p-1")  # someone named their checkpoint as a record would be named
+    s.committed(info(1, 10, kept=[1]), "uid")
+    assert api.objects["p-1"] is mine and mine["status"] == {"state": "Pending"}
+    s.committed(info(2, 20, kept=[1, 2]), "uid")
+    api.refuse_deletes = True
+    s.committed(info(3, 30, kept=[2, 3]), "uid")
+    assert "p-2" in api.objects  # not deleted yet: the API server refused
+    api.refuse_deletes = False
+    s.committed(info(4, 40, kept=[3, 4]), "uid")
+    assert set(api.objects) == {"p-1", "p-3", "p-4"}
+
+
+def test_a_new_request_is_written_pending_before_it_can_be_asked() -> None:
+    s, api, _, _ = snapshots()
+    obj = request(api, "c")
+    obj["status"] = {}
+    s.accept(obj)
+    assert api.objects["c"]["status"]["state"] == "Pending"
+    assert s.due() and api.objects["c"]["status"]["state"] == "InProgress"
+
+
+def test_a_restore_deletes_the_records_of_the_checkpoints_after_it() -> None:
+    s, api, _, _ = snapshots()
+    for epoch in (1, 2, 3):
+        s.committed(info(epoch, epoch * 10, kept=[1, 2, 3]), "uid")
+    s.discarded_after(1, "deleted by the restore")
+    assert set(api.objects) == {"p-1"}
