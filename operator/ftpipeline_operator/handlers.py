@@ -238,20 +238,22 @@ def checkpoint_requested(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
         except client.exceptions.ApiException as exc:
             if exc.status != 404:
                 raise
-            message = f"FTPipeline {namespace}/{pipeline} does not exist (spec.pipeline)"
-            patch.status.update(state="Failed", message=message)
-            kopf.warn(body, reason="CheckpointFailed", message=message)
+            _checkpoint_failed(body, patch, f"FTPipeline {namespace}/{pipeline} does not exist (spec.pipeline)")
             return
         raise kopf.TemporaryError(f"FTPipeline {pipeline} is not known to this operator yet", delay=2)
     if status.get("state") != "Committed" and runner.resting:
-        message = f"FTPipeline {pipeline} is not running (succeeded, failed or suspended): no checkpoint can be taken"
-        patch.status.update(state="Failed", message=message)
-        kopf.warn(body, reason="CheckpointFailed", message=message)
+        _checkpoint_failed(body, patch, f"FTPipeline {pipeline} is not running (succeeded, failed or suspended): "
+                                        f"no checkpoint can be taken")
         return
     uid = runner.body["metadata"].get("uid")
     if uid and not body.get("metadata", {}).get("ownerReferences"):  # it goes with its pipeline
         patch.metadata["ownerReferences"] = [owner(pipeline, str(uid))]
     runner.snapshots.accept(dict(body))  # writes Pending itself, before the coordinator can move it on
+
+
+def _checkpoint_failed(body: kopf.Body, patch: kopf.Patch, message: str) -> None:
+    patch.status.update(state="Failed", message=message)
+    kopf.warn(body, reason="CheckpointFailed", message=message)
 
 
 @kopf.on.event(API_GROUP, API_VERSION, CHECKPOINT_PLURAL)

@@ -28,7 +28,8 @@ checkpoints, not only the newest: restoring an older one replays the steps
 after it with the offsets they were first read with, so the sinks' barrier
 drops exactly what was released (a Kafka source could not plan them again
 alike). A pinned checkpoint older than that does not hold the step log; a
-restore from it re-plans those steps (``restore_problem``).
+restore from it would re-plan those steps, which ``losses._check_replayable``
+refuses for a Kafka source.
 
 The commit itself is one ZooKeeper transaction: if ZooKeeper is out of reach
 then, the checkpoint is aborted and the next one starts normally. The reads
@@ -112,7 +113,7 @@ class CheckpointManager:
         self.needs_settle = False
         self.history: list[dict[str, Any]] = []
         self.pinned: Callable[[], set[int]] = set  # epochs retention must keep (asked for by name)
-        self.boundaries: dict[int, int] = {}      # committed epoch -> its boundary (read once per epoch)
+        self.known: dict[int, tuple[int, float]] = {}  # committed epoch -> (boundary, commit time): read once
         self.wall: Callable[[], float] = time.time  # commit times in manifests (retention by age)
         self.discard_newer = False  # a resume from a named checkpoint deletes the later ones (the operator's restore)
         self.before_commit: Callable[[], None] | None = None  # fault injection (e.g. expire the session)
@@ -279,10 +280,10 @@ class CheckpointManager:
         floor = min([*buried_up_to, int(manifest["boundary"]), int(manifest["gt_last"])])
         self.tables.trim(floor)
         committed = self._committed_epochs()  # this run's and earlier ones
-        self.boundaries[int(manifest["epoch"])] = int(manifest["boundary"])
+        self.known[int(manifest["epoch"])] = (int(manifest["boundary"]), float(manifest["time"]))
         keep = self.retained(committed, int(manifest["epoch"]))
         newest = committed[-self.spec.checkpoint_retain:]
-        self.store.trim_steps(min([floor, *(self._boundary(e) for e in newest if e in keep)]))
+        self.store.trim_steps(min([floor, *(self._known(e)[0] for e in newest if e in keep)]))
         pointer = self.pointer
         if pointer is not None:
             self._zk(lambda: pointer.prune(keep), "pruning checkpoints")
@@ -294,7 +295,7 @@ class CheckpointManager:
         max_age = self.spec.checkpoint_max_age_s
         if max_age:
             now = self.wall()
-            keep = {e for e in keep if e == newest or now - self._committed_time(e) <= max_age}
+            keep = {e for e in keep if e == newest or now - self._known(e)[1] <= max_age}
         return keep | (self.pinned() & set(committed)) | {newest}
 
     def discard(self, epochs: set[int]) -> None:
@@ -308,22 +309,16 @@ class CheckpointManager:
         self.members.call_any("discard_checkpoints", {"epochs": sorted(epochs)}, "discard the later checkpoints")
         log.info("later checkpoints discarded", extra={"epochs": sorted(epochs)})
 
-    def _manifest(self, epoch: int) -> dict[str, Any] | None:
-        pointer = self.pointer
-        if pointer is None:
-            return None
-        return self._zk(lambda: pointer.manifest(epoch), "reading a committed checkpoint")
-
-    def _boundary(self, epoch: int) -> int:
-        if epoch not in self.boundaries:
-            manifest = self._manifest(epoch)
-            self.boundaries[epoch] = int(manifest["boundary"]) if manifest else 0
-        return self.boundaries[epoch]
-
-    def _committed_time(self, epoch: int) -> float:
-        """When ``epoch`` committed (its manifest says; one of an older version counts as new)."""
-        manifest = self._manifest(epoch)
-        return float(manifest.get("time", self.wall())) if manifest else self.wall()
+    def _known(self, epoch: int) -> tuple[int, float]:
+        """``epoch``'s boundary and commit time, from its manifest in ZooKeeper the first time (one written
+        before manifests carried a time counts from when it was first read)."""
+        if epoch not in self.known:
+            pointer = self.pointer
+            manifest = self._zk(lambda: pointer.manifest(epoch), "reading a committed checkpoint") \
+                if pointer is not None else None
+            self.known[epoch] = (int(manifest["boundary"]) if manifest else 0,
+                                 float(manifest.get("time", self.wall())) if manifest else self.wall())
+        return self.known[epoch]
 
     def _publish(self, manifest: dict[str, Any], keep: set[int]) -> int:
         """A worker writes the manifest beside the snapshots and prunes the rest; returns the checkpoint's

@@ -156,8 +156,8 @@ def resume_at_newest_checkpoint(c: Coordinator) -> None:
         _check_replayable(c, manifest)
     # a stateful stage whose parallelism changed is re-partitioned as it reopens (checkpoint/rescale.py);
     # what cannot be is a SpecError naming the field, before anything is touched
-    stored, manifest = manifest, reshape(manifest, c.spec)
-    for stage in changed_stages(stored, c.spec):
+    as_stored, manifest = manifest, reshape(manifest, c.spec)
+    for stage in changed_stages(as_stored, c.spec):
         log.info("re-partitioning a stage's state by key", extra={"stage": stage, "epoch": manifest["epoch"],
                                                                   "parallelism": c.spec.stage(stage).parallelism})
     # the resume point is what the workers have, which the log may not know yet (killed between

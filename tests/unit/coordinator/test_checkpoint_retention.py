@@ -40,7 +40,7 @@ def test_max_age_drops_old_ones_but_never_the_newest_nor_a_pinned_one(tmp_path: 
     assert m.retained([1, 2, 3], 3) == {1, 3}
 
 
-def test_boundaries_are_read_once_per_epoch(tmp_path: Path) -> None:
+def test_boundaries_and_commit_times_are_read_once_per_epoch(tmp_path: Path) -> None:
     reads: list[int] = []
 
     class Counting(Manifests):
@@ -48,5 +48,8 @@ def test_boundaries_are_read_once_per_epoch(tmp_path: Path) -> None:
             reads.append(epoch)
             return super().manifest(epoch)
 
-    m = manager(tmp_path, Clock(), pointer=Counting({1: 0, 2: 0}))
-    assert m._boundary(1) == 10 and m._boundary(1) == 10 and reads == [1]
+    m = manager(tmp_path, Clock(), pointer=Counting({1: 50.0, 2: 0}), checkpoint_max_age_s=60)
+    m.wall = lambda: 100.0
+    assert m._known(1) == (10, 50.0) and m._known(1) == (10, 50.0) and reads == [1]
+    assert m.retained([1, 2], 2) == {1, 2} and m.retained([1, 2], 2) == {1, 2}
+    assert reads == [1]  # read once, however many commits ask its age (the newest's age is never asked)
