@@ -8,7 +8,10 @@
   made with debootstrap. Caches live outside the repository
   (``$FTPIPELINE_E2E_CACHE``, default ``~/.cache/ftpipeline-e2e``); runtime
   state in ``$FTPIPELINE_E2E_STATE`` (default ``/var/lib/ftpipeline-e2e``).
-- ``kind``: where Docker and kind exist, a kind cluster with the image loaded.
+- ``kind``: a kind cluster (kind from its Go module) of the same Kubernetes: kind's base image
+  rebuilt on the bootstrapped Debian, its node image made with ``kind build node-image``
+  from the binaries built here, the images it fetches by name served by a local registry
+  mirror, the Docker engine from Debian's ``docker.io`` where none runs (``kind.py``).
 
 The e2e tests only read ``KUBECONFIG``: they do not care which provider made
 the cluster, or whether it is this one at all.

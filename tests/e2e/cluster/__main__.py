@@ -13,7 +13,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.e2e.cluster", description=__doc__)
     parser.add_argument("command", choices=["up", "down", "status", "env"])
     parser.add_argument("--provider", choices=["local", "kind"], default="local",
-                        help="local: built here from package registries (default); kind: needs docker and kind")
+                        help="local: built here from package registries (default); kind: a kind cluster of the same Kubernetes")
     args = parser.parse_args(argv)
     cluster = KindCluster() if args.provider == "kind" else LocalCluster()
     if args.command == "up":

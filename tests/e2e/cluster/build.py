@@ -98,6 +98,41 @@ def _k8s_source(paths: Paths, env: dict[str, str]) -> Path:
     return src
 
 
+def ensure_k8s(paths: Paths, commands: list[str]) -> None:
+    """Kubernetes commands (``cmd/<name>``) at KUBERNETES, built from the wrapper module where missing."""
+    wanted = [c for c in commands if not (paths.k8s_bin / c).exists()]
+    if not wanted:
+        return
+    env = _go_env(paths)
+    src = _k8s_source(paths, env)
+    minor = KUBERNETES.split(".")[1]
+    ldflags = (f"-s -w -X k8s.io/component-base/version.gitVersion=v{KUBERNETES} "
+               f"-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor={minor}")
+    for cmd in wanted:
+        with phase(f"go build {cmd} v{KUBERNETES}"):
+            cgo = "1" if cmd == "kubelet" else "0"  # kubelet needs cgo (cadvisor, mount utilities)
+            run("go", "build", "-tags", "selinux,notest", "-ldflags", ldflags, "-o", paths.k8s_bin / cmd,
+                f"k8s.io/kubernetes/cmd/{cmd}", env={**env, "CGO_ENABLED": cgo}, cwd=src)
+
+
+def go_module_binary(paths: Paths, binary: Path, module: str, version: str, package: str = "", stamp: str = "",
+                     tags: str = "", cgo: bool = False) -> Path:
+    """One command of a Go module at an exact version, built (static unless ``cgo``) through a wrapper module
+    where missing."""
+    if binary.exists():
+        return binary
+    env = _go_env(paths)
+    with phase(f"go build {binary.name} v{version}"):
+        src = paths.cache / "src" / f"{binary.name}-v{version}"
+        src.mkdir(parents=True, exist_ok=True)
+        if not (src / "go.mod").exists():
+            run("go", "mod", "init", f"ftpipeline.io/e2e/{binary.name}", env=env, cwd=src, quiet=True)
+        run("go", "get", f"{module}@v{version}", env={**env, "GONOSUMDB": ",".join(NOT_IN_SUMDB)}, cwd=src, quiet=True)
+        run("go", "build", "-tags", tags, "-ldflags", "-s -w" + stamp, "-o", binary, module + package,
+            env={**env, "CGO_ENABLED": "1" if cgo else "0"}, cwd=src)
+    return binary
+
+
 def ensure_go_binaries(paths: Paths) -> None:
     k8s = paths.k8s_bin
     wanted = [c for c in (*K8S_COMMANDS, "kubelet") if not (k8s / c).exists()]
@@ -108,37 +143,18 @@ def ensure_go_binaries(paths: Paths) -> None:
     kube_router = paths.bin("kube-router", KUBE_ROUTER) / "kube-router"
     if not wanted and all(b.exists() for b in (etcd, helm, coredns, local_path, kube_router)):
         return
-    env = _go_env(paths)
-    if wanted:
-        src = _k8s_source(paths, env)
-        minor = KUBERNETES.split(".")[1]
-        ldflags = (f"-s -w -X k8s.io/component-base/version.gitVersion=v{KUBERNETES} "
-                   f"-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor={minor}")
-        for cmd in wanted:
-            with phase(f"go build {cmd} v{KUBERNETES}"):
-                cgo = "1" if cmd == "kubelet" else "0"  # kubelet needs cgo (cadvisor, mount utilities)
-                run("go", "build", "-tags", "selinux,notest", "-ldflags", ldflags, "-o", k8s / cmd,
-                    f"k8s.io/kubernetes/cmd/{cmd}", env={**env, "CGO_ENABLED": cgo}, cwd=src)
+    ensure_k8s(paths, wanted)
     for binary, module, version, stamp, package in (
             (etcd, "go.etcd.io/etcd/server/v3", ETCD, "", ""),
             (coredns, "github.com/coredns/coredns", COREDNS, "", ""),
             (local_path, "github.com/rancher/local-path-provisioner", LOCAL_PATH_PROVISIONER,
              f" -X main.VERSION=v{LOCAL_PATH_PROVISIONER}", ""),
             (kube_router, "github.com/cloudnativelabs/kube-router/v2", KUBE_ROUTER, "", "/cmd/kube-router")):
-        if not binary.exists():
-            with phase(f"go build {binary.name} v{version}"):
-                src = paths.cache / "src" / f"{binary.name}-v{version}"
-                src.mkdir(parents=True, exist_ok=True)
-                if not (src / "go.mod").exists():
-                    run("go", "mod", "init", f"ftpipeline.io/e2e/{binary.name}", env=env, cwd=src, quiet=True)
-                run("go", "get", f"{module}@v{version}", env={**env, "GONOSUMDB": ",".join(NOT_IN_SUMDB)}, cwd=src,
-                    quiet=True)
-                run("go", "build", "-ldflags", "-s -w" + stamp, "-o", binary, module + package,
-                    env={**env, "CGO_ENABLED": "0"}, cwd=src)
+        go_module_binary(paths, binary, module, version, package, stamp)
     if not helm.exists():
         with phase(f"go install helm v{HELM}"):
             run("go", "install", "-ldflags", "-s -w", f"helm.sh/helm/v3/cmd/helm@v{HELM}",
-                env={**env, "CGO_ENABLED": "0", "GOBIN": str(helm.parent)})
+                env={**_go_env(paths), "CGO_ENABLED": "0", "GOBIN": str(helm.parent)})
 
 
 def _buildah_has(image: str) -> bool:

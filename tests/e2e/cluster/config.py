@@ -14,6 +14,14 @@ LOCAL_PATH_PROVISIONER = "0.0.37"  # the default StorageClass, as kind ships one
 # NetworkPolicy enforcement (iptables and ipsets, any CNI). The only version the module proxy serves here;
 # flaws are reported against it, and it runs in this throwaway test cluster alone, never in the product.
 KUBE_ROUTER = "2.1.0"
+# The kind provider: kind's Go module, and the exact versions of what kind's node image fetches by name
+# that this Kubernetes's kubeadm asks for (``kubeadm config images list``), built here from their modules.
+KIND = "0.33.0"
+KIND_ETCD = "3.5.15"
+KIND_COREDNS = "1.10.1"
+CRICTL = "1.34.0"
+CONTAINERD = "2.3.4"     # kind's: its node image build runs "ctr info", which Debian's containerd 1.6 lacks
+KIND_APT_PACKAGES = ("docker.io", "docker-registry", "dnsmasq")
 PAUSE_IMAGE = "localhost/pause:3.9"
 PROJECT_IMAGE = "localhost/ftpipeline:e2e"
 BASE_IMAGE = "localhost/ftpipeline-base:bookworm"

@@ -20,7 +20,6 @@ binaries and images stay in the cache.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import shutil
@@ -30,8 +29,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from . import build, pki, storage
+from . import build, pki, podnet, storage
 from .build import phase, run
+from .daemons import Daemons
 from .config import (COREDNS, ETCD, HELM, KUBE_ROUTER, LOCAL_PATH_PROVISIONER, PAUSE_IMAGE, PROJECT_IMAGE, Network,
                      Paths, write_if_changed)
 
@@ -40,61 +40,12 @@ DAEMONS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"
            "containerd", "kubelet", "kube-proxy", "kube-router")
 
 
-class LocalCluster:
+class LocalCluster(Daemons):
     def __init__(self, paths: Paths | None = None, net: Network | None = None) -> None:
         self.paths = paths or Paths.from_env()
         self.net = net or Network()
         self.state = self.paths.state
         self.sock = self.state / "containerd" / "containerd.sock"
-
-    # --- processes ---------------------------------------------------------
-    def _pidfile(self, name: str) -> Path:
-        return self.state / "run" / f"{name}.pid"
-
-    def _alive(self, name: str) -> int | None:
-        try:
-            pid = int(self._pidfile(name).read_text())
-            os.kill(pid, 0)
-            return pid
-        except (OSError, ValueError):
-            return None
-
-    def _start(self, name: str, *cmd: str | Path) -> None:
-        if self._alive(name):
-            return
-        (self.state / "run").mkdir(parents=True, exist_ok=True)
-        (self.state / "logs").mkdir(parents=True, exist_ok=True)
-        with open(self.state / "logs" / f"{name}.log", "ab") as log:
-            proc = subprocess.Popen([str(c) for c in cmd], stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-        self._pidfile(name).write_text(str(proc.pid))
-
-    def _stop(self, name: str, grace_s: float = 10) -> None:
-        pid = self._alive(name)
-        if pid:
-            os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + grace_s
-            while time.monotonic() < deadline and self._alive(name):
-                time.sleep(0.1)
-            if self._alive(name):
-                os.kill(pid, signal.SIGKILL)
-        self._pidfile(name).unlink(missing_ok=True)
-
-    def _wait(self, what: str, check: object, timeout_s: float, daemon: str | None = None) -> None:
-        deadline = time.monotonic() + timeout_s
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            if daemon and not self._alive(daemon):
-                log = (self.state / "logs" / f"{daemon}.log").read_text()[-3000:]
-                raise RuntimeError(f"{daemon} exited while waiting for {what}:\n{log}")
-            try:
-                if check():  # type: ignore[operator]
-                    return
-            except Exception as exc:  # noqa: BLE001 - we report the last one
-                last = exc
-            time.sleep(0.5)
-        logs = self.state / "logs"
-        raise TimeoutError(f"{what} not ready after {timeout_s:.0f}s (last error: {last}); logs in {logs}")
 
     # --- configuration -----------------------------------------------------
     def _network(self) -> None:
@@ -116,16 +67,7 @@ class LocalCluster:
                 "priority", SERVICE_ROUTES)
         cni = self.state / "cni" / "net.d"
         cni.mkdir(parents=True, exist_ok=True)
-        write_if_changed(cni / "10-ftpipeline.conflist", json.dumps({
-            "cniVersion": "0.4.0",
-            "name": "ftpipeline-e2e",
-            "plugins": [
-                {"type": "bridge", "bridge": n.bridge, "isGateway": True, "ipMasq": True, "hairpinMode": True,
-                 "ipam": {"type": "host-local", "ranges": [[{"subnet": n.pod_cidr}]], "routes": [{"dst": "0.0.0.0/0"}],
-                          "dataDir": str(self.state / "cni" / "ipam")}},
-                {"type": "portmap", "capabilities": {"portMappings": True}},
-            ],
-        }, indent=2))
+        write_if_changed(cni / "10-ftpipeline.conflist", podnet.conflist(n.bridge, n.pod_cidr, str(self.state / "cni" / "ipam")))
 
     def _configs(self) -> None:
         p, n, s = self.paths, self.net, self.state

@@ -1,0 +1,69 @@
+"""The pod network both providers give their node: one CNI bridge, and NetworkPolicy from kube-router.
+
+The CNI bridge plugin with host-local addresses from the node's pod CIDR
+(Debian's plugins), and kube-router's NetworkPolicy controller alone (no
+routing, no service proxy). The local provider runs kube-router as a process
+of this machine; the kind provider as a DaemonSet on the host network of kind's
+node, whose own CNI (kindnetd) is not built here (``kindimage.py``), so its
+clusters are created with ``disableDefaultCNI``. The tests that cut pods off
+from each other behave the same on both.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+NAMESPACE = "kube-system"
+NAME = "kube-router"
+HEALTH_PORT = 20244
+
+
+def conflist(bridge: str, pod_cidr: str, ipam_dir: str | None = None) -> str:
+    ipam: dict[str, Any] = {"type": "host-local", "ranges": [[{"subnet": pod_cidr}]], "routes": [{"dst": "0.0.0.0/0"}]}
+    if ipam_dir:
+        ipam["dataDir"] = ipam_dir
+    return json.dumps({
+        "cniVersion": "0.4.0",
+        "name": "ftpipeline-e2e",
+        "plugins": [
+            {"type": "bridge", "bridge": bridge, "isGateway": True, "ipMasq": True, "hairpinMode": True, "ipam": ipam},
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }, indent=2)
+
+
+def policy_controller(image: str) -> str:
+    """kube-router's firewall as a DaemonSet, with the read access it needs, as one List."""
+    labels = {"app.kubernetes.io/name": NAME}
+    rules = [
+        {"apiGroups": [""], "resources": ["namespaces", "pods", "services", "nodes", "endpoints"],
+         "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list", "watch"]},
+    ]
+    container: dict[str, Any] = {
+        "name": NAME, "image": image, "imagePullPolicy": "Never",
+        "command": ["kube-router", "--run-router=false", "--run-firewall=true", "--run-service-proxy=false",
+                    "--hostname-override=$(NODE_NAME)", f"--health-port={HEALTH_PORT}", "--v=1"],
+        "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+        "securityContext": {"privileged": True},
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": HEALTH_PORT}, "initialDelaySeconds": 10},
+        "volumeMounts": [{"name": "lib-modules", "mountPath": "/lib/modules", "readOnly": True},
+                         {"name": "xtables-lock", "mountPath": "/run/xtables.lock"}],
+    }
+    items: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": NAMESPACE}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": NAME}, "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": NAME},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
+         "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]},
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": labels},
+         "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+             "serviceAccountName": NAME, "hostNetwork": True, "priorityClassName": "system-node-critical",
+             "tolerations": [{"operator": "Exists"}], "containers": [container],
+             "volumes": [{"name": "lib-modules", "hostPath": {"path": "/lib/modules"}},
+                         {"name": "xtables-lock", "hostPath": {"path": "/run/xtables.lock", "type": "FileOrCreate"}}],
+         }}}},
+    ]
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2)
