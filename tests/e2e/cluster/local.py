@@ -35,7 +35,6 @@ from .daemons import Daemons
 from .config import (COREDNS, ETCD, HELM, KUBE_ROUTER, LOCAL_PATH_PROVISIONER, PAUSE_IMAGE, PROJECT_IMAGE, Network,
                      Paths, write_if_changed)
 
-SERVICE_ROUTES = "1096"  # the routing table (and rule priority) that makes a pod's unrewritten ClusterIP unreachable
 DAEMONS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "coredns", "local-path-provisioner",
            "containerd", "kubelet", "kube-proxy", "kube-router")
 
@@ -56,15 +55,7 @@ class LocalCluster(Daemons):
         run("ip", "link", "set", n.node_if, "up")
         Path("/proc/sys/net/ipv4/ip_forward").write_text("1")
         Path("/proc/sys/net/bridge/bridge-nf-call-iptables").write_text("1")
-        # A ClusterIP is only ever rewritten to a pod by kube-proxy. A pod's packet to one that is not (its Service
-        # has no ready endpoint: Redis restarting) must fail here, as on any cluster, not follow the default route
-        # out of this machine, where whatever answers (an egress proxy's "HTTP/1.1 400") looks like a broken
-        # server. Only traffic from the pod bridge: this machine's own (the API server calling a webhook) is
-        # rewritten after its route is chosen, which an unreachable route would refuse first.
-        run("ip", "route", "replace", "unreachable", n.service_cidr, "table", SERVICE_ROUTES)
-        if f"lookup {SERVICE_ROUTES}" not in run("ip", "rule", "show", quiet=True):
-            run("ip", "rule", "add", "iif", n.bridge, "to", n.service_cidr, "lookup", SERVICE_ROUTES,
-                "priority", SERVICE_ROUTES)
+        run("sh", "-c", podnet.service_guard(n.bridge, n.service_cidr))
         cni = self.state / "cni" / "net.d"
         cni.mkdir(parents=True, exist_ok=True)
         write_if_changed(cni / "10-ftpipeline.conflist", podnet.conflist(n.bridge, n.pod_cidr, str(self.state / "cni" / "ipam")))
@@ -309,8 +300,8 @@ oomScoreAdj: 0
                     subprocess.run(["ip", "netns", "delete", ns.split()[0]], capture_output=True)
             for link in (n.bridge, n.node_if):
                 subprocess.run(["ip", "link", "delete", link], capture_output=True)
-            subprocess.run(["ip", "rule", "delete", "priority", SERVICE_ROUTES], capture_output=True)
-            subprocess.run(["ip", "route", "flush", "table", SERVICE_ROUTES], capture_output=True)
+            subprocess.run(["ip", "rule", "delete", "priority", podnet.SERVICE_ROUTES], capture_output=True)
+            subprocess.run(["ip", "route", "flush", "table", podnet.SERVICE_ROUTES], capture_output=True)
             self._flush_iptables()
             for name in subprocess.run(["ipset", "list", "-n"], capture_output=True, text=True).stdout.split():
                 if name.startswith(("KUBE-", "kube-router")):  # kube-router's, referenced by no rule any more

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+SERVICE_ROUTES = "1096"  # the routing table (and rule priority) that makes a pod's unrewritten ClusterIP unreachable
 NAMESPACE = "kube-system"
 NAME = "kube-router"
 HEALTH_PORT = 20244
@@ -31,6 +32,20 @@ def conflist(bridge: str, pod_cidr: str, ipam_dir: str | None = None) -> str:
             {"type": "portmap", "capabilities": {"portMappings": True}},
         ],
     }, indent=2)
+
+
+def service_guard(bridge: str, service_cidr: str) -> str:
+    """A shell script for the node: a pod's packet to a ClusterIP that kube-proxy did not rewrite fails.
+
+    A ClusterIP is only ever rewritten to a pod by kube-proxy. A pod's packet to one that is not (its Service
+    has no ready endpoint: Redis restarting) must fail on the node, as on any cluster, not follow the default
+    route out of this machine, where whatever answers (an egress proxy's "HTTP/1.1 400") looks like a broken
+    server. Only traffic from the pod bridge: the node's own (the API server calling a webhook) is rewritten
+    after its route is chosen, which an unreachable route would refuse first.
+    """
+    return (f"ip route replace unreachable {service_cidr} table {SERVICE_ROUTES} && "
+            f"{{ ip rule show | grep -q 'lookup {SERVICE_ROUTES}' || "
+            f"ip rule add iif {bridge} to {service_cidr} lookup {SERVICE_ROUTES} priority {SERVICE_ROUTES}; }}")
 
 
 def policy_controller(image: str) -> str:
