@@ -21,7 +21,9 @@ KIND_ETCD = "3.5.15"
 KIND_COREDNS = "1.10.1"
 CRICTL = "1.34.0"
 CONTAINERD = "2.3.4"     # kind's: its node image build runs "ctr info", which Debian's containerd 1.6 lacks
-KIND_APT_PACKAGES = ("docker.io", "docker-registry", "dnsmasq")
+# Debian packages of the kind provider, each with the command that shows it installed (dnsmasq-base: the
+# program without the system service, which would take port 53)
+KIND_APT_PACKAGES = {"docker.io": "dockerd", "docker-registry": "docker-registry", "dnsmasq-base": "dnsmasq"}
 PAUSE_IMAGE = "localhost/pause:3.9"
 PROJECT_IMAGE = "localhost/ftpipeline:e2e"
 BASE_IMAGE = "localhost/ftpipeline-base:bookworm"

@@ -51,7 +51,7 @@ def available() -> bool:
 class KindCluster(Daemons):
     def __init__(self, paths: Paths | None = None) -> None:
         self.paths = paths or Paths.from_env()
-        self.state = self.paths.state
+        self.state = self.paths.state / "kind"  # its daemons' pidfiles and logs, apart from the local provider's
         self.mirror = Mirror(self, self.paths.cache)
 
     @property
@@ -63,12 +63,9 @@ class KindCluster(Daemons):
         build.ensure_apt()
         with phase("binaries (Go modules)"):
             build.ensure_go_binaries(self.paths)  # kubectl and helm for the tests, kube-router for the pod network
-        missing = [p for p in KIND_APT_PACKAGES if not shutil.which({"docker.io": "dockerd", "docker-registry":
-                                                                     "docker-registry", "dnsmasq": "dnsmasq"}[p])]
-        if missing:
-            with phase(f"apt-get install {' '.join(missing)}"):
-                run("apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing, quiet=True)
+        build.ensure_apt(KIND_APT_PACKAGES)
         self.state.mkdir(parents=True, exist_ok=True)
+        self.paths.kubeconfig.parent.mkdir(parents=True, exist_ok=True)
         self.mirror.start_engine(self.paths.cache / "docker")
         self.mirror.start()
         image = kindimage.node_image(self.paths, self.mirror)
@@ -83,7 +80,7 @@ class KindCluster(Daemons):
                     "nodes": [{"role": "control-plane", "extraMounts": [
                         {"hostPath": path, "containerPath": path} for path in (str(HOST_DATA), VOLUMES)]}]}))
                 run(self.kind, "create", "cluster", "--name", NAME, "--image", image, "--config", config,
-                    "--kubeconfig", self.host_kubeconfig, "--retain")
+                    "--kubeconfig", self.host_kubeconfig)
         else:
             run(self.kind, "export", "kubeconfig", "--name", NAME, "--kubeconfig", self.host_kubeconfig, quiet=True)
         with phase("pod network (bridge CNI, kube-router's NetworkPolicy controller)"):
@@ -105,7 +102,7 @@ class KindCluster(Daemons):
         return self.state / "kind-host.kubeconfig"
 
     def kubectl(self, *args: str) -> str:
-        return run("kubectl", "--kubeconfig", str(self.host_kubeconfig), *args, quiet=True)
+        return run(self.paths.k8s_bin / "kubectl", "--kubeconfig", str(self.host_kubeconfig), *args, quiet=True)
 
     def _load(self, image: str) -> None:
         kindimage.to_docker(image)

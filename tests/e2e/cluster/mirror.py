@@ -67,13 +67,17 @@ class Mirror:
         """dockerd with the mirror's DNS for its containers and runc behind ``capfilter``, unless an engine
         already runs (used as it is)."""
         if engine_running():
+            if not self.daemons._alive("dockerd"):
+                print(f"--- a Docker engine already runs: used as it is, so its containers resolve registries as it "
+                      f"does, not to the mirror at {BRIDGE_IP}; kind build node-image needs one or the other", flush=True)
             return
         with phase("Docker engine"):
             data_root.mkdir(parents=True, exist_ok=True)
             runtime = self.daemons.state / "runc-capfilter"
             runtime.write_text(f'#!/bin/sh\nexec {sys.executable} {Path(capfilter.__file__).resolve()} "$@"\n')
             runtime.chmod(0o755)
-            self.daemons._start("dockerd", "dockerd", "--data-root", data_root, "--dns", BRIDGE_IP,
+            self.daemons._start("dockerd", "dockerd", "--data-root", data_root, "--bip", f"{BRIDGE_IP}/16",
+                                "--dns", BRIDGE_IP,
                                 "--add-runtime", f"capfilter={runtime}", "--default-runtime", "capfilter")
             self.daemons._wait("the Docker engine", engine_running, 60, "dockerd")
 
