@@ -122,11 +122,10 @@ class KindCluster(Daemons):
         subprocess.run(["docker", "exec", "-i", NODE, "sh", "-c", "cat > /etc/cni/net.d/10-ftpipeline.conflist"],
                        input=podnet.conflist(BRIDGE, self._pod_cidr()), text=True, check=True)
         run("docker", "exec", NODE, "sh", "-c", podnet.service_guard(BRIDGE, SERVICE_CIDR), quiet=True)
-        if not kindimage._docker_has(POLICY_IMAGE):
-            build.ensure_go_binaries(self.paths)
+        if not kindimage.docker_has(POLICY_IMAGE):  # kube-router: built by up's ensure_go_binaries
             build.ensure_base(self.paths)
             binary = self.paths.bin("kube-router", KUBE_ROUTER) / "kube-router"
-            kindimage._image(POLICY_IMAGE, {"/usr/local/bin/kube-router": binary}, base=BASE_IMAGE,
+            kindimage.one_binary_image(POLICY_IMAGE, {"/usr/local/bin/kube-router": binary}, base=BASE_IMAGE,
                              packages=("iptables", "ipset", "iproute2", "kmod"))
         self._load(POLICY_IMAGE)
         manifest = self.state / "kube-router.json"
@@ -152,12 +151,12 @@ class KindCluster(Daemons):
 
     def _shared_storage(self) -> None:
         """kind's provisioner config with sharedFileSystemPath instead of nodePathMap (one node shares it trivially)."""
-        kubectl = ("-n", storage.NAMESPACE)
+        ns = ("-n", storage.NAMESPACE)
         patch = json.dumps({"data": {"config.json": storage.shared_config(VOLUMES)}})
-        out = self.kubectl(*kubectl, "patch", "configmap", storage.CONFIGMAP, "--type", "merge", "-p", patch)
+        out = self.kubectl(*ns, "patch", "configmap", storage.CONFIGMAP, "--type", "merge", "-p", patch)
         if "no change" not in out:  # the provisioner reads its config at start; restart it rather than wait
-            self.kubectl(*kubectl, "rollout", "restart", "deployment/local-path-provisioner")
-            self.kubectl(*kubectl, "rollout", "status", "deployment/local-path-provisioner", "--timeout", "120s")
+            self.kubectl(*ns, "rollout", "restart", "deployment/local-path-provisioner")
+            self.kubectl(*ns, "rollout", "status", "deployment/local-path-provisioner", "--timeout", "120s")
 
     def down(self) -> None:
         if available():

@@ -72,9 +72,9 @@ def fetched_images(source: Path) -> dict[str, str]:
     }
 
 
-def base_image(paths: Paths, mirror: Mirror) -> str:
-    """kind's base image, in Docker's store, tagged with a hash of everything it is made from."""
-    source = kind_source(paths)
+def base_image(paths: Paths, mirror: Mirror, source: Path) -> str:
+    """kind's base image, in Docker's store, tagged with a hash of everything it is made from (``source``:
+    the kind module's)."""
     tools = {"crictl": build.go_module_binary(paths, paths.bin("crictl", CRICTL) / "crictl", "sigs.k8s.io/cri-tools",
                                               CRICTL, "/cmd/crictl")}
     for command in ("containerd", "ctr", "containerd-shim-runc-v2"):  # kind's build runs "ctr info": containerd 2
@@ -87,7 +87,7 @@ def base_image(paths: Paths, mirror: Mirror) -> str:
         if f.is_file():
             h.update(str(f.relative_to(source)).encode() + f.read_bytes())
     tag = f"localhost/kind-base:v{KIND}-{h.hexdigest()[:12]}"
-    if _docker_has(tag):
+    if docker_has(tag):
         return tag
     build.ensure_base(paths)
     with phase("kind base image (kind's files, Debian's runtime)"), tempfile.TemporaryDirectory() as tmp:
@@ -110,11 +110,11 @@ def to_docker(image: str) -> None:
     run("buildah", "push", "-q", image, f"docker-daemon:{image}", quiet=True)
 
 
-def _docker_has(image: str) -> bool:
+def docker_has(image: str) -> bool:
     return subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode == 0
 
 
-def _image(name: str, files: dict[str, Path], *, base: str = "scratch", entrypoint: list[str] | None = None,
+def one_binary_image(name: str, files: dict[str, Path], *, base: str = "scratch", entrypoint: list[str] | None = None,
            packages: tuple[str, ...] = (), label: str = "") -> str:
     """A one-binary image in buildah's store: ``files`` maps paths in the image to files here."""
     ctr = run("buildah", "from", base, quiet=True).strip()
@@ -155,10 +155,10 @@ def server_archive(paths: Paths) -> Path:
         for command in (*CONTROL_PLANE, "kube-proxy"):
             name = f"registry.k8s.io/{command}:v{KUBERNETES}"
             if command == "kube-proxy":  # the only one that needs a userland: iptables, ipset, conntrack
-                _image(name, {f"/usr/local/bin/{command}": k8s / command}, base=BASE_IMAGE,
+                one_binary_image(name, {f"/usr/local/bin/{command}": k8s / command}, base=BASE_IMAGE,
                        packages=("iptables", "ipset", "conntrack", "kmod"))
             else:
-                _image(name, {f"/usr/local/bin/{command}": k8s / command})
+                one_binary_image(name, {f"/usr/local/bin/{command}": k8s / command})
             run("buildah", "push", "-q", name, f"docker-archive:{bin_dir / command}.tar:{name}", quiet=True)
             (bin_dir / f"{command}.docker_tag").write_text(f"v{KUBERNETES}\n")
         archive.parent.mkdir(parents=True, exist_ok=True)
@@ -181,11 +181,11 @@ def mirror_images(paths: Paths, mirror: Mirror, names: dict[str, str]) -> None:
     build.ensure_pause(paths)
     makers = {
         "pause": lambda name: PAUSE_IMAGE,
-        "etcd": lambda name: _image(name, {"/usr/local/bin/etcd": etcd}),
-        "coredns": lambda name: _image(name, {"/coredns": coredns}, entrypoint=["/coredns"]),
-        "local-path-provisioner": lambda name: _image(name, {"/usr/local/bin/local-path-provisioner": provisioner}),
+        "etcd": lambda name: one_binary_image(name, {"/usr/local/bin/etcd": etcd}),
+        "coredns": lambda name: one_binary_image(name, {"/coredns": coredns}, entrypoint=["/coredns"]),
+        "local-path-provisioner": lambda name: one_binary_image(name, {"/usr/local/bin/local-path-provisioner": provisioner}),
         "local-path-helper": lambda name: BASE_IMAGE,
-        "kindnetd": lambda name: _image(
+        "kindnetd": lambda name: one_binary_image(
             name, {}, base=BASE_IMAGE, entrypoint=["/bin/sh", "-c", f"echo '{STAND_IN}' >&2; exit 1"], label=STAND_IN),
     }
     for key, name in missing.items():
@@ -199,12 +199,13 @@ STAND_IN = ("kindnetd is published in no registry or module this machine reaches
 def node_image(paths: Paths, mirror: Mirror) -> str:
     """kind's node image for the Kubernetes built here, made by ``kind build node-image``."""
     kind = ensure_kind(paths)
-    base = base_image(paths, mirror)
+    source = kind_source(paths)
+    base = base_image(paths, mirror, source)
     tag = f"localhost/kind-node:v{KUBERNETES}-{base.rsplit('-', 1)[1]}"
-    if _docker_has(tag):
+    if docker_has(tag):
         return tag
     archive = server_archive(paths)
-    mirror_images(paths, mirror, fetched_images(kind_source(paths)))
+    mirror_images(paths, mirror, fetched_images(source))
     with phase("kind build node-image"):
         run(kind, "build", "node-image", "--type", "file", archive, "--base-image", base, "--image", tag, quiet=True)
     return tag

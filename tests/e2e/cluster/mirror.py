@@ -11,7 +11,7 @@ them over TLS with a certificate of the cluster's CA, which the kind base
 image trusts. Every other name is forwarded to the machine's own resolver.
 
 The images are built here and pushed to the mirror under the names kind asks
-for; ``kind_images`` in ``kindimage.py`` says what each one is.
+for; ``mirror_images`` in ``kindimage.py`` says what each one is.
 """
 
 from __future__ import annotations
