@@ -136,8 +136,10 @@ class _Channel:
         deadline = time.monotonic() + COORDINATOR_WAIT_S
         while True:
             try:
-                offset = self.group.committed([TopicPartition(self.topic, 0)], timeout=TIMEOUT_S)[0].offset
-                return max(0, int(offset))
+                answer = self.group.committed([TopicPartition(self.topic, 0)], timeout=TIMEOUT_S)[0]
+                if answer.error is not None:  # the partition's own error: its offset says nothing, never 0
+                    raise KafkaException(answer.error)
+                return max(0, int(answer.offset))
             except KafkaException as exc:
                 if not unreachable(exc) or time.monotonic() > deadline:
                     raise

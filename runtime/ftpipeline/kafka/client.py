@@ -121,7 +121,8 @@ def send(producer: Producer, topic: str, value: bytes, key: bytes | None = None,
 
 _UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN, KafkaError._MSG_TIMED_OUT,
                 KafkaError._RESOLVE, KafkaError._TIMED_OUT_QUEUE, KafkaError.COORDINATOR_NOT_AVAILABLE,
-                KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
+                KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                KafkaError.UNSTABLE_OFFSET_COMMIT}  # an offset of a transaction still open: aborted in time
 
 
 def unreachable(error: BaseException) -> bool:
