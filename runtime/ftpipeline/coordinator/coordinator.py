@@ -199,6 +199,7 @@ class Coordinator:
         self._step_seconds: list[float] = []
         self._unreleased: list[int] = []  # committed, released once their commits are in the log
         self._release_retry_at = self._release_failing_since = 0.0
+        self._release_error = ""  # why the last release found no worker able to do it (the stall names it)
         self._commit_at: list[float] = []
         self._replay_until = 0        # steps up to this one are re-run after a rollback
         self._recomputed_rows = 0     # rows read again by recovery: re-run tasks and replayed steps

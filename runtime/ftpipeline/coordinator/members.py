@@ -33,6 +33,7 @@ from ftpipeline.coordinator.errors import PipelineFailed
 from ftpipeline.coordinator.restarts import BudgetExhausted, RestartBudget, RestartPolicy
 from ftpipeline.lineage.naming import Channel, WorkerId
 from ftpipeline.lineage.placement import hand_back
+from ftpipeline.obs.errors import one_line
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.worker.transport import SidecarClient, call_each
 
@@ -84,12 +85,14 @@ class Members:
 
     def call_any(self, action: str, body: dict[str, Any], what: str) -> Any:
         """Call ``action`` on the first member that answers: for idempotent work any worker can do."""
+        why = "no member"
         for w in list(self.workers):
             try:
                 return self.client(w).call(action, body)
             except Exception as exc:
                 log.warning("call failed", extra={"action": action, "worker": w, "error": str(exc)})
-        raise PipelineFailed(f"no worker could {what}")
+                why = f"{w}: {one_line(exc)}"
+        raise PipelineFailed(f"no worker could {what} (last: {why})")
 
     # --- joining -------------------------------------------------------------
     def spawn(self) -> WorkerId:

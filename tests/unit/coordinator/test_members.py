@@ -117,3 +117,23 @@ def test_a_replacement_lost_before_joining_is_tried_again_and_the_budget_ends_th
     with pytest.raises(PipelineFailed, match="exceed the restart budget of 2") as spent:
         m.schedule_replacement(clock(), committed=1, cause=cause)
     assert str(spent.value).startswith(cause), "the loss that spent the budget is named, with its remedy"
+
+
+class _Refusing:
+    """A sidecar client whose every call fails as a sink refusing the release would."""
+
+    def __init__(self, worker: str) -> None:
+        self.worker = worker
+
+    def call(self, action: str, body: dict[str, Any] | None = None) -> Any:
+        raise RuntimeError(f"KafkaReleaseError: sink out: cannot release step 2 of channel 0 ({self.worker})")
+
+
+def test_a_call_no_member_can_do_names_the_last_error(tmp_path: Path) -> None:
+    """What a stalled release reports: every member asked, and why the last one could not."""
+    m, _ = members(tmp_path, Clock(), Cluster(), workers=2)
+    m.workers = [WorkerId("w0"), WorkerId("w1")]
+    m.client = lambda w: cast(Any, _Refusing(w))  # type: ignore[method-assign]
+    with pytest.raises(PipelineFailed, match=r"no worker could release step 2 \(last: w1: RuntimeError: "
+                                             r"KafkaReleaseError: .*\(w1\)\)"):
+        m.call_any("release", {"step": 2}, "release step 2")

@@ -27,7 +27,7 @@ class Members:
 
     def call_any(self, action: str, body: dict[str, Any], what: str) -> Any:
         if not self.answering:
-            raise PipelineFailed(f"no worker could {what}")
+            raise PipelineFailed(f"no worker could {what} (last: w0: KafkaReleaseError: fenced)")
         self.events.append(f"{action} {body['step']}")
         return self.answer
 
@@ -61,7 +61,7 @@ def coordinator(events: list[str]) -> tuple[Coordinator, Members, Clock]:
     c.store = c.observer = c.ckpt = c.control = Anything()  # type: ignore[assignment]
     c.metrics = RunMetrics("release-test")
     c.released, c.sample_every, c.stall_timeout_s = 0, 0, 60.0
-    c._unreleased, c._release_retry_at, c._release_failing_since = [], 0.0, 0.0
+    c._unreleased, c._release_retry_at, c._release_failing_since, c._release_error = [], 0.0, 0.0, ""
     c._step_started, c._step_rows, c._step_seconds, c._commit_at = {}, {}, [], []
     c._started_at, c.awaiting_commit = 0.0, []
     return c, members, clock
@@ -92,13 +92,13 @@ def test_with_no_worker_answering_the_release_waits_and_is_tried_again() -> None
     assert events == ["settle", "release 3", "release 4"] and c.released == 4
 
 
-def test_a_release_no_worker_can_do_for_the_stall_timeout_fails_the_run() -> None:
+def test_a_release_no_worker_can_do_for_the_stall_timeout_fails_the_run_naming_why() -> None:
     c, members, clock = coordinator([])
     members.answering = False
     c._unreleased = [5]
     release_committed(c)
     clock.now += c.stall_timeout_s + 1
-    with pytest.raises(PipelineFailed, match="release step 5"):
+    with pytest.raises(PipelineFailed, match=r"release step 5 for 60s: .*w0: KafkaReleaseError: fenced"):
         release_committed(c)
 
 
