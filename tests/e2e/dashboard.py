@@ -62,7 +62,12 @@ def substitute(expr: str, pipeline: str) -> str:
 
 
 def evaluate(prometheus: RangeQueries, pipeline: str, start: float, end: float, step: float = 5.0) -> list[Panel]:
-    """Every panel's queries over [start, end], for ``pipeline`` as the variable's selected value."""
+    """Every panel's queries over [start, end], for ``pipeline`` as the variable's selected value.
+
+    The points are laid back from ``end``, as on a dashboard opened at ``end``: laid on from ``start``, the
+    last one can fall up to a step before ``end``, and a run whose steps all committed in its last seconds
+    (a 12-step run here can) then shows no rate at any point, though the dashboard shows it a moment later."""
+    start = end - math.ceil((end - start) / step) * step
     metric, label = variable_query()
     offered = prometheus.label_values(label, metric)
     assert pipeline in offered, f"the pipeline variable offers {offered}, not {pipeline}"

@@ -262,7 +262,9 @@ def test_a_deleted_worker_pod_is_recovered_and_the_output_equals_the_oracle(
     assert start is not None  # how soon is reported (the metric, this line), not asserted: timing is not a test
     tasks = prometheus.query(f'sum(max_over_time(ftpipeline_worker_tasks_total{{pipeline="{namespace}/{name}"}}[15m]))')
     assert tasks is not None and tasks > 0, prometheus.targets()
-    # the chart's dashboard: every panel's query, as Grafana sends it, shows this run
+    # the chart's dashboard: every panel's query, as Grafana sends it, shows this run (once scraped to its end)
+    wait_for("Prometheus to see the last step", lambda: prometheus.query(
+        f'max(ftpipeline_step_committed{{pipeline="{namespace}/{name}"}})') == steps, 60)
     panels = dashboard.evaluate(prometheus, f"{namespace}/{name}", began, time.time())
     for p in panels:
         print(f"dashboard panel {p.title!r}: {p.series} series, {p.samples} samples")
