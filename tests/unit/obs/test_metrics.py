@@ -104,3 +104,30 @@ def test_a_labelled_series_a_panel_rates_is_at_zero_before_its_first_event() -> 
         assert value("ftpipeline_recoveries_total", {"pipeline": "ns/p", "strategy": strategy,
                                                      "outcome": "applied"}) == 0
     assert value("ftpipeline_checkpoints_total", {"pipeline": "ns/p", "outcome": "aborted"}) == 0
+
+
+class _Recorder:
+    """A range-query API that answers one finite point at exactly ``at`` and records the grid it was asked."""
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+        self.asked: list[tuple[float, float, float]] = []
+
+    def query_range(self, promql: str, start: float, end: float, step: float) -> list[dict[str, object]]:
+        self.asked.append((start, end, step))
+        points = [start + i * step for i in range(int((end - start) // step) + 1)]
+        return [{"metric": {}, "values": [[t, "1" if t == self.at else "NaN"] for t in points]}]
+
+    def label_values(self, label: str, match: str) -> list[str]:
+        return ["ns/p"]
+
+
+def test_the_dashboard_check_ends_its_points_at_the_end_it_is_given() -> None:
+    """A run whose steps all commit in its last seconds shows its rates only at a point after them: the
+    points are laid back from the end, so the last one is the end (a CI run's panels were empty without)."""
+    from tests.e2e import dashboard
+
+    recorder = _Recorder(at=1049.0)
+    panels = dashboard.evaluate(recorder, "ns/p", start=1000.0, end=1049.0, step=5.0)
+    assert all(p.series == 1 for p in panels)
+    assert {(start, end) for start, end, _ in recorder.asked} == {(999.0, 1049.0)}
