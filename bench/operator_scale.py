@@ -43,6 +43,7 @@ import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, cast
 
 from kubernetes import client, config
@@ -55,7 +56,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.e2e.conftest import create_namespace  # noqa: E402
 from tests.e2e.test_operator import (GROUP, HOST_ROOT, PLURAL, VERSION, _install, _writable_dir,  # noqa: E402
-                                     create_pipeline, pipeline)
+                                     host_claim, pipeline)
 
 CREATORS = 8  # clients creating pipelines at once
 HANDLERS = ("all", "reconcile", "pod_event")  # the histogram's handler label (cleanup runs at the end only)
@@ -107,13 +108,15 @@ def _phases(api: client.CustomObjectsApi, namespace: str) -> dict[str, dict[str,
     return {o["metadata"]["name"]: dict(o.get("status") or {}) for o in items}
 
 
-def _add(api: client.CustomObjectsApi, namespace: str, names: list[str]) -> float:
-    """Create suspended pipelines ``names``; pipelines per minute from the first create to the last phase."""
+def _add(api: client.CustomObjectsApi, namespace: str, names: list[str],
+         doc_of: Callable[[str], dict[str, Any]]) -> float:
+    """Create the pipelines ``names`` (``doc_of`` each); pipelines per minute from the first create to the
+    last one's first status phase."""
     created: dict[str, float] = {}
     t0 = time.monotonic()
 
     def create(name: str) -> None:  # side by side, as users and CI systems apply: one at a time measured the client
-        api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, _suspended_doc(namespace, name))
+        api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, doc_of(name))
         created[name] = time.monotonic()
 
     with ThreadPoolExecutor(CREATORS) as pool:
@@ -149,21 +152,24 @@ def _probe(api: client.CustomObjectsApi, namespace: str, names: list[str], probe
     return out
 
 
-def _start_running(api: client.CustomObjectsApi, namespace: str, n: int) -> list[str]:
-    names = []
-    for i in range(n):
-        name = f"run-{i}-{uuid.uuid4().hex[:4]}"
+def _start_running(api: client.CustomObjectsApi, namespace: str, n: int) -> tuple[list[str], float]:
+    """Create ``n`` pipelines that run (side by side, as ``_add`` creates); their reconcile rate, once every
+    one committed a step."""
+    names = [f"run-{i}-{uuid.uuid4().hex[:4]}" for i in range(n)]
+    docs = {}
+    for name in names:
         data = _writable_dir(HOST_ROOT / f"scale-{namespace}-{name}")
         doc = pipeline(namespace, name, 10, data)
         del doc["spec"]["steps"]["maxSteps"]  # endless: it runs for the whole benchmark
         doc["spec"]["workers"] = 1
-        create_pipeline(api, doc, data)
-        names.append(name)
+        host_claim(client.CoreV1Api(api.api_client), namespace, f"{name}-data", data)
+        docs[name] = doc
+    rate = _add(api, namespace, names, docs.__getitem__)
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
         phases = _phases(api, namespace)
         if all((phases.get(n) or {}).get("committedStep") for n in names):
-            return names
+            return names, rate
         time.sleep(2)
     raise SystemExit(f"the running pipelines did not all commit a step: "
                      f"{ {n: (phases.get(n) or {}).get('phase') for n in names} }")
@@ -200,23 +206,29 @@ def main() -> None:
     try:
         with console.status("installing the chart"):
             _install(namespace, "--set", f"operator.maxRunningPipelines={max(args.running, 1) + 10}")
+        before = _operator_metrics(core, namespace)
         with console.status(f"starting {args.running} running pipelines"):
-            running = _start_running(api, namespace, args.running)
+            running, rate = _start_running(api, namespace, args.running)
         suspended: list[str] = []
         for size in sizes:
             want = size - len(running) - len(suspended)
-            if want <= 0:
+            if want < 0 or (want == 0 and suspended):
                 continue
-            before = _operator_metrics(core, namespace)
-            names = [f"sus-{len(suspended) + i}" for i in range(want)]
-            with console.status(f"adding {want} pipelines (to {size})"):
-                rate = _add(api, namespace, names)
-            suspended += names
+            if want == 0:  # the size the running pipelines make: their own row, probed while they run
+                probed = running
+            else:
+                before = _operator_metrics(core, namespace)
+                names = [f"sus-{len(suspended) + i}" for i in range(want)]
+                with console.status(f"adding {want} pipelines (to {size})"):
+                    rate = _add(api, namespace, names, lambda name: _suspended_doc(namespace, name))
+                suspended += names
+                probed = suspended
             with console.status(f"{args.probes} spec changes at {size} pipelines"):
-                latencies = sorted(_probe(api, namespace, suspended, args.probes))
+                latencies = sorted(_probe(api, namespace, probed, args.probes))
             after = _operator_metrics(core, namespace)
             p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
-            table.add_row(str(size), f"{rate:,.0f}", f"{rate / KUBERNETES_SPARK_OPERATOR_APPS_PER_MIN:.2f}x",
+            table.add_row(f"{size}" + (" (all running)" if probed is running else ""), f"{rate:,.0f}",
+                          f"{rate / KUBERNETES_SPARK_OPERATOR_APPS_PER_MIN:.2f}x",
                           f"{statistics.median(latencies):.2f}", f"{p99:.2f}",
                           " / ".join(f"{_p99_between(before['buckets'].get(h, {}), after['buckets'].get(h, {})):g}"
                                      for h in HANDLERS),
