@@ -130,6 +130,7 @@ class PipelineRunner:
         self.cluster: KubernetesCluster | None = None
         self.reporter: StatusReporter | None = None
         self._stop_reason: str | None = None
+        self._absorbed: int | None = None  # the newest generation the running attempt takes in without stopping
         self._checkpoint_now = threading.Event()
         self._changed = threading.Event()
         self.ran_before = False  # from the first body's status, then set by each run
@@ -163,6 +164,8 @@ class PipelineRunner:
             self._restore_asked.set()  # checked by the running attempt before it stops for it
         if new.get("checkpointNonce") != old.get("checkpointNonce"):
             self._checkpoint_now.set()
+        if self._in_attempt and not self._upgrade_stop and self._stop_reason is None:
+            self._absorbed = int(body["metadata"]["generation"])
         self._changed.set()
         self.on_change()
 
@@ -193,7 +196,7 @@ class PipelineRunner:
         before the next turn. No thread is held while waiting."""
         changed = self._changed.is_set()
         self._changed.clear()
-        self._stop_reason = None
+        self._stop_reason = self._absorbed = None
         self.resting = False
         if self.attempts is None or changed:  # a new spec starts its budget over
             self.attempts = Attempts(policy_of(self.body["spec"]), time.monotonic)
@@ -389,6 +392,8 @@ class PipelineRunner:
             if coordinator.ckpt.pointer is None and self.snapshots.waiting:  # it would wait forever
                 self.snapshots.failed("the pipeline takes no checkpoints (no ZooKeeper to commit them in)",
                                       ended=True)
+            if self._absorbed is not None:
+                reporter.observe(self._absorbed)
             if self._checkpoint_now.is_set() or self.snapshots.due():
                 self._checkpoint_now.clear()
                 coordinator.ckpt.requested = True

@@ -110,6 +110,16 @@ class StatusReporter(Observer):
         with self._lock:
             self._flush_locked()
 
+    def observe(self, generation: int) -> None:
+        """A newer generation the running attempt takes in without stopping (a checkpoint asked for by its
+        nonce, a restore refused): ``observedGeneration`` says so at once, as it does for a new attempt."""
+        with self._lock:
+            if self.generation is not None and generation <= self.generation:
+                return
+            self.generation = generation
+            self._pending["observedGeneration"] = generation
+            self._flush_locked()
+
     def _flush_locked(self) -> None:
         if not self._pending:
             return

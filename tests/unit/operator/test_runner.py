@@ -56,3 +56,16 @@ def test_a_refused_write_is_a_failed_attempt_that_is_retried_and_says_why() -> N
     [last] = [p for p in api.patches if "phase" in p]
     assert last["phase"] == "Retrying" and "etcdserver: request timed out" in last["message"]
     assert [e[1] for e in events] == ["RunFailed"]
+
+
+def test_a_running_attempt_takes_in_a_checkpoint_nonce_but_not_an_upgrade() -> None:
+    """A change the run takes in without stopping is observed by it (``should_stop`` reports it); a change it
+    stops for is observed by the attempt that runs it."""
+    r, _, _ = runner(lambda body: None)
+    r.update_body(pipeline())
+    r._in_attempt = True
+    r.update_body({**pipeline(checkpointNonce="a"), "metadata": {"namespace": "ns", "name": "p", "generation": 2}})
+    assert r._absorbed == 2 and r._checkpoint_now.is_set()
+    r.update_body({**pipeline(checkpointNonce="a", workers=3),
+                   "metadata": {"namespace": "ns", "name": "p", "generation": 3}})
+    assert r._absorbed == 2 and r._upgrade_stop

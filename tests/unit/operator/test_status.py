@@ -193,3 +193,14 @@ def test_a_status_the_crd_refuses_still_lands_its_phase() -> None:
     assert sent[-1]["phase"] == "Recovering" and "lastRecovery" not in sent[-1]
     r.update(urgent=True, phase="Failed", message="restart budget spent")
     assert sent[-1]["phase"] == "Failed", "the refused field is not carried into later patches"
+
+
+def test_a_generation_the_running_attempt_takes_in_is_observed_at_once_and_never_goes_back() -> None:
+    r, patches, _, clock = reporter()
+    r.on_step_committed(1, 10, 0.5)
+    n = len(patches)
+    r.observe(5)  # within the throttle's second: sent anyway
+    assert len(patches) == n + 1 and patches[-1]["observedGeneration"] == 5
+    r.observe(5)
+    r.observe(3)
+    assert len(patches) == n + 1 and r.generation == 5
