@@ -77,7 +77,7 @@ from ftpipeline_operator.pods import check_pod, delete_stale_pods
 from ftpipeline_operator.resolve import Defaults, Unrunnable, checkpoints_off_warning, resolve_spec
 from ftpipeline_operator.restores import Refused, Restore, asked, done_in, resolve
 from ftpipeline_operator.snapshots import PostEvent, Snapshots
-from ftpipeline_operator.upgrades import FAILED, SUCCEEDED, SUSPENDED, Upgrades
+from ftpipeline_operator.upgrades import FAILED, SUCCEEDED, SUSPENDED, TAKEN_IN, Upgrades
 
 log = logging.getLogger("ftpipeline.operator.runner")
 
@@ -164,7 +164,8 @@ class PipelineRunner:
             self._restore_asked.set()  # checked by the running attempt before it stops for it
         if new.get("checkpointNonce") != old.get("checkpointNonce"):
             self._checkpoint_now.set()
-        if self._in_attempt and not self._upgrade_stop and self._stop_reason is None:
+        if self._in_attempt and not self._upgrade_stop and self._stop_reason is None and \
+                {k for k in {*old, *new} if old.get(k) != new.get(k)} <= TAKEN_IN:
             self._absorbed = int(body["metadata"]["generation"])
         self._changed.set()
         self.on_change()

@@ -46,6 +46,7 @@ from ftpipeline_operator.owned import digest
 CREATED, DEPLOYING, RUNNING, UPGRADING, ROLLED_BACK, SUSPENDED, SUCCEEDED, FAILED = LIFECYCLE
 NOT_UPGRADES = frozenset({"suspend", "checkpointNonce", "restartNonce", "progressDeadlineSeconds", "upgrade",
                           "restoreFrom"})
+TAKEN_IN = frozenset({"checkpointNonce", "restoreFrom"})  # what a running attempt takes in without stopping
 DEFAULT_HEALTH_DEADLINE_S = 300.0
 CHECKPOINT_WAIT_S = 120.0  # an upgrade waits this long for its checkpoint, then stops on the newest one
 

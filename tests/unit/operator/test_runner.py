@@ -69,3 +69,12 @@ def test_a_running_attempt_takes_in_a_checkpoint_nonce_but_not_an_upgrade() -> N
     r.update_body({**pipeline(checkpointNonce="a", workers=3),
                    "metadata": {"namespace": "ns", "name": "p", "generation": 3}})
     assert r._absorbed == 2 and r._upgrade_stop
+
+
+def test_a_change_the_running_attempt_does_not_apply_is_not_observed_by_it() -> None:
+    """progressDeadlineSeconds is no upgrade, but the running attempt keeps the deadline it started with."""
+    r, _, _ = runner(lambda body: None)
+    r.update_body(pipeline())
+    r._in_attempt = True
+    r.update_body({**pipeline(progressDeadlineSeconds=60), "metadata": {"namespace": "ns", "name": "p", "generation": 2}})
+    assert r._absorbed is None
