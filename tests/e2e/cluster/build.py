@@ -60,14 +60,10 @@ def run(*cmd: str | Path, env: dict[str, str] | None = None, cwd: Path | None = 
     return proc.stdout
 
 
-def ensure_apt(packages: dict[str, str] | None = None) -> None:
-    """Debian's packages the local provider needs, or ``packages`` (name: a command or path it installs)."""
-    probes = packages or {"containerd": "containerd", "runc": "runc", "containernetworking-plugins": "/usr/lib/cni/bridge",
-              "buildah": "buildah", "debootstrap": "debootstrap", "iptables": "iptables", "conntrack": "conntrack",
-              "socat": "socat", "openssl": "openssl", "gcc": "gcc", "libc6-dev": "/usr/lib/x86_64-linux-gnu/libc.a",
-              "ipset": "ipset"}
-    wanted = list(packages) if packages else APT_PACKAGES
-    missing = [p for p in wanted if not (Path(probes[p]).exists() if probes[p].startswith("/") else shutil.which(probes[p]))]
+def ensure_apt(packages: dict[str, str] = APT_PACKAGES) -> None:
+    """Debian's ``packages`` (name: a command or path it installs) that are missing; the local provider's by default."""
+    missing = [p for p, probe in packages.items()
+               if not (Path(probe).exists() if probe.startswith("/") else shutil.which(probe))]
     if not missing:
         return
     with phase(f"apt-get install {' '.join(missing)}"):

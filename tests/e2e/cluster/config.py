@@ -27,8 +27,11 @@ KIND_APT_PACKAGES = {"docker.io": "dockerd", "docker-registry": "docker-registry
 PAUSE_IMAGE = "localhost/pause:3.9"
 PROJECT_IMAGE = "localhost/ftpipeline:e2e"
 BASE_IMAGE = "localhost/ftpipeline-base:bookworm"
-APT_PACKAGES = ("containerd", "runc", "containernetworking-plugins", "buildah", "debootstrap", "iptables",
-                "conntrack", "socat", "openssl", "gcc", "libc6-dev", "ipset")
+# Debian packages of the local provider, each with the command or path that shows it installed
+APT_PACKAGES = {"containerd": "containerd", "runc": "runc", "containernetworking-plugins": "/usr/lib/cni/bridge",
+                "buildah": "buildah", "debootstrap": "debootstrap", "iptables": "iptables", "conntrack": "conntrack",
+                "socat": "socat", "openssl": "openssl", "gcc": "gcc", "libc6-dev": "/usr/lib/x86_64-linux-gnu/libc.a",
+                "ipset": "ipset"}
 
 
 @dataclass(frozen=True)

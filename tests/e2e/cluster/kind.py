@@ -126,7 +126,7 @@ class KindCluster(Daemons):
             build.ensure_base(self.paths)
             binary = self.paths.bin("kube-router", KUBE_ROUTER) / "kube-router"
             kindimage.one_binary_image(POLICY_IMAGE, {"/usr/local/bin/kube-router": binary}, base=BASE_IMAGE,
-                             packages=("iptables", "ipset", "iproute2", "kmod"))
+                                       packages=("iptables", "ipset", "iproute2", "kmod"))
         self._load(POLICY_IMAGE)
         manifest = self.state / "kube-router.json"
         manifest.write_text(podnet.policy_controller(POLICY_IMAGE))

@@ -115,7 +115,7 @@ def docker_has(image: str) -> bool:
 
 
 def one_binary_image(name: str, files: dict[str, Path], *, base: str = "scratch", entrypoint: list[str] | None = None,
-           packages: tuple[str, ...] = (), label: str = "") -> str:
+                     packages: tuple[str, ...] = (), label: str = "") -> str:
     """A one-binary image in buildah's store: ``files`` maps paths in the image to files here."""
     ctr = run("buildah", "from", base, quiet=True).strip()
     try:
@@ -156,7 +156,7 @@ def server_archive(paths: Paths) -> Path:
             name = f"registry.k8s.io/{command}:v{KUBERNETES}"
             if command == "kube-proxy":  # the only one that needs a userland: iptables, ipset, conntrack
                 one_binary_image(name, {f"/usr/local/bin/{command}": k8s / command}, base=BASE_IMAGE,
-                       packages=("iptables", "ipset", "conntrack", "kmod"))
+                                 packages=("iptables", "ipset", "conntrack", "kmod"))
             else:
                 one_binary_image(name, {f"/usr/local/bin/{command}": k8s / command})
             run("buildah", "push", "-q", name, f"docker-archive:{bin_dir / command}.tar:{name}", quiet=True)
