@@ -41,9 +41,9 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any, cast
 
 from kubernetes import client, config
@@ -214,7 +214,8 @@ def main() -> None:
             want = size - len(running) - len(suspended)
             if want < 0 or (want == 0 and suspended):
                 continue
-            if want == 0:  # the size the running pipelines make: their own row, probed while they run
+            all_running = want == 0
+            if all_running:  # the size the running pipelines make: their own row, probed while they run
                 probed = running
             else:
                 before = _operator_metrics(core, namespace)
@@ -227,7 +228,7 @@ def main() -> None:
                 latencies = sorted(_probe(api, namespace, probed, args.probes))
             after = _operator_metrics(core, namespace)
             p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
-            table.add_row(f"{size}" + (" (all running)" if probed is running else ""), f"{rate:,.0f}",
+            table.add_row(f"{size}" + (" (all running)" if all_running else ""), f"{rate:,.0f}",
                           f"{rate / KUBERNETES_SPARK_OPERATOR_APPS_PER_MIN:.2f}x",
                           f"{statistics.median(latencies):.2f}", f"{p99:.2f}",
                           " / ".join(f"{_p99_between(before['buckets'].get(h, {}), after['buckets'].get(h, {})):g}"

@@ -38,7 +38,7 @@ def release(c: Coordinator, step: int) -> bool:
         answer = c.members.call_any("release", {"step": step}, f"release step {step}")
     except PipelineFailed as exc:  # every worker just died: their losses are found next turn
         log.warning("release deferred: no worker answers", extra={"step": step, "error": str(exc)})
-        c._release_error = str(exc).removeprefix(f"no worker could release step {step} ")  # (last: …)
+        c._release_error = str(exc)
         return False
     if isinstance(answer, dict) and answer.get("failed"):  # a sink refuses the step: retrying cannot help
         raise PipelineFailed(f"releasing step {step}: {answer['failed']}")
@@ -63,7 +63,7 @@ def release_committed(c: Coordinator) -> None:
                 now = c.clock()
                 c._release_failing_since = c._release_failing_since or now
                 if now - c._release_failing_since > c.stall_timeout_s:  # workers answer, but not this
-                    raise PipelineFailed(f"no worker could release step {step} for {c.stall_timeout_s:.0f}s "
+                    raise PipelineFailed(f"releasing step {step} stalled for {c.stall_timeout_s:.0f}s: "
                                          f"{c._release_error}")
                 c._release_retry_at = now + RELEASE_RETRY_S
                 return

@@ -98,7 +98,8 @@ def test_a_release_no_worker_can_do_for_the_stall_timeout_fails_the_run_naming_w
     c._unreleased = [5]
     release_committed(c)
     clock.now += c.stall_timeout_s + 1
-    with pytest.raises(PipelineFailed, match=r"^no worker could release step 5 for 60s \(last: w0: KafkaReleaseError: fenced\)$"):
+    with pytest.raises(PipelineFailed, match=r"^releasing step 5 stalled for 60s: no worker could release step 5 "
+                                             r"\(last: w0: KafkaReleaseError: fenced\)$"):
         release_committed(c)
 
 
