@@ -435,7 +435,7 @@ class PipelineRunner:
             return "unhealthy" if str(exc) == UNHEALTHY else "interrupted"
         finally:
             reporter.flush()
-            coordinator.shutdown()
+            coordinator.shutdown(workers=not keep_pods)
             if not keep_pods:
                 cluster.stop()
             session.close()

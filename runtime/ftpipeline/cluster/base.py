@@ -40,6 +40,12 @@ class ClusterBackend(abc.ABC):
         """One line on why a lost worker went (exit code, pod failure), for status and errors."""
         return "see its logs"
 
+    def running(self) -> list[WorkerId]:
+        """Workers of this pipeline already up when a coordinator starts: started by an earlier one (an
+        operator that handed over, a coordinator restarted in the same process), which a resumed run
+        may take over instead of starting new ones (``coordinator/admission.py``). None by default."""
+        return []
+
     @abc.abstractmethod
     def lost(self) -> list[WorkerId]:
         """Workers found gone since the last call (each reported once)."""

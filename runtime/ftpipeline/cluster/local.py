@@ -139,6 +139,12 @@ class LocalCluster(ClusterBackend):
                 gone.append(wid)
         return gone
 
+    def running(self) -> list[WorkerId]:
+        """The workers this backend started that still run (a fresh backend has none: the workers a
+        killed ``ftpipeline run`` left behind were reaped, their state may be anything)."""
+        return sorted(w for w, p in self.workers.items()
+                      if not p.reported and p.sidecar.poll() is None and p.executor.poll() is None)
+
     def why(self, worker: WorkerId) -> str:
         w = self.workers.get(worker)
         if w is None:

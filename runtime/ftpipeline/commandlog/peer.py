@@ -21,6 +21,7 @@ due::
     JOINING  --join aborted (target left / no candidate)--> GC (after a short pause)
     MEMBER   --watched heartbeat gone--> MEMBER (appends leave; watches the next one)
     MEMBER   --no longer a member (declared dead; a new run started)--> FENCED (``on_fenced``)
+    MEMBER   --a new run started and kept it (its coordinator took this worker over)--> MEMBER
     any      --session expired (LOST), or removed by the ring for an expired heartbeat,
                and ``still_member()``--> STARTING again as a new incarnation (a fresh heartbeat,
                peer-gc, a two-phase join): a ZooKeeper restart or cut, not a death
@@ -195,7 +196,8 @@ class Peer:
 
     def react(self, s: ClusterState) -> None:
         me = self.id
-        if self._run_epoch is not None and s.run_epoch != self._run_epoch and (self._was_member or me in s.prepared):
+        if self._run_epoch is not None and s.run_epoch != self._run_epoch and (self._was_member or me in s.prepared) \
+                and me not in s.members:
             self._fence(f"a new run (epoch {s.run_epoch}) started without this worker")
             return
         self._run_epoch = s.run_epoch

@@ -34,7 +34,10 @@ Run progress
 ------------
 ``run-started`` opens a run epoch (a coordinator started or restarted; a
 fresh run forgets progress, a resumed one keeps it) and dissolves the ring:
-peers of an earlier run are no longer members, so they stop. ``step-started``
+peers of an earlier run are no longer members, so they stop — except those
+a resumed run *keeps* (``kept``: workers still up that its coordinator took
+over, ``coordinator/admission.py``), around which the ring closes as if every
+other member had left. ``step-started``
 is sent as a step's tasks are handed out, accepted before any later command
 (so before the step's ``step-committed``), and carries its offsets (kept
 for every step after the newest checkpoint, so a resume re-runs those steps
@@ -251,7 +254,13 @@ def apply(s: ClusterState, cmd: Command) -> ClusterState:
             s = _remove_peer(s, peer, str(b.get("reason", k)))
     elif k == "run-started":
         fresh = bool(b.get("fresh"))
-        s = replace(ClusterState() if fresh else s, members={}, watches={}, prepared={}, joining={},
+        ring = s
+        if not fresh:  # the peers the new run keeps stay members; the ring closes around the others
+            kept = {str(p) for p in b.get("kept", ())}
+            for peer in sorted(set(s.members) - kept):
+                ring = _remove_peer(ring, peer, "a new run started")
+        s = replace(ClusterState() if fresh else s, members=dict(ring.members) if not fresh else {},
+                    watches=dict(ring.watches) if not fresh else {}, prepared={}, joining={},
                     notified=frozenset(), run_epoch=int(b["run_epoch"]), epoch=max(s.epoch, int(b["epoch"])),
                     suspended=False)
         if not fresh:  # a resumed run restarts from its checkpoint; later steps replay with their offsets

@@ -12,6 +12,12 @@ as they refuse a worker that left ``alive`` when it was declared dead::
 
     (run start)  --token written, initial workers joined--> each admitted: alive, adopt(token),
                  created (or the run resumed at a checkpoint)
+    (run resumed, workers of an earlier coordinator still up) --every one answers, created alike, as
+                 many as the spec asks--> kept in the ring by 'run-started', each admitted: alive,
+                 adopt(token); they reopen the newest checkpoint as a rollback does (no new JVM, no
+                 new pod: an operator's handover costs a rollback, not a restart)
+    (run resumed, workers still up that cannot be kept) --killed--> a new set, numbered after them
+    (a kept worker stops answering while being admitted) --all kept ones killed--> a new set
     (replacement) --'joined', its address registered--> admitted: alive, created, adopt(token)
     (replacement) --'joined', no address (Redis restarted empty since)--> killed, counted lost
                  while joining; another one is started after the backoff
@@ -37,12 +43,14 @@ from ftpipeline.coordinator.losses import (record_applied, reopen_everywhere, re
 from ftpipeline.coordinator.protocol import Create, startup_decision
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.lineage.placement import initial_placement
+from ftpipeline.worker.sidecar import config_digest
 from ftpipeline.worker.transport import Unreachable
 
 if TYPE_CHECKING:
     from ftpipeline.coordinator.coordinator import Coordinator
 
 log = logging.getLogger("ftpipeline.coordinator")
+STATE_TIMEOUT_S = 5.0  # a running worker that does not answer by then is not taken over
 
 
 def run_token(run_epoch: int) -> str:
@@ -69,16 +77,75 @@ def _admit_a_new_set(c: Coordinator) -> None:
     c.tables.set_placement(c.placement)
 
 
-def start_workers(c: Coordinator) -> None:
-    """The run's start: the initial workers join and are admitted under this run's token."""
-    _admit_a_new_set(c)
-    decision = startup_decision({w: c.client(w).call("state") for w in c.workers})
-    if isinstance(decision, Create):
-        if decision.shutdown_first:
-            raise PipelineFailed(f"workers {', '.join(decision.shutdown_first)} are not fresh; "
-                                 "a fresh run needs fresh workers")
-        for w in c.workers:
-            c.client(w).call("create", worker_config(c))
+def running_to_keep(c: Coordinator) -> list[WorkerId]:
+    """The workers an earlier coordinator left running that this resumed run takes over: all of them, if
+    every one answers, was created with what this run would create it with, and they are as many as the
+    spec asks; else none, and they are killed (a new set is started, numbered after them)."""
+    running = sorted(c.cluster.running()) if c.resume else []
+    if not running:
+        return []
+    c.members.reserve(running)
+    why = _cannot_keep(c, running)
+    if why is None:
+        log.info("taking over the workers still running", extra={"workers": running})
+        return running
+    log.warning("not taking over the workers still running: starting a new set", extra={"workers": running,
+                                                                                        "reason": why})
+    for w in running:
+        c.cluster.kill_worker(w)
+    return []
+
+
+def _cannot_keep(c: Coordinator, running: list[WorkerId]) -> str | None:
+    if len(running) != c.spec.workers:
+        return f"{len(running)} running, the spec asks for {c.spec.workers}"
+    config = config_digest(worker_config(c))
+    for w in running:
+        if c.store.address(w) is None:
+            return f"{w} has no address registered"
+        try:
+            state = c.client(w).call("state", timeout_s=STATE_TIMEOUT_S)
+        except Unreachable as exc:
+            return f"{w} does not answer ({exc})"
+        if state.get("config") != config:
+            return f"{w} was created with another spec" if state.get("config") else f"{w} was never created"
+    return None
+
+
+def _take_over(c: Coordinator, kept: list[WorkerId]) -> bool:
+    """Admit ``kept`` under this run's token (the ring kept them already); False if one stopped answering
+    meanwhile: every kept worker is then killed, and the caller starts a new set."""
+    c.tables.begin_run(c.run_token)
+    c.observer.on_workers_starting(kept)
+    try:
+        for i, w in enumerate(kept, 1):
+            c.tables.admit(w)
+            c.client(w).call("adopt", {"run": c.run_token})
+            c.observer.on_worker_joined(w, i, len(kept))
+    except Unreachable as exc:
+        log.warning("a worker taken over stopped answering: starting a new set", extra={"error": str(exc)})
+        for w in kept:
+            c.tables.expel(w)
+            c.cluster.kill_worker(w)
+        return False
+    c.members.take_over(kept)
+    c.placement = initial_placement(c.graph.channels(), c.workers)
+    c.tables.set_placement(c.placement)
+    return True
+
+
+def start_workers(c: Coordinator, kept: list[WorkerId]) -> None:
+    """The run's start: the workers it took over (``running_to_keep``), or new ones once they joined, are
+    admitted under this run's token."""
+    if not (kept and _take_over(c, kept)):
+        _admit_a_new_set(c)
+        decision = startup_decision({w: c.client(w).call("state") for w in c.workers})
+        if isinstance(decision, Create):
+            if decision.shutdown_first:
+                raise PipelineFailed(f"workers {', '.join(decision.shutdown_first)} are not fresh; "
+                                     "a fresh run needs fresh workers")
+            for w in c.workers:
+                c.client(w).call("create", worker_config(c))
     if c.resume:
         resume_at_newest_checkpoint(c)
     else:  # a fresh run: no earlier run's output is kept silently, nor its checkpoints reopened

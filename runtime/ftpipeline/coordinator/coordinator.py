@@ -57,7 +57,7 @@ from ftpipeline.checkpoint.pointer import CheckpointPointer
 from ftpipeline.cluster.base import ClusterBackend
 from ftpipeline.commandlog.zklog import CommandLog
 from ftpipeline.control.store import RunStore, StepRecord
-from ftpipeline.coordinator.admission import admit_newcomer, run_token, start_workers
+from ftpipeline.coordinator.admission import admit_newcomer, run_token, running_to_keep, start_workers
 from ftpipeline.coordinator.checkpoints import CheckpointManager
 from ftpipeline.control.redisclient import watch as redis_watch
 from ftpipeline.coordinator.detection import follow_deaths, inject_faults
@@ -388,9 +388,10 @@ class Coordinator:
 
     def run(self) -> RunResult:
         self._started_at = self.clock()
-        self.journal.open(self.resume)
+        kept = running_to_keep(self)
+        self.journal.open(self.resume, kept)
         self.run_token = run_token(self.journal.run_epoch)
-        start_workers(self)
+        start_workers(self, kept)
         trigger = StepTrigger(self.spec.trigger.records, self.spec.trigger.timer_ms, self.spec.trigger.tick_ms)
         trigger.start(self.clock())
         self.last_progress = self.clock()
@@ -437,6 +438,8 @@ class Coordinator:
         if reason:
             raise Interrupted(reason)
 
-    def shutdown(self) -> None:
+    def shutdown(self, workers: bool = True) -> None:
+        """The run is over. ``workers=False``: leave them running, for the coordinator that takes the
+        pipeline over next (an operator handing over; ``admission.running_to_keep``)."""
         self.control.unwatch()
-        self.members.shutdown()
+        self.members.shutdown(workers)

@@ -4,9 +4,10 @@ The log itself (``commandlog/``) knows nothing of steps or recovery; this is
 where the coordinator's decisions become commands and where the ring's
 reports become lost workers:
 
-    OPEN    --open(resume)--> the log claimed (fencing every older coordinator), then run-started
-                              (a new run epoch; on a resume the steps after the resume point get
-                              back the offsets they were started with)
+    OPEN    --open(resume, kept)--> the log claimed (fencing every older coordinator), then
+                              run-started (a new run epoch; the peers of the workers taken over stay
+                              in the ring; on a resume the steps after the resume point get back
+                              the offsets they were started with)
     any decision --append--> a command, before the decision is acted on; refused once another
                               coordinator claimed the log: Superseded, and this one stops
     a step's start, a step's commit --append_ahead--> sent without waiting: a start while the
@@ -170,10 +171,11 @@ class Journal:
         logged = self.follower.state.epoch if self.follower is not None else 0
         return max(self.tables.epoch(), logged) + 1
 
-    def open(self, resume: bool) -> None:
+    def open(self, resume: bool, kept: list[WorkerId] | None = None) -> None:
         """Start (or continue) the run in the command log: a new run epoch, and on a resume the offsets
         of the steps after the resume point from the log, so they re-run exactly as they were started
-        (the step log in Redis may be gone: a private Redis keeps nothing)."""
+        (the step log in Redis may be gone: a private Redis keeps nothing). The ring's peers of the
+        ``kept`` workers (taken over, still running) stay members; every other peer stops."""
         if self.commands is None:
             return
         commands = self.commands
@@ -182,7 +184,8 @@ class Journal:
         before = self.follower.state
         epoch = max(before.epoch, self.tables.epoch()) + (1 if resume else 0)
         self.run_epoch = before.run_epoch + 1
-        self.append("run-started", run_epoch=self.run_epoch, epoch=epoch, fresh=not resume)
+        peers = sorted(p for p, w in before.members.items() if w in (kept or ()))
+        self.append("run-started", run_epoch=self.run_epoch, epoch=epoch, fresh=not resume, kept=peers)
         if resume:
             self.restore_step_log()
         self.follower.refresh()

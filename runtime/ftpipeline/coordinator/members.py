@@ -5,6 +5,7 @@ reach them; it never starts a process or a pod itself. A worker's life as
 the coordinator sees it:
 
     (none)  --spawn: cluster.start_worker--> JOINING
+    (none)  --running when the run resumed, taken over--> MEMBER (as an earlier coordinator created it)
     JOINING --'joined' event--> MEMBER (created: its sidecar knows the pipeline)
     JOINING --lost before joining--> (none), a replacement scheduled
     MEMBER  --lost--> (none), a replacement scheduled
@@ -124,6 +125,18 @@ class Members:
         self.joining = []
         self.workers = sorted(initial)
 
+    def reserve(self, workers: Iterable[WorkerId]) -> None:
+        """Workers of an earlier coordinator still hold these ids (their pods, their directories): the
+        ones this run starts are numbered after them."""
+        numbers = [int(w[1:]) for w in workers if w[1:].isdigit()]
+        self._spawned = max([self._spawned, *(n + 1 for n in numbers)])
+
+    def take_over(self, workers: list[WorkerId]) -> None:
+        """Workers an earlier coordinator started, admitted to this run as they are (``admission.py``)."""
+        self.reserve(workers)
+        self.joining = []
+        self.workers = sorted(workers)
+
     def admit(self, worker: WorkerId, config: dict[str, Any], committed: int) -> None:
         """A replacement joined: create it and make it a member (a newcomer until it takes channels back)."""
         self.joining.remove(worker)
@@ -200,8 +213,8 @@ class Members:
             self._replacements.remove(r)
             log.info("starting replacement", extra={"worker": self.spawn()})
 
-    def shutdown(self) -> None:
-        for w in self.workers:
+    def shutdown(self, workers: bool = True) -> None:
+        for w in self.workers if workers else ():
             try:
                 self.client(w).call("shutdown", timeout_s=2)
             except Exception:  # best effort: the backend stops processes anyway

@@ -80,7 +80,12 @@ def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = 
         client = redis_connect(url)
         session = Session(spec, url, client, LineageTables(client, spec.store_key), RunStore(client, spec.store_key),
                           private=private, resuming=resuming)
-        session.tables.clear()  # lineage never survives a (re)start: the checkpoints and the step log do
+        # lineage never survives a (re)start: the checkpoints and the step log do, and on a resume the
+        # addresses of workers that may still run, which the coordinator may take over (admission.py)
+        registry = session.store.workers() if resuming else {}
+        session.tables.clear()
+        for worker, info in registry.items():
+            session.store.register(worker, info)
         session.store.mark_generation(uuid.uuid4().hex[:12])
         if spec.needs_zookeeper:
             connect = spec.zookeeper

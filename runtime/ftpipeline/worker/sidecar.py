@@ -44,6 +44,8 @@ channel adopted in recovery has no state until its ``rebuild`` ran.
 from __future__ import annotations
 
 import enum
+import hashlib
+import json
 import logging
 import os
 import random
@@ -76,6 +78,13 @@ from ftpipeline.worker.tls import Credentials
 log = logging.getLogger("ftpipeline.sidecar")
 
 SAFETY_POLL_S = 0.1  # how often a waiting next_task looks again with no announcement (one may be lost)
+
+
+def config_digest(config: dict[str, Any]) -> str:
+    """What a worker was created with, as one string (where the run stood at its creation aside): a
+    coordinator takes a running worker over only if it would create it alike (``coordinator/admission.py``)."""
+    kept = {k: v for k, v in config.items() if k != "committed"}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 class WorkerState(str, enum.Enum):
@@ -169,7 +178,8 @@ class Sidecar:
     def _do_state(self, body: dict[str, Any]) -> dict[str, Any]:
         with self._cv:
             return {"state": self._state.value, "step": self._step, "worker": self.worker,
-                    "epoch": self._keeper.clock.epoch}
+                    "epoch": self._keeper.clock.epoch,
+                    "config": config_digest(self._config) if self._config is not None else None}
 
     def _do_create(self, body: dict[str, Any]) -> dict[str, Any]:
         spec = worker_spec(body)

@@ -195,6 +195,36 @@ def test_a_peer_declared_dead_is_fenced(zookeeper: str, zk: KazooClient) -> None
         s.close()
 
 
+def test_a_new_run_fences_the_peers_it_does_not_keep_and_the_kept_ones_watch_each_other(
+        zookeeper: str, zk: KazooClient) -> None:
+    """A coordinator that took two of three running workers over: the third stops, the two stay a ring."""
+    name = f"kept{uuid.uuid4().hex[:8]}"
+    fenced: dict[str, str] = {}
+    sessions = [client(zookeeper, timeout=2.0) for _ in range(3)]
+    peers = [Peer(s, name, f"w{i}", on_fenced=lambda r, w=f"w{i}": fenced.setdefault(w, r)).start()
+             for i, s in enumerate(sessions)]
+    log = CommandLog(zk, name)
+    wait_for(lambda: len(log.load().members) == 3)
+    before = log.load()
+    log.append("run-started", run_epoch=before.run_epoch + 1, epoch=before.epoch + 1, fresh=False,
+               kept=[peers[0].id, peers[2].id])
+    wait_for(lambda: "w1" in fenced)
+    time.sleep(1.5)  # every peer has reacted to the new run by now (they read the log at least every 0.5 s)
+    assert set(fenced) == {"w1"} and "new run" in fenced["w1"], fenced
+    assert peers[0].phase == peers[2].phase == "member"
+    state = log.load()
+    assert state.members == {peers[0].id: "w0", peers[2].id: "w2"} and state.is_ring()
+    # the kept ring still reports a death: w2 goes silent, w0 (its watcher now) says so
+    peers[2].stop()
+    sessions[2].stop()
+    wait_for(lambda: peers[2].id not in log.load().members)
+    assert [x[2] for x in log.load().left if x[0] == peers[2].id] == ["heartbeat expired"]
+    for p, s in zip(peers, sessions):
+        p.stop()
+        s.stop()
+        s.close()
+
+
 def test_a_late_peer_reaches_the_current_state_quickly(zookeeper: str, zk: KazooClient) -> None:
     """500 steps with compaction every 50 commands: a new reader loads a snapshot and a short tail."""
     name = f"late{uuid.uuid4().hex[:8]}"

@@ -76,6 +76,20 @@ def test_steps_commits_and_rollbacks() -> None:
     assert (resumed.committed, resumed.run_epoch, resumed.started) == (1, 2, s.started)
 
 
+def test_a_new_run_dissolves_the_ring_but_keeps_the_peers_it_took_over() -> None:
+    ring = ClusterState(members={p: p.upper() for p in "abcd"}, watches={"a": "b", "b": "c", "c": "d", "d": "a"},
+                        prepared={"e": "a"}, joining={"e": "E"}, run_epoch=1)
+    kept = apply(ring, Command(9, "run-started", {"run_epoch": 2, "epoch": 3, "fresh": False, "kept": ["a", "c"]}))
+    assert kept.members == {"a": "A", "c": "C"} and kept.watches == {"a": "c", "c": "a"} and kept.is_ring()
+    assert not kept.prepared and not kept.joining and kept.run_epoch == 2
+    alone = apply(ring, Command(9, "run-started", {"run_epoch": 2, "epoch": 3, "fresh": False, "kept": ["d", "x"]}))
+    assert alone.members == {"d": "D"} and not alone.watches  # a peer not in the ring is not made a member
+    none = apply(ring, Command(9, "run-started", {"run_epoch": 2, "epoch": 3, "fresh": False}))
+    assert not none.members and not none.watches
+    fresh = apply(ring, Command(9, "run-started", {"run_epoch": 2, "epoch": 3, "fresh": True, "kept": ["a"]}))
+    assert not fresh.members  # a fresh run forgets everything, its workers included
+
+
 # --- properties ------------------------------------------------------------------
 def command() -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
     peer = st.sampled_from(PEERS)
@@ -92,6 +106,8 @@ def command() -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
         st.builds(lambda n, strat: ("recovery", {"epoch": n, "strategy": strat, "boundary": n - 1}), step,
                   st.sampled_from(["lineage", "checkpoint"])),
         st.builds(lambda f: ("run-started", {"run_epoch": 1, "epoch": 1, "fresh": f}), st.booleans()),
+        st.builds(lambda kept: ("run-started", {"run_epoch": 1, "epoch": 1, "fresh": False, "kept": kept}),
+                  st.lists(peer, unique=True, max_size=3)),
         st.just(("suspended", {})), st.just(("resumed", {})),
         st.builds(lambda n: ("resumed", {"epoch": n, "boundary": n - 1}), step),
     )
