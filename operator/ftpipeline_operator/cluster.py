@@ -11,7 +11,9 @@ polling, so recovery starts as soon as the event arrives.
     CREATED --stop()--> (deleted by us: not a loss)
 
 Events of pods of an earlier run of the same pipeline (a previous operator
-incarnation) carry another run label and are ignored.
+incarnation) carry another run label and are ignored — unless this run took
+those pods over (``pods.keepable_run``): it then carries their run label,
+and they are its own from the start.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ log = logging.getLogger("ftpipeline.operator.cluster")
 
 class KubernetesCluster(ClusterBackend):
     def __init__(self, core: client.CoreV1Api, body: Mapping[str, Any], run: str, defaults: Mapping[str, str],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, running: list[WorkerId] | None = None) -> None:
         self.core = core
         self.body = body
         self.namespace: str = body["metadata"]["namespace"]
@@ -43,7 +45,7 @@ class KubernetesCluster(ClusterBackend):
         self.run = run
         self.defaults = dict(defaults)
         self.clock = clock
-        self.created: set[WorkerId] = set()
+        self.created: set[WorkerId] = set(running or ())  # pods of ``run`` left running, to take over
         self.diagnoses: dict[WorkerId, Diagnosis] = {}
         self.event_at: dict[WorkerId, float] = {}   # when the event that reported the loss arrived
         self._stopping = False
@@ -57,6 +59,10 @@ class KubernetesCluster(ClusterBackend):
         with self._lock:
             self.created.add(worker)
         log.info("worker pod created", extra={"pipeline": self.name, "worker": worker, "pod": pod["metadata"]["name"]})
+
+    def running(self) -> list[WorkerId]:
+        with self._lock:
+            return sorted(self.created - set(self.diagnoses))
 
     def kill_worker(self, worker: WorkerId) -> None:
         self._delete(worker, grace_s=0)

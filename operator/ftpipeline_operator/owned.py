@@ -20,8 +20,6 @@ field someone else set) is taken over (``force``).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -29,14 +27,12 @@ from typing import Any, cast
 
 from kubernetes import client
 
+from ftpipeline_operator.render import digest
+
 FIELD_MANAGER = "ftpipeline-operator"
 APPLY = "application/apply-patch+yaml"  # JSON is YAML: the body goes as the client serialises it
 
 Obj = Mapping[str, Any]
-
-
-def digest(obj: Obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
 class OwnedObjects:

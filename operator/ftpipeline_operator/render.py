@@ -25,6 +25,7 @@ checkpoints, dead letters).
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -52,6 +53,7 @@ RUNTIME_USER = 10001
 PIPELINE_LABEL = f"{API_GROUP}/pipeline"
 WORKER_LABEL = f"{API_GROUP}/worker"
 RUN_LABEL = f"{API_GROUP}/run"
+POD_DIGEST = f"{API_GROUP}/pod-digest"  # what a worker pod was rendered from: a pod alike may be taken over
 
 Obj = dict[str, Any]
 
@@ -303,9 +305,13 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
     for key in ("serviceAccountName", "nodeSelector", "tolerations", "priorityClassName"):
         if key in spec:
             pod_spec[key] = spec[key]
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {**object_meta(body, pod_name(name, worker), "worker", {WORKER_LABEL: worker, RUN_LABEL: run}),
-                     "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(METRICS_PORT)}},
-        "spec": pod_spec,
-    }
+    meta = object_meta(body, pod_name(name, worker), "worker", {WORKER_LABEL: worker})
+    annotations = {"prometheus.io/scrape": "true", "prometheus.io/port": str(METRICS_PORT)}
+    pod: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {**meta, "annotations": annotations}, "spec": pod_spec}
+    annotations[POD_DIGEST] = digest(pod)[:16]  # of the pod as rendered for any run: the run label comes after
+    meta["labels"][RUN_LABEL] = run
+    return pod
+
+
+def digest(obj: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()

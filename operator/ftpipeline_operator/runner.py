@@ -59,21 +59,18 @@ from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.session import open_session
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.metrics import RunMetrics
-from ftpipeline.spec.load import Problem, SpecError
+from ftpipeline.spec.load import SpecError
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.spec.schema import API_GROUP, API_VERSION, PLURAL
-from ftpipeline.worker.tls import FILES as TLS_FILES
-from ftpipeline.worker.tls import Credentials
-from ftpipeline.worker.tls import problems as tls_problems
-from ftpipeline.worker.tls import generate as issue
 from ftpipeline_operator import render
 from ftpipeline_operator.policy import problems as policy_problems
 from ftpipeline_operator.attempts import Attempts, Verdict, policy_of
+from ftpipeline_operator.credentials import issue as issue_credentials
 from ftpipeline_operator.cluster import KubernetesCluster
 from ftpipeline_operator.stores import issue as issue_store_users
-from ftpipeline_operator.stores import put_secret, store_cas, uses_default_redis, uses_default_zookeeper
+from ftpipeline_operator.stores import store_cas, uses_default_redis, uses_default_zookeeper
 from ftpipeline_operator.status import StatusReporter, api_message, now_iso
-from ftpipeline_operator.pods import check_pod, delete_stale_pods
+from ftpipeline_operator.pods import check_pod, delete_stale_pods, pods_to_keep
 from ftpipeline_operator.resolve import Defaults, Unrunnable, checkpoints_off_warning, resolve_spec
 from ftpipeline_operator.restores import Refused, Restore, asked, done_in, resolve
 from ftpipeline_operator.snapshots import PostEvent, Snapshots
@@ -306,16 +303,6 @@ class PipelineRunner:
                         **self.upgrades.ended(FAILED))
         log.error("pipeline failed", extra={"pipeline": self.name, "reason": reason, "error": verdict.message})
 
-    def _issue_credentials(self, identity: str) -> Credentials:
-        """This run's worker credentials (a new CA: the previous run's pods are gone), as the Secret its
-        pods mount in their sidecar; the coordinator keeps them to call the workers."""
-        brought = (self.run_body["spec"].get("tls") or {}).get("secretName")
-        if brought:
-            return self._brought_credentials(str(brought))
-        credentials = issue(identity)
-        put_secret(self.core, render.tls_secret(self.run_body, credentials))
-        return credentials
-
     def _own_store_users(self, spec: PipelineSpec, stopped: Stopped) -> tuple[PipelineSpec, dict[str, str]]:
         """The spec with the pipeline's own Redis user and ZooKeeper identity in place of the operator's
         (``stores.py``), and where its pods read them."""
@@ -337,34 +324,13 @@ class PipelineRunner:
             spec, pods["zookeeperSecret"] = replace(spec, zookeeper=zookeeper), secret
         return spec, pods
 
-    def _brought_credentials(self, name: str) -> Credentials:
-        """The pipeline's own certificate (``spec.tls.secretName``), checked before any pod mounts it."""
-        field = "spec.tls.secretName"
-        try:
-            data = self.core.read_namespaced_secret(name, self.namespace).data or {}
-        except ApiException as exc:
-            what = "does not exist" if exc.status == 404 else f"cannot be read ({exc.status} {exc.reason})"
-            raise PipelineFailed(f"Secret {self.namespace}/{name} {what} ({field})") from None
-        missing = [k for k in TLS_FILES if k not in data]
-        if missing:
-            raise PipelineFailed(f"Secret {self.namespace}/{name} has no {', '.join(missing)} ({field})")
-        credentials = Credentials.from_secret_body(data)
-        wrong = tls_problems(credentials)
-        if wrong:
-            raise SpecError(f"ftpipeline {self.namespace}/{self.name}",
-                            [Problem(field, f"Secret {name}: {w}") for w in wrong])
-        return credentials
-
     def _run_once(self, stopped: Stopped, reporter: StatusReporter) -> str:
         spec = resolve_spec(self.run_body, self.core, self.defaults)
         refused = policy_problems(self.run_body["spec"], self.defaults.policy)  # stored while the webhook was off
         if refused:
             raise SpecError(f"ftpipeline {self.namespace}/{self.name}", refused)
         spec, own_stores = self._own_store_users(spec, stopped)
-        run = uuid.uuid4().hex[:8]
-        check_pod(self.core, self.run_body, run, self._pod_defaults("", ""))
-        delete_stale_pods(self.core, self.namespace, self.name, run)
-        credentials = self._issue_credentials(spec.store_key)  # a pipeline's own certificate is checked first
+        check_pod(self.core, self.run_body, "", self._pod_defaults("", ""))
         metrics = RunMetrics(spec.metrics_label, self.registry)
         warning = checkpoints_off_warning(self.run_body["spec"], spec)
         if warning:
@@ -374,13 +340,22 @@ class PipelineRunner:
         if restore is not None:  # written first: an operator that restarts before it is done does not do it twice
             reporter.update(urgent=True, **restore.status("Restoring"))
         fresh = self._start_fresh and restore is None  # a stateless upgrade starts over (until a step commits)
-        session = open_session(spec, (self.ran_before or restore is not None) and not fresh, private_dir=None,
-                               resume_if_started=not fresh)
+        resume = (self.ran_before or restore is not None) and not fresh
+        # the pods' endpoints are the session's, which are the spec's (the operator always gives addresses)
+        defaults = {**self._pod_defaults(spec.redis_url or "", (spec.zookeeper or "") if spec.needs_zookeeper else ""),
+                    **own_stores}
+        keep = pods_to_keep(self.core, self.run_body, defaults, spec.workers) if resume else None
+        if keep is None:
+            run, running = uuid.uuid4().hex[:8], []
+            delete_stale_pods(self.core, self.namespace, self.name, run)
+            credentials = issue_credentials(self.core, self.run_body, spec.store_key)  # one brought is checked first
+        else:
+            run, credentials, running = keep.run, keep.credentials, keep.workers
+            reporter.event("Normal", "TakingOver", f"taking over the {len(running)} running worker pods of run {run}")
+        session = open_session(spec, resume, private_dir=None, resume_if_started=not fresh)
         resuming = session.resuming
         self.ran_before = True  # from here on the pipeline's state is this run's: a retry resumes it
-        cluster = self.cluster = KubernetesCluster(self.core, self.run_body, run,
-                                                   {**self._pod_defaults(session.redis_url, session.zookeeper or ""),
-                                                    **own_stores})
+        cluster = self.cluster = KubernetesCluster(self.core, self.run_body, run, defaults, running=running)
         cluster.credentials = credentials
         reporter.lost_reasons = cluster.diagnoses  # set before the loss is queued: the reason is always there
         reporter.on_recovered = lambda record: self._recovered(metrics, cluster, record)

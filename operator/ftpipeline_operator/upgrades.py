@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ftpipeline.spec.schema import LIFECYCLE
-from ftpipeline_operator.owned import digest
+from ftpipeline_operator.render import digest
 
 CREATED, DEPLOYING, RUNNING, UPGRADING, ROLLED_BACK, SUSPENDED, SUCCEEDED, FAILED = LIFECYCLE
 NOT_UPGRADES = frozenset({"suspend", "checkpointNonce", "restartNonce", "progressDeadlineSeconds", "upgrade",

@@ -3,11 +3,13 @@
 The chart runs with ``operator.replicas=2``; Kopf's peering makes the older
 replica active (``ftpipeline_operator/peering.py``). The test finds it in the
 peering object, deletes its pod while a pipeline runs, and checks that the
-standby resumes the pipeline (a new run of pods, the command log claimed by
-its coordinator) to the end with output equal to the oracle, printing the
-handover time: from the delete to the next committed step. Both replicas
-serve the admission webhook with one certificate, so objects are admitted
-whichever answers.
+standby resumes the pipeline to the end with output equal to the oracle,
+printing the handover time: from the delete to the next committed step. The
+operator that goes leaves the worker pods running, and the standby takes
+them over (``ftpipeline_operator/pods.py``): the same pods — no new pod, no
+new JVM — roll back to the newest checkpoint under its coordinator, which
+claimed the command log. Both replicas serve the admission webhook with one
+certificate, so objects are admitted whichever answers.
 """
 
 from __future__ import annotations
@@ -82,16 +84,22 @@ def test_the_standby_operator_takes_over_a_running_pipeline_when_the_active_one_
     active = _active(kube, namespace)
     [standby] = [p.metadata.name for p in core.list_namespaced_pod(namespace, label_selector=SELECTOR).items
                  if p.metadata.name != active]
+    workers = f"ftpipeline.io/pipeline={name},app.kubernetes.io/component=worker"
+    before = {p.metadata.name: p.metadata.uid for p in core.list_namespaced_pod(namespace, label_selector=workers).items}
     at_kill = status(api, namespace, name).get("committedStep") or 0
     t0 = time.monotonic()
     core.delete_namespaced_pod(active, namespace)
     wait_for("a step committed after the handover",
              lambda: (status(api, namespace, name).get("committedStep") or 0) > at_kill + 1, 300)
     handover = time.monotonic() - t0
+    after = {p.metadata.name: p.metadata.uid for p in core.list_namespaced_pod(namespace, label_selector=workers).items}
+    reasons = {e.reason for e in core.list_namespaced_event(namespace).items if e.involved_object.name == name}
     final = finished(api, namespace, name)
     print(f"active operator {active} deleted at step {at_kill}; standby {standby} committed again "
-          f"{handover:.1f} s later and finished: {final}")
+          f"{handover:.1f} s later, on the same {len(after)} worker pods, and finished: {final}")
     assert at_kill < steps, "the pipeline ended before the operator was deleted: nothing was tested"
+    assert len(before) == 2 and after == before, (before, after)  # taken over: no pod replaced
+    assert "TakingOver" in reasons, reasons
     assert final["phase"] == "Succeeded", final
     assert final["committedStep"] == steps
     assert _active(kube, namespace) == standby  # the replica the Deployment added stands by behind it
