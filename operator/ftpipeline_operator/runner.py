@@ -35,9 +35,11 @@ worker); tracebacks go to the operator's log only.
 Every (re)start after the first is a *resume*: Feldera's start-up — open the
 newest checkpoint every worker has and replay later steps from the step
 log; the exactly-once barrier drops what was already released. An operator
-that restarts (or a standby that takes over) finds the previous run's pods
-(another run label), deletes them, and resumes the same way; its claim of
-the command log fences the previous coordinator off, if it still runs.
+that restarts (or a standby that takes over) finds the previous run's pods:
+it takes them over when they are whole and alike (``pods.py``), and they
+reopen the newest checkpoint in place; otherwise it deletes them and starts
+new ones. Either way its claim of the command log fences the previous
+coordinator off, if it still runs.
 """
 
 from __future__ import annotations
@@ -350,8 +352,7 @@ class PipelineRunner:
             delete_stale_pods(self.core, self.namespace, self.name, run)
             credentials = issue_credentials(self.core, self.run_body, spec.store_key)  # one brought is checked first
         else:
-            run, credentials, running = keep.run, keep.credentials, keep.workers
-            reporter.event("Normal", "TakingOver", f"taking over the {len(running)} running worker pods of run {run}")
+            run, credentials, running = keep.run, keep.credentials, keep.workers  # the coordinator checks them
         session = open_session(spec, resume, private_dir=None, resume_if_started=not fresh)
         resuming = session.resuming
         self.ran_before = True  # from here on the pipeline's state is this run's: a retry resumes it

@@ -172,6 +172,12 @@ class StatusReporter(Observer):
             self.condition("Failed", False, "Starting", "the run is being tried again")
         self.update(urgent=True, phase="Starting", workers=self._workers(), message=f"starting {len(workers)} workers")
 
+    def on_workers_kept(self, workers: list[WorkerId], why_not: str | None) -> None:
+        if why_not is None:
+            self.event("Normal", "TakingOver", f"taking over the {len(workers)} running worker pods")
+        else:
+            self.event("Normal", "ReplacingPods", f"replacing the {len(workers)} running worker pods: {why_not}")
+
     def on_worker_joined(self, worker: WorkerId, ready: int, total: int) -> None:
         self.ready = ready
         if self.ready >= self.total:

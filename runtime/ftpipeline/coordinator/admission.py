@@ -79,14 +79,18 @@ def _admit_a_new_set(c: Coordinator) -> None:
 
 def running_to_keep(c: Coordinator) -> list[WorkerId]:
     """The workers an earlier coordinator left running that this resumed run takes over: all of them, if
-    every one answers, was created with what this run would create it with, and they are as many as the
-    spec asks; else none, and they are killed (a new set is started, numbered after them)."""
+    every one answers, is not fenced, was created with what this run would create it with, and they are as
+    many as the spec asks; else none, and they are killed (a new set is started, numbered after them)."""
     running = sorted(c.cluster.running()) if c.resume else []
     if not running:
         return []
     c.members.reserve(running)
-    why = _cannot_keep(c, running)
+    why, epochs = _check_running(c, running)
+    c.observer.on_workers_kept(running, why)
     if why is None:
+        # a checkpoint the earlier run had begun has no manifest, so its number would come again; a kept
+        # worker may still report its snapshot for it: the new run's checkpoints are numbered after it
+        c.ckpt.allocated = max([c.ckpt.allocated, *epochs])
         log.info("taking over the workers still running", extra={"workers": running})
         return running
     log.warning("not taking over the workers still running: starting a new set", extra={"workers": running,
@@ -96,39 +100,46 @@ def running_to_keep(c: Coordinator) -> list[WorkerId]:
     return []
 
 
-def _cannot_keep(c: Coordinator, running: list[WorkerId]) -> str | None:
+def _check_running(c: Coordinator, running: list[WorkerId]) -> tuple[str | None, list[int]]:
+    """Why ``running`` cannot be kept (None: they can), and the checkpoint epoch each one is in."""
     if len(running) != c.spec.workers:
-        return f"{len(running)} running, the spec asks for {c.spec.workers}"
+        return f"{len(running)} running, the spec asks for {c.spec.workers}", []
     config = config_digest(worker_config(c))
+    epochs: list[int] = []
     for w in running:
         if c.store.address(w) is None:
-            return f"{w} has no address registered"
+            return f"{w} has no address registered", []
         try:
             state = c.client(w).call("state", timeout_s=STATE_TIMEOUT_S)
         except Unreachable as exc:
-            return f"{w} does not answer ({exc})"
+            return f"{w} does not answer ({exc})", []
+        if state.get("fenced"):
+            return f"{w} is fenced off ({state['fenced']})", []
         if state.get("config") != config:
-            return f"{w} was created with another spec" if state.get("config") else f"{w} was never created"
-    return None
+            return (f"{w} was created with another spec" if state.get("config") else f"{w} was never created"), []
+        epochs.append(int(state.get("epoch") or 0))
+    return None, epochs
 
 
 def _take_over(c: Coordinator, kept: list[WorkerId]) -> bool:
     """Admit ``kept`` under this run's token (the ring kept them already); False if one stopped answering
-    meanwhile: every kept worker is then killed, and the caller starts a new set."""
-    c.tables.begin_run(c.run_token)
+    meanwhile: every kept worker is then killed, and the caller starts a new set. Each one holds the new
+    token before the tables name it a member: until then a late completion of the earlier run finds no
+    member at all and is dropped, rather than refused as a zombie's (which stops the worker)."""
     c.observer.on_workers_starting(kept)
     try:
-        for i, w in enumerate(kept, 1):
-            c.tables.admit(w)
+        for w in kept:
             c.client(w).call("adopt", {"run": c.run_token})
-            c.observer.on_worker_joined(w, i, len(kept))
     except Unreachable as exc:
         log.warning("a worker taken over stopped answering: starting a new set", extra={"error": str(exc)})
         for w in kept:
-            c.tables.expel(w)
             c.cluster.kill_worker(w)
+            c.journal.close_ring_around(w, "not taken over after all")  # the ring kept it: it leaves now
         return False
+    c.tables.begin_run(c.run_token, members=kept)
     c.members.take_over(kept)
+    for i, w in enumerate(kept, 1):
+        c.observer.on_worker_joined(w, i, len(kept))
     c.placement = initial_placement(c.graph.channels(), c.workers)
     c.tables.set_placement(c.placement)
     return True
@@ -147,7 +158,7 @@ def start_workers(c: Coordinator, kept: list[WorkerId]) -> None:
             for w in c.workers:
                 c.client(w).call("create", worker_config(c))
     if c.resume:
-        resume_at_newest_checkpoint(c)
+        resume_at_newest_checkpoint(c, reset=bool(kept) and c.workers == kept)
     else:  # a fresh run: no earlier run's output is kept silently, nor its checkpoints reopened
         problems = c.members.call_any("prepare_outputs", {}, "check the sinks for existing output")
         if problems:

@@ -134,8 +134,9 @@ def record_applied(c: Coordinator, record: RecoveryRecord) -> None:
     c.observer.on_recovery(record)
 
 
-def resume_at_newest_checkpoint(c: Coordinator) -> None:
-    """Feldera's start-up: open the largest checkpoint step every worker has (or start fresh)."""
+def resume_at_newest_checkpoint(c: Coordinator, reset: bool = False) -> None:
+    """Feldera's start-up: open the largest checkpoint step every worker has (or start fresh). ``reset``:
+    the workers were taken over as they ran, so without a checkpoint they reopen the very beginning."""
     stored = [set(c.client(w).call("checkpoints")) for w in c.workers]
     common = set.intersection(*stored)
     newer = {e for e in set.union(*stored) if c.resume_epoch is not None and e > c.resume_epoch}
@@ -147,7 +148,10 @@ def resume_at_newest_checkpoint(c: Coordinator) -> None:
         common = {c.resume_epoch}
     if not common:
         log.info("no common checkpoint: starting from the beginning")
-        c.journal.append("resumed", epoch=c.journal.next_epoch(), boundary=0)
+        if reset:  # their state, buffers and steps are the earlier run's: back to nothing, as a rollback does
+            reopen_everywhere(c, None, c.clock())
+        else:
+            c.journal.append("resumed", epoch=c.journal.next_epoch(), boundary=0)
         return
     manifest = c.client(c.workers[0]).call("checkpoint_manifest", {"epoch": max(common)})
     if manifest is None:

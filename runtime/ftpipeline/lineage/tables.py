@@ -89,10 +89,15 @@ class LineageTables:
         return self.prefix + name
 
     # --- membership --------------------------------------------------------
-    def begin_run(self, token: str) -> None:
+    def begin_run(self, token: str, members: Iterable[WorkerId] = ()) -> None:
         """The coordinator of a run claims the tables: from now on only workers holding ``token``
-        (``coordinator/admission.py``) may record completions or write sinks, whatever their id."""
-        self.r.set(self.k("run"), token)
+        (``coordinator/admission.py``) may record completions or write sinks, whatever their id;
+        ``members`` (workers taken over, holding it already) are admitted in the same transaction."""
+        pipe = self.r.pipeline(transaction=True)
+        pipe.set(self.k("run"), token)
+        for worker in members:
+            pipe.sadd(self.k("alive"), worker)
+        pipe.execute()
 
     def admit(self, worker: WorkerId) -> None:
         self.r.sadd(self.k("alive"), worker)

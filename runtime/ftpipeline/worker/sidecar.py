@@ -179,7 +179,8 @@ class Sidecar:
         with self._cv:
             return {"state": self._state.value, "step": self._step, "worker": self.worker,
                     "epoch": self._keeper.clock.epoch,
-                    "config": config_digest(self._config) if self._config is not None else None}
+                    "config": config_digest(self._config) if self._config is not None else None,
+                    "fenced": self.fenced or ("stopping" if self.stopping.is_set() else None)}
 
     def _do_create(self, body: dict[str, Any]) -> dict[str, Any]:
         spec = worker_spec(body)

@@ -46,11 +46,14 @@ def _coordinator(spec: PipelineSpec, cluster: LocalCluster, resume: bool, stop_a
     return coordinator, session
 
 
+@pytest.mark.parametrize("checkpoint_every", [3, 0], ids=["checkpoint", "no-checkpoint"])
 def test_a_resumed_coordinator_takes_the_running_workers_over_and_the_output_equals_the_oracle(
-        tmp_path: Path, redis_url: str, zookeeper: str, spark: object) -> None:
+        tmp_path: Path, redis_url: str, zookeeper: str, spark: object, checkpoint_every: int) -> None:
+    """With a checkpoint the workers reopen it; without one they go back to the very beginning (their
+    aggregates' state is the earlier run's), and the sinks drop the steps they already released."""
     steps = 12
     pipeline = clickstream(tmp_path, "takeover", steps=steps, workers=2, rows_per_step=4000,
-                           parallelism=PARALLELISM, checkpoint_every=3)
+                           parallelism=PARALLELISM, checkpoint_every=checkpoint_every)
     spec = dataclasses.replace(load_pipeline(pipeline), redis_url=redis_url, zookeeper=zookeeper,
                                identity=f"takeover.{tmp_path.name}")
     cluster = LocalCluster(tmp_path / "run", spec.store_key, redis_url, master_for_process(spec.spark_master, 2),
@@ -72,7 +75,7 @@ def test_a_resumed_coordinator_takes_the_running_workers_over_and_the_output_equ
         assert result.committed == steps
         assert sorted(cluster.workers) == ["w0", "w1"]  # no worker was started...
         assert {w: cluster.pids(w) for w in cluster.workers} == pids  # ...nor restarted
-        assert not cluster.lost()
+        assert not result.recoveries and not result.joins  # no worker was lost or replaced on the way
         with pytest.raises(Superseded):  # the earlier coordinator's log is claimed: it cannot decide anything
             first.journal.append("step-committed", step=stopped_at + 1)
         earlier.close()
