@@ -74,9 +74,8 @@ def keepable_run(pods: list[dict[str, Any]], body: Mapping[str, Any], defaults: 
     for pod in pods:
         meta, status = pod["metadata"], pod.get("status") or {}
         worker = (meta.get("labels") or {}).get(render.WORKER_LABEL, "")
-        ready = [c.get("ready") for c in status.get("container_statuses") or status.get("containerStatuses") or []]
-        if meta.get("deletion_timestamp") or meta.get("deletionTimestamp") or status.get("phase") != "Running" \
-                or not ready or not all(ready):
+        ready = [c.get("ready") for c in status.get("container_statuses") or []]  # worker_pods' snake_case
+        if meta.get("deletion_timestamp") or status.get("phase") != "Running" or not ready or not all(ready):
             return None
         expected = render.worker_pod(body, WorkerId(worker), "", defaults)["metadata"]["annotations"][render.POD_DIGEST]
         if (meta.get("annotations") or {}).get(render.POD_DIGEST) != expected:

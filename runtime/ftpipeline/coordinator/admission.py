@@ -10,11 +10,11 @@ A worker presents its token with every completion and before every sink
 write; the tables refuse any other token (``lineage/lua/complete_task.lua``),
 as they refuse a worker that left ``alive`` when it was declared dead::
 
-    (run start)  --token written, initial workers joined--> each admitted: alive, adopt(token),
-                 created (or the run resumed at a checkpoint)
+    (run start)  --initial workers joined--> each given the token (adopt), then all admitted with
+                 the token written (alive, one transaction); created (or the run resumed at a checkpoint)
     (run resumed, workers of an earlier coordinator still up) --every one answers, created alike, as
-                 many as the spec asks--> kept in the ring by 'run-started', each admitted: alive,
-                 adopt(token); they reopen the newest checkpoint as a rollback does (no new JVM, no
+                 many as the spec asks--> kept in the ring by 'run-started', admitted as a new set
+                 is; they reopen the newest checkpoint as a rollback does (no new JVM, no
                  new pod: an operator's handover costs a rollback, not a restart)
     (run resumed, workers still up that cannot be kept) --killed--> a new set, numbered after them
     (a kept worker stops answering while being admitted) --all kept ones killed--> a new set
@@ -65,16 +65,23 @@ def worker_config(c: Coordinator) -> dict[str, Any]:
             "reuse_plans": c.spec.reuse_plans, "kafka_bootstrap": c.spec.kafka_bootstrap}
 
 
+def _admit(c: Coordinator, workers: list[WorkerId]) -> None:
+    """Give ``workers`` this run's token, then name them its members in one transaction, and place the
+    channels on them. Each one holds the token before the tables name it a member: until then a late
+    completion of an earlier run (a worker taken over) finds no member at all and is dropped, rather than
+    refused as a zombie's (which stops the worker)."""
+    for w in workers:
+        c.client(w).call("adopt", {"run": c.run_token})
+    c.tables.begin_run(c.run_token, members=workers)
+    c.placement = initial_placement(c.graph.channels(), workers)
+    c.tables.set_placement(c.placement)
+
+
 def _admit_a_new_set(c: Coordinator) -> None:
     """Start ``spec.workers`` workers, wait until every one joined, and admit them under the run's token."""
     c.members.start_initial(c.startup_timeout_s, c.observer.on_worker_joined, c.observer.on_workers_starting,
                             c.check_stop)
-    c.tables.begin_run(c.run_token)
-    for w in c.workers:
-        c.tables.admit(w)
-        c.client(w).call("adopt", {"run": c.run_token})
-    c.placement = initial_placement(c.graph.channels(), c.workers)
-    c.tables.set_placement(c.placement)
+    _admit(c, c.workers)
 
 
 def running_to_keep(c: Coordinator) -> list[WorkerId]:
@@ -123,32 +130,27 @@ def _check_running(c: Coordinator, running: list[WorkerId]) -> tuple[str | None,
 
 def _take_over(c: Coordinator, kept: list[WorkerId]) -> bool:
     """Admit ``kept`` under this run's token (the ring kept them already); False if one stopped answering
-    meanwhile: every kept worker is then killed, and the caller starts a new set. Each one holds the new
-    token before the tables name it a member: until then a late completion of the earlier run finds no
-    member at all and is dropped, rather than refused as a zombie's (which stops the worker)."""
+    meanwhile: every kept worker is then killed, and the caller starts a new set."""
     c.observer.on_workers_starting(kept)
     try:
-        for w in kept:
-            c.client(w).call("adopt", {"run": c.run_token})
+        _admit(c, kept)
     except Unreachable as exc:
         log.warning("a worker taken over stopped answering: starting a new set", extra={"error": str(exc)})
         for w in kept:
             c.cluster.kill_worker(w)
             c.journal.close_ring_around(w, "not taken over after all")  # the ring kept it: it leaves now
         return False
-    c.tables.begin_run(c.run_token, members=kept)
     c.members.take_over(kept)
     for i, w in enumerate(kept, 1):
         c.observer.on_worker_joined(w, i, len(kept))
-    c.placement = initial_placement(c.graph.channels(), c.workers)
-    c.tables.set_placement(c.placement)
     return True
 
 
 def start_workers(c: Coordinator, kept: list[WorkerId]) -> None:
     """The run's start: the workers it took over (``running_to_keep``), or new ones once they joined, are
     admitted under this run's token."""
-    if not (kept and _take_over(c, kept)):
+    taken_over = bool(kept) and _take_over(c, kept)
+    if not taken_over:
         _admit_a_new_set(c)
         decision = startup_decision({w: c.client(w).call("state") for w in c.workers})
         if isinstance(decision, Create):
@@ -158,7 +160,7 @@ def start_workers(c: Coordinator, kept: list[WorkerId]) -> None:
             for w in c.workers:
                 c.client(w).call("create", worker_config(c))
     if c.resume:
-        resume_at_newest_checkpoint(c, reset=bool(kept) and c.workers == kept)
+        resume_at_newest_checkpoint(c, reset=taken_over)
     else:  # a fresh run: no earlier run's output is kept silently, nor its checkpoints reopened
         problems = c.members.call_any("prepare_outputs", {}, "check the sinks for existing output")
         if problems:
