@@ -45,6 +45,14 @@ def _records(api: client.CustomObjectsApi, namespace: str, pipeline: str) -> dic
             if o["spec"]["pipeline"] == pipeline and o["spec"].get("alreadyExists") and o.get("status", {}).get("epoch")}
 
 
+def _listed(api: client.CustomObjectsApi, namespace: str, pipeline: str
+            ) -> tuple[dict[int, str], subprocess.CompletedProcess[str]] | None:
+    """The records and ``kubectl get ftpcp`` of one moment: None if a checkpoint came or went meanwhile
+    (one commits every second or two, and retention deletes a record as it does)."""
+    before = _records(api, namespace, pipeline)
+    listing = subprocess.run(["kubectl", "get", "ftpcp", "-n", namespace], capture_output=True, text=True, check=True)
+    return (before, listing) if _records(api, namespace, pipeline) == before else None
+
 
 def test_a_checkpoint_is_taken_by_name_listed_and_restored_from(
         kube: client.ApiClient, namespace: str, operator: str, spark: object) -> None:
@@ -63,9 +71,9 @@ def test_a_checkpoint_is_taken_by_name_listed_and_restored_from(
     # 2. list: later checkpoints come and go (retain 2), records follow, the named one is kept
     wait_for("three more checkpoints", lambda: max(_records(api, namespace, name), default=0) >= taken["epoch"] + 3,
              300)
-    records = _records(api, namespace, name)
+    records, listing = wait_for("a listing taken while retention stood still",
+                                lambda: _listed(api, namespace, name), 60)
     assert len(records) <= 2, records  # retention deleted the older records
-    listing = subprocess.run(["kubectl", "get", "ftpcp", "-n", namespace], capture_output=True, text=True, check=True)
     print(listing.stdout)
     assert "before-change" in listing.stdout and "Committed" in listing.stdout
     assert all(records[e] in listing.stdout for e in records)
