@@ -27,6 +27,9 @@ document of the run it belongs to:
     STARTING --a fresh run's sink holds output, existingOutput: fail--> FAILED (ExistingOutput; nothing touched)
     RUNNING --another coordinator claimed the command log--> (stops touching nothing: the new one owns it)
     any     --daemon stopped (deletion, operator exit or pause)--> (pods kept on exit, resumed by the next operator)
+    SUCCEEDED, FAILED --an operator starts (restart, upgrade, handover)--> the same, untouched: no attempt, no
+            pod, no restart budget, until the spec changes (status.observedGeneration is the generation that
+            ended); only a run that was in progress is taken over or resumed
 
 What counts as a failed attempt and how long to wait is ``attempts.py``.
 Status and Events carry one line naming the cause (the path, the errno, the
@@ -107,6 +110,20 @@ Rest.NONE, Rest.CHANGE, Rest.GONE = Rest(), Rest(for_change=True), Rest(gone=Tru
 UNHEALTHY = "the upgraded spec committed no step in time"
 
 
+ENDED = ("Succeeded", "Failed")
+
+
+def ended_before(body: Mapping[str, Any]) -> str | None:
+    """The phase a pipeline ended in (Succeeded or Failed) when that is the verdict on the spec it has now: the
+    status was written for this generation. A spec changed since (a restart nonce too) runs again."""
+    status = body.get("status") or {}
+    phase = status.get("phase")
+    generation = body["metadata"].get("generation")
+    if phase in ENDED and generation is not None and status.get("observedGeneration") == generation:
+        return str(phase)
+    return None
+
+
 class PipelineRunner:
     def __init__(self, key: tuple[str, str], core: client.CoreV1Api, custom: client.CustomObjectsApi,
                  defaults: Defaults, metrics_registry: Any, post_event: Callable[[str, str, str], None],
@@ -138,6 +155,7 @@ class PipelineRunner:
         self.snapshots = Snapshots(self.namespace, self.name, custom, post_object_event)  # FTPipelineCheckpoints
         self._restored: tuple[str, str] | None = None  # the spec.restoreFrom done last (status.lastRestore)
         self.resting = False  # succeeded, failed or suspended: no attempt until the spec changes
+        self._ended: str | None = None  # Succeeded/Failed before this runner saw the pipeline, spec unchanged since
         self._restore_asked = threading.Event()
 
     # --- from the handlers -------------------------------------------------
@@ -149,9 +167,12 @@ class PipelineRunner:
             self.ran_before = bool((body.get("status") or {}).get("committedStep"))
             self.upgrades = Upgrades(body.get("status") or {}, time.monotonic, body["spec"])
             self._restored = done_in(body.get("status") or {})
+            self._ended = ended_before(body)
+            self.resting = self._ended is not None
         self.body = body
         if not changed:
             return
+        self._ended = None
         new = body["spec"]
         if self.upgrades.is_upgrade(old, new) and self.upgrades.changed(new, running=self._in_attempt):
             self._upgrade_stop = True
@@ -187,6 +208,7 @@ class PipelineRunner:
         reporter = StatusReporter(self.patch_status, self.post_event, self.body["metadata"].get("generation"),
                                   status.get("conditions"))
         reporter.recoveries = int(status.get("recoveries") or 0)
+        reporter.committed_step = int(status.get("committedStep") or 0)
         reporter.total = int(self.body["spec"].get("workers") or 0)
         return reporter
 
@@ -196,6 +218,11 @@ class PipelineRunner:
         before the next turn. No thread is held while waiting."""
         changed = self._changed.is_set()
         self._changed.clear()
+        if self._ended is not None and not changed:  # finished under an earlier operator: it stays so
+            log.info("the pipeline ended before this operator started: it stays so until its spec changes",
+                     extra={"pipeline": self.name, "phase": self._ended})
+            self.resting = True
+            return Rest.CHANGE
         self._stop_reason = self._absorbed = None
         self.resting = False
         if self.attempts is None or changed:  # a new spec starts its budget over
@@ -225,8 +252,7 @@ class PipelineRunner:
         try:
             self.publish(self.run_body)  # this attempt's document, before any pod reads it
             if self.run_body["spec"].get("suspend"):
-                reporter.update(urgent=True, phase="Suspended", message="spec.suspend is true",
-                                **self.upgrades.ended(SUSPENDED))
+                reporter.ended("Suspended", "Suspended", "spec.suspend is true", **self.upgrades.ended(SUSPENDED))
                 return Rest.CHANGE
             self.upgrades.attempt_started(self.run_body["spec"])
             reporter.update(attempt=self.attempts.attempt, lifecycleState=self.upgrades.state)
@@ -264,9 +290,9 @@ class PipelineRunner:
                             lastFailure={"attempt": verdict.attempt, "message": one_line(cause), "time": now_iso()})
             return Rest(retry_in=verdict.retry_in)
         if outcome == "done":
-            reporter.condition("Progressing", False, "Completed", "every step committed")
-            reporter.condition("Degraded", False, "Completed", "every step committed")
-            reporter.update(urgent=True, phase="Succeeded", message="", **self.upgrades.ended(SUCCEEDED))
+            done = f"every step committed (step {reporter.committed_step}; {reporter.recoveries} recoveries)"
+            reporter.ended("Succeeded", "Succeeded", done, **self.upgrades.ended(SUCCEEDED))
+            reporter.event("Normal", "Succeeded", done)
             return Rest.CHANGE
         if outcome == "unhealthy":
             return self._roll_back(reporter, "no step committed within spec.upgrade.healthDeadlineSeconds") \
@@ -297,12 +323,10 @@ class PipelineRunner:
 
     def _give_up(self, reporter: StatusReporter, reason: str, verdict: Verdict) -> None:
         """Failed, with one line naming the cause; a changed spec starts over."""
-        reporter.condition("Ready", False, reason, verdict.message)
-        reporter.condition("Failed", True, reason, verdict.message)
+        reporter.ended("Failed", reason, verdict.message,
+                       lastFailure={"attempt": verdict.attempt, "message": verdict.message, "time": now_iso()},
+                       **self.upgrades.ended(FAILED))
         reporter.event("Warning", reason, verdict.message)
-        reporter.update(urgent=True, phase="Failed", message=verdict.message,
-                        lastFailure={"attempt": verdict.attempt, "message": verdict.message, "time": now_iso()},
-                        **self.upgrades.ended(FAILED))
         log.error("pipeline failed", extra={"pipeline": self.name, "reason": reason, "error": verdict.message})
 
     def _own_store_users(self, spec: PipelineSpec, stopped: Stopped) -> tuple[PipelineSpec, dict[str, str]]:

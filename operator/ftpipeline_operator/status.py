@@ -19,6 +19,10 @@ Conditions follow the usual workload meaning:
     Paused       ZooKeeper or Redis is out of reach: the run waits for it (phase Paused), then goes on
     Failed       the run failed and will not be tried again (kubectl wait --for=condition=Failed)
 
+Each phase the run leaves for good (Succeeded, Failed, Suspended) sets every
+condition again (``ended``): a finished pipeline says it is not Ready because
+it ended, with no workers, not what its last running moment said.
+
 Messages are one line naming the cause; tracebacks go to the operator's log.
 """
 
@@ -87,6 +91,7 @@ class StatusReporter(Observer):
         self.min_interval_s = min_interval_s
         self.clock = clock
         self.recoveries = 0
+        self.committed_step = 0         # the newest step committed (status.committedStep)
         self.ready = 0                  # workers joined and not lost
         self.total = 0                  # workers the spec asks for
         self.last_commit_at = clock()
@@ -190,13 +195,14 @@ class StatusReporter(Observer):
     def on_step_committed(self, step: int, rows: int, seconds: float) -> None:
         self.last_commit_at = self.clock()
         self.commits += 1
+        self.committed_step = step
         first = not any(c["type"] == "Ready" and c["status"] == "True" for c in self.conditions)
         urgent = first or self.stalled
         if urgent:
             self.stalled = False
             self.condition("Ready", True, "StepsCommitting", "workers joined and steps commit")
-            self.condition("Progressing", True, "StepCommitted", f"step {step} committed")
             self.condition("Stalled", False, "StepCommitted", f"step {step} committed")
+        self.condition("Progressing", True, "StepCommitted", f"step {step} committed")  # sent with the next patch
         self.update(urgent=urgent, phase="Running", committedStep=step, message="")
 
     def on_worker_lost(self, worker: WorkerId) -> None:
@@ -247,6 +253,24 @@ class StatusReporter(Observer):
         self.event("Normal" if available else "Warning", f"{name}{'Recovered' if available else 'Unavailable'}",
                    message)
         self.update(urgent=True, phase="Running" if available else "Paused", message="" if available else message)
+
+    # --- the runner's verdicts -----------------------------------------------
+    def ended(self, phase: str, reason: str, message: str, **fields: Any) -> None:
+        """The run left for good (Succeeded, Failed, Suspended): every condition says so, no worker is counted
+        ready, and the phase is sent at once. ``message`` is one line (the cause of a failure)."""
+        what = {"Succeeded": "the run succeeded", "Failed": "the run failed",
+                "Suspended": "the run is suspended"}.get(phase, phase)
+        self.ready = 0
+        self.stalled = False
+        self.condition("Ready", False, reason, message or what)
+        self.condition("Progressing", False, reason, message or what)
+        self.condition("Stalled", False, reason, f"{what}: no step is due")
+        self.condition("Degraded", False, "NotRunning", f"{what}: no worker runs")
+        if any(c["type"] == "Paused" for c in self.conditions):
+            self.condition("Paused", False, "NotRunning", f"{what}: nothing waits for ZooKeeper or Redis")
+        self.condition("Failed", phase == "Failed", reason, message or what)
+        self.update(urgent=True, phase=phase, message=message if phase == "Failed" else "",
+                    workers=self._workers(), **fields)
 
     # --- the runner's checks -------------------------------------------------
     def check_progress(self, deadline_s: float) -> None:

@@ -78,3 +78,44 @@ def test_a_change_the_running_attempt_does_not_apply_is_not_observed_by_it() -> 
     r._in_attempt = True
     r.update_body({**pipeline(progressDeadlineSeconds=60), "metadata": {"namespace": "ns", "name": "p", "generation": 2}})
     assert r._absorbed is None
+
+
+def ended(phase: str, observed: int, generation: int = 1, **spec: Any) -> dict[str, Any]:
+    doc = pipeline(**spec)
+    doc["metadata"]["generation"] = generation
+    doc["status"] = {"phase": phase, "observedGeneration": observed, "committedStep": 24, "attempt": 3}
+    return doc
+
+
+def test_a_pipeline_that_ended_under_an_earlier_operator_stays_as_it_ended() -> None:
+    """An operator restart, upgrade or handover runs no finished pipeline again: no publish, no status, no
+    attempt, and a checkpoint asked for is refused (resting)."""
+    for phase in ("Succeeded", "Failed"):
+        order: list[str] = []
+        r, api, events = runner(lambda body: order.append("published"))
+        r.update_body(ended(phase, observed=1))
+        assert r.resting
+        assert r.attempt(stopped=False) == Rest.CHANGE  # type: ignore[arg-type]
+        assert (order, api.patches, events) == ([], [], []), phase
+
+
+def test_a_finished_pipeline_whose_spec_changed_runs_again() -> None:
+    """Changed while no operator watched (the status is of an older generation), or changed after: it runs."""
+    r, api, _ = runner(lambda body: None)
+    r.update_body(ended("Succeeded", observed=1, generation=2, suspend=True))
+    assert not r.resting
+    r.attempt(stopped=False)  # type: ignore[arg-type]
+    assert [p["phase"] for p in api.patches if "phase" in p] == ["Suspended"]
+
+    r, api, _ = runner(lambda body: None)
+    r.update_body(ended("Failed", observed=1))
+    r.update_body({**ended("Failed", observed=1, generation=2, suspend=True)})
+    r.attempt(stopped=False)  # type: ignore[arg-type]
+    assert [p["phase"] for p in api.patches if "phase" in p] == ["Suspended"]
+
+
+def test_a_run_in_progress_or_retrying_is_resumed_by_a_new_operator() -> None:
+    for phase in ("Running", "Retrying", "Recovering", "Starting"):
+        r, _, _ = runner(lambda body: None)
+        r.update_body(ended(phase, observed=1))
+        assert not r.resting and r._ended is None, phase

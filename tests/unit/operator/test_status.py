@@ -129,7 +129,7 @@ def test_every_condition_and_phase_the_operator_writes_is_one_the_crd_accepts() 
     carries the same condition: the status would freeze (as it did once for Paused)."""
     source = "\n".join(p.read_text() for p in (Path(__file__).parents[3] / "operator").rglob("*.py"))
     conditions = set(re.findall(r'condition\((?:\w+, )?"([A-Za-z]+)"', source))
-    phases = set(re.findall(r'phase="([A-Za-z]+)"', source))
+    phases = set(re.findall(r'(?:phase=|\.ended\()"([A-Za-z]+)"', source))
     assert {"Ready", "Paused", "Failed"} <= conditions and {"Running", "Failed"} <= phases  # the pattern still finds them
     assert conditions <= set(CONDITIONS), conditions - set(CONDITIONS)
     assert phases <= set(PHASES), phases - set(PHASES)
@@ -204,3 +204,54 @@ def test_a_generation_the_running_attempt_takes_in_is_observed_at_once_and_never
     r.observe(5)
     r.observe(3)
     assert len(patches) == n + 1 and r.generation == 5
+
+
+def _conditions(patch: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in patch["conditions"]}
+
+
+def _running(r: StatusReporter, clock: Clock, steps: int) -> None:
+    r.total = 3
+    r.on_workers_starting([WorkerId("w0"), WorkerId("w1"), WorkerId("w2")])
+    for i, w in enumerate(("w0", "w1", "w2")):
+        r.on_worker_joined(WorkerId(w), i + 1, 3)
+    r.on_worker_lost(WorkerId("w2"))  # Degraded while running
+    for step in range(1, steps + 1):
+        clock.now += 0.4
+        r.on_step_committed(step, 10, 0.01)
+    r.flush()
+
+
+def test_each_phase_sets_every_condition_to_what_is_true_then() -> None:
+    """While running, Progressing names the newest step committed (not the first); once the run ends, no
+    condition still says it is ready, degraded by a lost worker, progressing or stalled."""
+    import jsonschema
+
+    from ftpipeline.spec.schema import STATUS_SCHEMA
+
+    r, patches, _, clock = reporter()
+    _running(r, clock, 300)
+    running = _conditions(patches[-1])
+    assert running["Ready"] == ("True", "StepsCommitting") and running["Degraded"][0] == "True"
+    assert cond(patches[-1], "Progressing")["message"] == "step 300 committed"
+    expected = {
+        "Succeeded": {"Ready": ("False", "Succeeded"), "Progressing": ("False", "Succeeded"),
+                      "Stalled": ("False", "Succeeded"), "Degraded": ("False", "NotRunning"),
+                      "Failed": ("False", "Succeeded")},
+        "Failed": {"Ready": ("False", "RestartBudgetExhausted"), "Progressing": ("False", "RestartBudgetExhausted"),
+                   "Stalled": ("False", "RestartBudgetExhausted"), "Degraded": ("False", "NotRunning"),
+                   "Failed": ("True", "RestartBudgetExhausted")},
+        "Suspended": {"Ready": ("False", "Suspended"), "Progressing": ("False", "Suspended"),
+                      "Stalled": ("False", "Suspended"), "Degraded": ("False", "NotRunning"),
+                      "Failed": ("False", "Suspended")},
+    }
+    for phase, want in expected.items():
+        r, patches, _, clock = reporter()
+        _running(r, clock, 5)
+        reason = want["Failed"][1]
+        r.ended(phase, reason, "attempt 3 failed: boom" if phase == "Failed" else "")
+        last = patches[-1]
+        assert last["phase"] == phase and _conditions(last) == want, (phase, _conditions(last))
+        assert last["workers"] == {"ready": 0, "total": 3}
+        assert (last["message"] != "") == (phase == "Failed")
+        jsonschema.validate(last, STATUS_SCHEMA)
