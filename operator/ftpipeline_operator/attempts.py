@@ -12,6 +12,12 @@ with the last cause, instead of looping in ``Starting``:
     RUNNING  --attempt n fails, budget left--> RETRYING (status: attempt, lastFailure; Event)
     RETRYING --backoff passed--> STARTING attempt n+1 (resumed)
     RETRYING --budget spent--> FAILED (condition Failed=True; a spec change starts over)
+    any attempt --a step committed--> the failures since the last step no longer count
+
+The budget is spent by ``maxRestarts`` failures within ``windowSeconds``, or
+by ``maxRestarts`` failed attempts in a row with no step committed in any of
+them, however slowly they fail: an attempt that takes longer than the window
+to fail (pods to schedule, workers to time out) must not retry for ever.
     a spec that cannot run (rejected by the runtime or the API server) --> FAILED at once
 
 Pure logic over a clock, so the policy is tested without a cluster.
@@ -50,6 +56,11 @@ class Attempts:
         self.clock = clock
         self.attempt = 1
         self._budget = RestartBudget(policy, seed)
+        self._since_progress = 0  # failed attempts since a step last committed
+
+    def progressed(self) -> None:
+        """A step committed: the failures before it no longer count in a row."""
+        self._since_progress = 0
 
     def failed(self, cause: str) -> Verdict:
         """Attempt ``self.attempt`` failed with ``cause`` (one line): retry after a backoff, or give up."""
@@ -60,7 +71,12 @@ class Attempts:
             return Verdict(attempt, None, f"attempt {attempt} failed: {cause}; restart budget spent ({used} failures "
                                           f"within {p.window_s:.0f} s, spec.recovery.restartBudget.maxRestarts: "
                                           f"{p.max_restarts})")
+        if self._since_progress + 1 > p.max_restarts:
+            return Verdict(attempt, None, f"attempt {attempt} failed: {cause}; restart budget spent "
+                                          f"({self._since_progress + 1} failed attempts in a row with no step "
+                                          f"committed, spec.recovery.restartBudget.maxRestarts: {p.max_restarts})")
         delay = self._budget.on_loss(now)
+        self._since_progress += 1
         self.attempt += 1
         return Verdict(attempt, delay, f"attempt {attempt} failed: {cause}; attempt {attempt + 1} in {delay:.0f} s "
                                        f"({used} of {p.max_restarts} restarts used within {p.window_s:.0f} s)")

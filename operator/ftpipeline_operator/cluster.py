@@ -77,6 +77,11 @@ class KubernetesCluster(ClusterBackend):
             diagnosis = self.diagnoses.get(worker)
         return str(diagnosis) if diagnosis is not None else "its pod is gone"
 
+    def cannot_run(self, worker: WorkerId) -> str | None:
+        with self._lock:
+            diagnosis = self.diagnoses.get(worker)
+        return diagnosis.message if diagnosis is not None and diagnosis.failure is Failure.CANNOT_RUN else None
+
     def lost(self) -> list[WorkerId]:
         with self._lock:
             out, self._lost = self._lost, []

@@ -19,6 +19,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ftpipeline.obs.errors import one_line
+from ftpipeline.worker import exits
+
 
 class Failure(str, enum.Enum):
     DELETED = "Deleted"                  # someone or something deleted the pod
@@ -27,6 +30,7 @@ class Failure(str, enum.Enum):
     OOM_KILLED = "OOMKilled"             # a container exceeded its memory limit
     IMAGE_PULL = "ImagePull"             # the image cannot be pulled: a replacement would fail the same way
     APPLICATION_ERROR = "ApplicationError"  # a container exited (a PySpark exception, a crashed JVM)
+    CANNOT_RUN = "CannotRun"             # the worker stopped at start-up for a reason a replacement would share
     HEARTBEAT_EXPIRED = "HeartbeatExpired"  # the pod ran on but its worker went silent (hung, cut off)
     UNKNOWN = "Unknown"
 
@@ -86,6 +90,9 @@ def failed(pod: Mapping[str, Any]) -> Diagnosis | None:
             return Diagnosis(Failure.OOM_KILLED, name, f"exit code {term.get('exitCode')}")
     if (pod.get("metadata") or {}).get("deletionTimestamp"):
         return Diagnosis(Failure.DELETED)  # exits after this are the deletion's own doing
+    for name, term in terminated:
+        if term.get("exitCode") == exits.CANNOT_RUN:  # worker/exits.py: its reason is the termination message
+            return Diagnosis(Failure.CANNOT_RUN, name, one_line(term.get("message") or "no reason written"))
     if terminated:
         name, term = terminated[0]
         detail = term.get("message") or term.get("reason") or ""

@@ -59,7 +59,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ftpipeline.coordinator.coordinator import Coordinator, Interrupted, PipelineFailed
-from ftpipeline.coordinator.errors import ExistingOutputFound, RestoreRefused, Superseded
+from ftpipeline.coordinator.errors import CannotRun, ExistingOutputFound, RestoreRefused, Superseded
 from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.session import open_session
 from ftpipeline.obs.errors import one_line
@@ -257,9 +257,9 @@ class PipelineRunner:
             self.upgrades.attempt_started(self.run_body["spec"])
             reporter.update(attempt=self.attempts.attempt, lifecycleState=self.upgrades.state)
             outcome = self._run_once(stopped, reporter)
-        except (SpecError, Unrunnable) as exc:  # a spec the CRD cannot judge: retrying cannot help
+        except (SpecError, Unrunnable, CannotRun) as exc:  # a spec the CRD cannot judge: retrying cannot help
             cause = "; ".join(map(str, exc.problems)) if isinstance(exc, SpecError) else str(exc)
-            verdict = self.attempts.fatal(one_line(f"invalid spec: {cause}"))
+            verdict = self.attempts.fatal(one_line(cause if isinstance(exc, CannotRun) else f"invalid spec: {cause}"))
             rest = self._roll_back(reporter, verdict.message)
             if rest is None:
                 self._give_up(reporter, "Rejected", verdict)
@@ -470,6 +470,8 @@ class PipelineRunner:
         upgraded spec that commits nothing in time stops to be rolled back."""
         if reporter.commits:
             self._start_fresh = False
+            if self.attempts is not None:
+                self.attempts.progressed()
             fields = self.upgrades.committed(self.run_body["spec"])
             if fields is not None:
                 reporter.update(urgent=True, **fields)

@@ -9,6 +9,8 @@ have helped — and the healthy one's output must still equal the oracle:
 - a stage parallelism of 1,000,000: refused by the API server, nothing created;
 - a Secret that does not exist; an image that cannot be pulled; a volume the
   API server rejects; an output directory the workers cannot write;
+- a stage naming a function the entry point lacks, an entry point that does
+  not import: Rejected at once (the worker cannot run), never replaced;
 - a fresh pipeline whose sink already holds an earlier run's steps: Failed
   (ExistingOutput) naming the path and the field, the old steps untouched.
 """
@@ -29,8 +31,8 @@ from ftpipeline.oracle import compare
 from ftpipeline.worker.tls import SERVER_NAME, generate
 
 from .conftest import dump_operator, failed
-from .test_operator import (GROUP, HOST_ROOT, PLURAL, VERSION, _install, _writable_dir, create_pipeline, finished,
-                            host_claim, new_namespace, oracle_spec, pipeline, wait_for)
+from .test_operator import (GROUP, HOST_ROOT, PLURAL, VERSION, _install, _writable_dir, create_pipeline, events,
+                            finished, host_claim, new_namespace, oracle_spec, pipeline, wait_for)
 
 pytestmark = pytest.mark.skipif(not os.environ.get("KUBECONFIG"), reason="no cluster")
 
@@ -94,8 +96,11 @@ CASES: dict[str, tuple[Any, str, str]] = {   # edit, reason, what the one line m
     "certificate": (lambda d: d["spec"].update(tls={"secretName": "foreign-cert"}),
                     "Rejected", "spec.tls.secretName: Secret foreign-cert: tls.crt names worker.example.com, not "
                                 "ftpipeline-worker"),
+    # a worker that cannot start for a reason its replacement would share: Rejected at once, never replaced
     "function": (lambda d: d["spec"]["stages"][1]["transform"].update(function="nosuch"),
-                 "RestartBudgetExhausted", "spec.stages[1].transform.function: "),
+                 "Rejected", "cannot run: invalid pipeline: spec.stages[1].transform.function: "),
+    "module": (lambda d: d["spec"].update(entryPoint="/opt/ftpipeline/examples/nosuch.py"),
+               "Rejected", "cannot run: invalid pipeline: spec.entryPoint: cannot import"),
     "existing": (earlier_output, "ExistingOutput",
                  "/out already holds output (steps up to 2) and spec.stages[3].sink.existingOutput is fail"),
 }
@@ -136,8 +141,14 @@ def test_broken_pipelines_end_failed_in_one_line_while_a_healthy_one_runs(
         conditions = {c["type"]: c for c in final["conditions"]}
         assert conditions["Failed"]["status"] == "True" and conditions["Failed"]["reason"] == reason, case
         assert "\n" not in conditions["Ready"]["message"]
-        if case == "existing":  # refused, not retried, and nothing of the earlier run was touched
+        if reason in ("ExistingOutput", "Rejected"):  # refused, not retried
             assert final["lastFailure"]["attempt"] == 1, final
+        if case in ("function", "module"):  # one attempt, its workers never replaced
+            created = {e.involved_object.name for e in core.list_namespaced_event(
+                tenant, field_selector="reason=Scheduled").items if e.involved_object.name.startswith(names[case])}
+            assert len(created) == 1, (case, created)  # workers: 1
+            assert not events(core, tenant, names[case], "Recovered"), case
+        if case == "existing":  # nothing of the earlier run was touched
             out = HOST_ROOT / names[case] / "out"
             assert sorted(p.name for p in out.iterdir()) == ["step=1", "step=2"]
             assert (out / "step=1" / "part-00000.parquet").read_bytes() == b"earlier run"

@@ -287,3 +287,23 @@ def test_a_pipeline_runs_and_recovers_as_its_own_redis_user_and_zookeeper_identi
         for p in servers:
             p.terminate()
             p.wait(30)
+
+
+def test_a_worker_that_cannot_import_the_entry_point_ends_the_run_at_once_and_is_never_replaced(
+        tmp_path: Path) -> None:
+    """The module imports where the run was validated but not in the workers (as when the image's copy is not
+    the one validated): each worker exits saying why (``worker/exits.py``), and the run fails on the first with
+    that reason, instead of recovering and replacing workers that would exit the same way."""
+    pipeline, _ = _files_pipeline(tmp_path)
+    (tmp_path / "enrich.py").write_text(
+        "import sys\n"
+        "if sys.argv[0].endswith('executor.py'):\n"
+        "    raise ImportError('pyspark_extras is not installed here')\n" + MODULE)
+    run = run_cli(pipeline, tmp_path / "run", timeout_s=300)
+    said = " ".join(run.output.split())
+    assert run.code == 1, run.output
+    assert "cannot run: invalid pipeline: spec.entryPoint: cannot import 'enrich.py': ImportError: " \
+           "pyspark_extras is not installed here" in said, run.output
+    workers = sorted(p.name for p in (tmp_path / "run" / "workers").iterdir())
+    assert workers == ["w0", "w1"], workers  # none replaced
+    assert "recover" not in (tmp_path / "run" / "coordinator.log").read_text().lower()

@@ -40,6 +40,11 @@ class ClusterBackend(abc.ABC):
         """One line on why a lost worker went (exit code, pod failure), for status and errors."""
         return "see its logs"
 
+    def cannot_run(self, worker: WorkerId) -> str | None:
+        """Why a lost worker stopped for a reason its replacement would meet too (``worker/exits.py``), in
+        one line; None for any other loss, which recovery handles."""
+        return None
+
     def running(self) -> list[WorkerId]:
         """Workers of this pipeline already up when a coordinator starts: started by an earlier one (an
         operator that handed over, a coordinator restarted in the same process), which a resumed run

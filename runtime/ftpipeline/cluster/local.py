@@ -29,6 +29,7 @@ from pathlib import Path
 from ftpipeline.cluster.base import ClusterBackend
 from ftpipeline.embedded.orphans import reap, record
 from ftpipeline.lineage.naming import WorkerId
+from ftpipeline.worker import exits
 from ftpipeline.worker.tls import generate as issue
 
 log = logging.getLogger("ftpipeline.cluster.local")
@@ -88,6 +89,7 @@ class LocalCluster(ClusterBackend):
         wdir = self.worker_dir(worker)
         wdir.mkdir(parents=True, exist_ok=True)
         (wdir / "sidecar.addr").unlink(missing_ok=True)
+        (wdir / exits.REASON_FILE).unlink(missing_ok=True)
         env = {k: v for k, v in os.environ.items() if k not in ("FTPIPELINE_REDIS_URL", "FTPIPELINE_ZOOKEEPER")}
         env["PYTHONUNBUFFERED"] = "1"
         # the endpoints (and any credentials in them) reach the sidecar alone, through its environment
@@ -153,6 +155,12 @@ class LocalCluster(ClusterBackend):
                  if p.returncode is not None and p.returncode >= 0]
         where = self.worker_dir(worker)
         return f"{', '.join(codes) or 'killed'}; see {where / 'sidecar.log'} and {where / 'executor.log'}"
+
+    def cannot_run(self, worker: WorkerId) -> str | None:
+        w = self.workers.get(worker)
+        if w is None or w.executor.returncode != exits.CANNOT_RUN:
+            return None
+        return exits.reason(self.worker_dir(worker))
 
     def pids(self, worker: WorkerId) -> tuple[int, int]:
         w = self.workers[worker]

@@ -228,6 +228,7 @@ class Coordinator:
         for event in self.store.receive(timeout_s):
             self._handle(event)
         for dead in self.cluster.lost():
+            self.members.check_can_run(dead)
             self.lost(dead, "gone")
         follow_deaths(self)
         self.journal.maybe_compact()

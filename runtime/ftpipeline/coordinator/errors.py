@@ -20,6 +20,16 @@ class ExistingOutputFound(PipelineFailed):
         super().__init__("; ".join(map(str, self.problems)))
 
 
+class CannotRun(PipelineFailed):
+    """A worker stopped at start-up for a reason every replacement would meet too (``worker/exits.py``): the
+    entry point does not import, a stage names a missing function. Trying again cannot help until the spec
+    (or the image) changes, so the run fails instead of replacing it."""
+
+    def __init__(self, worker: str, reason: str) -> None:
+        self.worker, self.reason = worker, reason
+        super().__init__(f"worker {worker} cannot run: {reason}")
+
+
 class RestoreRefused(PipelineFailed):
     """A named checkpoint that cannot be restored exactly; raised before anything is touched, so the
     pipeline can go on from its newest checkpoint instead."""

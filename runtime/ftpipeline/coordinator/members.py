@@ -30,7 +30,7 @@ from typing import Any
 
 from ftpipeline.cluster.base import ClusterBackend
 from ftpipeline.control.store import RunStore
-from ftpipeline.coordinator.errors import PipelineFailed
+from ftpipeline.coordinator.errors import CannotRun, PipelineFailed
 from ftpipeline.coordinator.restarts import BudgetExhausted, RestartBudget, RestartPolicy
 from ftpipeline.lineage.naming import Channel, WorkerId
 from ftpipeline.lineage.placement import hand_back
@@ -119,11 +119,18 @@ class Members:
                     joined.append(event["w"])
                     on_joined(event["w"], len(joined), len(initial))
             for lost in self.cluster.lost():
+                self.check_can_run(lost)
                 if lost in initial:  # (one of a set that is gone, killed before this one started: no news)
                     raise PipelineFailed(f"worker {lost} was lost during start-up: {self.cluster.why(lost)}")
             check_stop()
         self.joining = []
         self.workers = sorted(initial)
+
+    def check_can_run(self, lost: WorkerId) -> None:
+        """A lost worker that stopped for a reason its replacement would share ends the run (``CannotRun``)."""
+        reason = self.cluster.cannot_run(lost)
+        if reason is not None:
+            raise CannotRun(lost, reason)
 
     def reserve(self, workers: Iterable[WorkerId]) -> None:
         """Workers of an earlier coordinator still hold these ids (their pods, their directories): the

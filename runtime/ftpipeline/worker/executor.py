@@ -40,13 +40,12 @@ import json
 import logging
 import os
 import shutil
-import sys
 import time
 import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import pyarrow as pa
 
@@ -71,6 +70,7 @@ from ftpipeline.spec.load import entry_problems, load_entry_module, worker_spec
 from ftpipeline.spec.model import PipelineSpec, StageKind, StageSpec
 from ftpipeline.state.backend import KeyedState, make_backend
 from ftpipeline.worker.buffer import ObjectBuffer, read_ipc
+from ftpipeline.worker.exits import cannot_run
 from ftpipeline.worker.rekey import restore_rescaled
 from ftpipeline.worker.session import WORKER_JAVA_OPTIONS, build_session
 from ftpipeline.worker.transport import SidecarClient
@@ -78,7 +78,6 @@ from ftpipeline.worker.transport import SidecarClient
 log = logging.getLogger("ftpipeline.executor")
 
 
-TERMINATION_LOG = Path("/dev/termination-log")  # Kubernetes' default terminationMessagePath
 EVICT_EVERY = 10  # steps between evictions of a state with a TTL (and at every checkpoint)
 
 
@@ -384,7 +383,7 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> Non
     spec = worker_spec(config)
     wrong = entry_problems(spec)
     if wrong:  # the operator could not see the image: say which field, not a task's AttributeError later
-        _cannot_run("invalid pipeline: " + "; ".join(map(str, wrong)))
+        cannot_run("invalid pipeline: " + "; ".join(map(str, wrong)), work_dir)
     module = load_entry_module(spec.entry_point, spec.base_dir)
     runner = TaskRunner(spark, spec, module, ObjectBuffer(work_dir),
                         may_write=lambda: bool(sidecar.call("may_write", {})["ok"]))
@@ -438,17 +437,6 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> Non
                                      "rows_in": result["rows_in"], "outputs": len(result["outputs"])})
     runner.close()
     spark.stop()
-
-
-def _cannot_run(message: str) -> NoReturn:
-    """Exit naming why. On Kubernetes the kubelet keeps what is written to the termination log as the container's
-    termination message, which the operator's diagnosis of the lost worker quotes (``failures.py``)."""
-    log.error("cannot run", extra={"error": message})
-    try:
-        TERMINATION_LOG.write_text(message[:4000])
-    except OSError:
-        pass  # not a container: the log line says it
-    sys.exit(1)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -35,13 +35,27 @@ def test_failures_are_retried_with_backoff_until_the_budget_is_spent() -> None:
                                  "spec.recovery.restartBudget.maxRestarts: 2)")
 
 
-def test_failures_older_than_the_window_no_longer_count() -> None:
+def test_failures_older_than_the_window_no_longer_count_once_a_step_committed() -> None:
     clock = Clock()
     attempts = Attempts(RestartPolicy(max_restarts=1, window_s=60, jitter_percent=0), clock)
     assert attempts.failed("x").retry_in is not None
+    attempts.progressed()
     clock.now += 61
     assert attempts.failed("x").retry_in is not None
     assert attempts.failed("x").retry_in is None
+
+
+def test_attempts_that_fail_slower_than_the_window_still_spend_the_budget() -> None:
+    """Each attempt takes longer than the window to fail and none commits a step: the loop ends anyway."""
+    clock = Clock()
+    attempts = Attempts(RestartPolicy(max_restarts=3, window_s=600, jitter_percent=0), clock)
+    verdicts = []
+    for _ in range(4):
+        clock.now += 900
+        verdicts.append(attempts.failed("x"))
+    assert [v.retry_in is None for v in verdicts] == [False, False, False, True]
+    assert verdicts[-1].message.endswith("restart budget spent (4 failed attempts in a row with no step committed, "
+                                         "spec.recovery.restartBudget.maxRestarts: 3)")
 
 
 def test_the_policy_comes_from_the_spec_with_the_crd_defaults() -> None:

@@ -82,3 +82,25 @@ def test_exits_caused_by_a_deletion_are_not_application_errors() -> None:
 def test_str_is_readable() -> None:
     d = failed(pod(terminated("spark", 137, "OOMKilled")))
     assert str(d) == "OOMKilled in container spark: exit code 137"
+
+
+def test_a_worker_that_cannot_run_is_told_apart_and_its_reason_quoted() -> None:
+    """Exit code 78 (worker/exits.py): the termination message is the reason, in one line; the backend says
+    so through cannot_run, and any other exit stays a loss to recover."""
+    from ftpipeline.lineage.naming import WorkerId
+    from ftpipeline_operator.cluster import KubernetesCluster
+
+    reason = "invalid pipeline: spec.stages[1].transform.function: 'x.py' has no function 'nosuch'"
+    d = failed(pod(terminated("spark", 78, message=reason + "\n"), running("sidecar")))
+    assert d is not None and d.failure is Failure.CANNOT_RUN and d.message == reason and d.container == "spark"
+    body = {"metadata": {"namespace": "ns", "name": "p"}, "spec": {}}
+    cluster = KubernetesCluster(None, body, "r1", {}, running=[WorkerId("w0"), WorkerId("w1")])  # type: ignore[arg-type]
+    cluster._delete = lambda worker, grace_s: None  # type: ignore[method-assign]
+    labelled = {"labels": {"ftpipeline.io/run": "r1", "ftpipeline.io/worker": "w0"}}
+    cluster.on_pod_event("MODIFIED", {**pod(terminated("spark", 78, message=reason), running("sidecar")),
+                                      "metadata": labelled})
+    labelled = {"labels": {"ftpipeline.io/run": "r1", "ftpipeline.io/worker": "w1"}}
+    cluster.on_pod_event("MODIFIED", {**pod(terminated("spark", 1, message="boom"), running("sidecar")),
+                                      "metadata": labelled})
+    assert cluster.lost() == ["w0", "w1"]
+    assert cluster.cannot_run(WorkerId("w0")) == reason and cluster.cannot_run(WorkerId("w1")) is None

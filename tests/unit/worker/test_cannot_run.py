@@ -1,4 +1,5 @@
-"""A worker that cannot run its pipeline exits naming the field, in the termination message the kubelet keeps."""
+"""A worker that cannot run its pipeline exits with CANNOT_RUN naming the field, in the termination message the
+kubelet keeps and in its directory, where the local backend reads it."""
 
 from __future__ import annotations
 
@@ -6,20 +7,24 @@ from pathlib import Path
 
 import pytest
 
-from ftpipeline.worker import executor
+from ftpipeline.worker import exits
 
 
-def test_the_reason_goes_to_the_termination_log_and_the_process_exits_1(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_reason_goes_to_the_termination_log_and_the_worker_dir_and_the_exit_code_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     log = tmp_path / "termination-log"
-    monkeypatch.setattr(executor, "TERMINATION_LOG", log)
+    monkeypatch.setattr(exits, "TERMINATION_LOG", log)
+    why = "invalid pipeline: spec.stages[1].transform.function: 'x.py' has no function 'nosuch'"
     with pytest.raises(SystemExit) as exited:
-        executor._cannot_run("invalid pipeline: spec.stages[1].transform.function: 'x.py' has no function 'nosuch'")
-    assert exited.value.code == 1
-    assert log.read_text().endswith("has no function 'nosuch'")
+        exits.cannot_run(why, tmp_path)
+    assert exited.value.code == exits.CANNOT_RUN == 78
+    assert log.read_text() == why
+    assert exits.reason(tmp_path) == why
 
 
-def test_outside_a_container_it_still_exits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(executor, "TERMINATION_LOG", Path("/nonexistent/dir/termination-log"))
+def test_outside_a_container_it_still_exits_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(exits, "TERMINATION_LOG", Path("/nonexistent/dir/termination-log"))
     with pytest.raises(SystemExit):
-        executor._cannot_run("why")
+        exits.cannot_run("why", tmp_path)
+    assert exits.reason(tmp_path) == "why"
+    assert exits.reason(tmp_path / "elsewhere") == "no reason written"
