@@ -216,9 +216,7 @@ class StatusReporter(Observer):
         self.recoveries += 1
         reason = str(self.lost_reasons.get(WorkerId(record.worker), "lost"))
         self.event("Warning", "WorkerLost", f"worker {record.worker} lost ({reason})")
-        self.event("Normal", "Recovered",
-                   f"{record.strategy} recovery of worker {record.worker} in {record.seconds * 1000:.0f} ms: "
-                   f"{len(record.tasks)} tasks re-run on the survivors")
+        self.event("Normal", "Recovered", record.describe())
         self.condition("Degraded", True, "AwaitingReplacement",
                        f"recovered from the loss of worker {record.worker}; {self.ready}/{self.total} workers ready "
                        f"until its replacement joins")

@@ -91,13 +91,8 @@ class ProgressObserver(LocalObserver):
 
     def on_recovery(self, record: RecoveryRecord) -> None:
         self.recoveries += 1
-        how = (f"rolled back to the checkpoint at step {record.boundary}" if record.strategy == "checkpoint"
-               else f"stateful channels rebuilt: {', '.join(c.key() for c in record.rebuilt) or 'none'}")
-        self.console.log(
-            f"[yellow]recovered {record.worker}[/yellow] in {record.seconds * 1000:.0f} ms ({record.strategy}): "
-            f"{len(record.tasks)} tasks on {len({w for w, _ in record.tasks})} survivors, {how}; "
-            "a replacement worker starts after the next commit"
-        )
+        self.console.log(f"[yellow]recovered {record.worker}[/yellow]: {record.describe()}; "
+                         "a replacement worker starts after the next commit")
 
     def on_control_plane(self, component: str, available: bool, message: str) -> None:
         self.console.log(f"[{'green' if available else 'red'}]{message}[/]")

@@ -129,6 +129,13 @@ def test_the_readme_kubernetes_commands_run_the_example_through_a_deleted_worker
     assert final["phase"] == "Succeeded" and final["committedStep"] == steps, final
     assert final["recoveries"] >= 1 and final["lastRecovery"]["worker"] == "w1", final
     events = core.list_namespaced_event("clicks", field_selector="involvedObject.name=clickstream").items
+    # "recovered on the survivors", as the README says: the lost work re-run on the survivors (lineage), or a
+    # rollback to a checkpoint they reopen, never a rollback to nothing when lineage could recover
+    recovered = [e.message for e in events if e.reason == "Recovered"][-1]
+    assert recovered.startswith(f"{final['lastRecovery']['strategy']} recovery of worker w1"), recovered
+    assert re.search(r"on [12] survivors", recovered) and "very beginning" not in recovered, recovered
+    if "the checkpoint at step" not in recovered:
+        assert final["lastRecovery"]["strategy"] == "lineage", (final, recovered)
     checkpoints = [e for e in events if e.reason == "Checkpointed"]
     assert len(checkpoints) >= steps // doc["spec"]["checkpoint"]["intervalSteps"] - 1, [e.message for e in events]
     [operator] = core.list_namespaced_pod("ftpipeline", label_selector="app.kubernetes.io/component=operator").items

@@ -106,6 +106,7 @@ def recover(c: Coordinator, dead: WorkerId, reason: str = "") -> None:
             placement, moves = adopt(c.placement, dead, survivors, c.graph.is_stateful)
             record = rollback(c.graph, c.tables, c.store, view, dead, placement, moves, survivors,
                               epoch, manifest, c.released, clients, detected, c.clock)
+            record.replay_to = c.triggered
             c.rewind(record, manifest, c.released)
     except Exception:
         c.metrics.recoveries.labels(c.spec.metrics_label, strategy, "failed").inc()

@@ -20,9 +20,12 @@ storage; ``checkpoint.restore`` plans what brings each channel to the cut's
 boundary; the steps after it replay from the step log, and the barrier drops
 what it released already.
 
-**Auto**: lineage when nothing stateful was lost, or when every lost stateful
-channel has a snapshot and every input it consumed since is still present on
-a survivor; checkpoint otherwise.
+**Auto**: lineage when nothing stateful was lost, when no checkpoint was
+committed yet (a rollback would go back to the very beginning and re-run
+every channel, while lineage re-runs only what was lost: stateful consumers
+keep their inputs until a checkpoint covers them), or when every lost
+stateful channel has a snapshot and every input it consumed since is still
+present on a survivor; checkpoint otherwise.
 """
 
 from __future__ import annotations
@@ -64,6 +67,24 @@ class RecoveryRecord:
     boundary: int | None = None          # checkpoint strategy: the cut rolled back to
     placement: dict[Channel, WorkerId] = field(default_factory=dict)
     to_commit_seconds: float | None = None
+    replay_to: int = 0                   # checkpoint strategy: the steps after the cut up to this one replay
+
+    def describe(self) -> str:
+        """What the recovery did, in one line (the terminal, the Recovered Event): which work it re-runs and
+        where, as the plan says, not what the loss looked like."""
+        took = f"{self.strategy} recovery of worker {self.worker} in {self.seconds * 1000:.0f} ms"
+        survivors = len({w for w, _ in self.tasks})
+        lost = f"{self.lost_rows:,} rows of work lost with it"
+        if self.strategy == "checkpoint":
+            cut = f"the checkpoint at step {self.boundary}" if self.boundary else "the very beginning (no checkpoint)"
+            first = (self.boundary or 0) + 1
+            replay = (f", then steps {first}-{self.replay_to} replay on every channel" if self.replay_to >= first
+                      else "")
+            return (f"{took}: rolled back to {cut}: {len(self.tasks)} tasks on {survivors} survivors restore "
+                    f"it{replay} ({lost})")
+        rebuilt = ", ".join(c.key() for c in self.rebuilt) or "none"
+        return (f"{took}: {len(self.tasks)} tasks re-run on {survivors} survivors, about {self.planned_rows:,} rows "
+                f"read again ({lost}); stateful channels rebuilt: {rebuilt}")
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -99,7 +120,7 @@ def choose_strategy(strategy: str, graph: Graph, view: TablesView, dead: WorkerI
     if strategy != "auto":
         return strategy
     lost = [ch for ch, w in view.placement.items() if w == dead and graph.is_stateful(ch.stage)]
-    if not lost:
+    if not lost or not manifest:  # no checkpoint: a rollback re-runs everything, lineage only what was lost
         return "lineage"
     snaps = snapshots_of(manifest)
     for ch in lost:

@@ -145,3 +145,21 @@ def test_buffered_bytes_stay_bounded_over_200_steps(tmp_path: Path, redis_url: s
     late = max(v for step, v in held.items() if step >= 100)
     assert len(run.summary["checkpoints"]) >= 15
     assert late <= 1.5 * early, held
+
+
+def test_auto_recovers_a_stateful_channel_by_lineage_before_the_first_checkpoint(
+        tmp_path: Path, redis_url: str, zookeeper: str, spark: object) -> None:
+    """Checkpoints are on but none committed yet: a rollback would go back to the very beginning on every
+    channel, so ``auto`` rebuilds the lost aggregate channel from the inputs its consumers kept instead."""
+    steps = 12
+    pipeline = clickstream(tmp_path, "early", steps=steps, rows_per_step=6000, parallelism=PARALLELISM,
+                           checkpoint_every=10, strategy="auto")
+    run = run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url, "--zookeeper", zookeeper,
+                  "--kill-at-step", "4", "--kill-after-tasks", "4", "--kill-worker", "w0")
+    assert run.code == 0, run.output
+    [recovery] = run.summary["recoveries"]
+    assert recovery["worker"] == "w0" and recovery["strategy"] == "lineage", recovery
+    assert recovery["rebuilt"] and all(ch.startswith("per-user") for ch in recovery["rebuilt"]), recovery
+    [result] = compare(spark, load_pipeline(pipeline), steps)
+    assert result.duplicates == 0, result
+    assert result.equal, result

@@ -73,15 +73,19 @@ def test_auto_is_lineage_when_the_dead_worker_holds_no_stateful_channel() -> Non
     h.placement[AGG1] = W0
     ran(h, 3)
     assert choose_strategy("auto", h.g, h.view(), W1, None) == "lineage"
-    # the same tables with agg.1 on w1 and no checkpoint: rollback
+    # the same tables with agg.1 on w1 and a checkpoint that has no snapshot of it: rollback
     h.placement[AGG1] = W1
-    assert choose_strategy("auto", h.g, h.view(), W1, None) == "checkpoint"
+    assert choose_strategy("auto", h.g, h.view(), W1, manifest(agg_0=2)) == "checkpoint"
 
 
-def test_auto_is_checkpoint_without_a_manifest() -> None:
+def test_auto_is_lineage_before_the_first_checkpoint() -> None:
+    """A rollback would go back to the very beginning and re-run every channel; lineage rebuilds the lost
+    stateful channel from nothing with the inputs its consumers kept, and re-runs nothing else."""
     h = stateless_inputs_on_w0()
-    assert choose_strategy("auto", h.g, h.view(), W1, None) == "checkpoint"
-    assert choose_strategy("auto", h.g, h.view(), W1, {}) == "checkpoint"
+    assert choose_strategy("auto", h.g, h.view(), W1, None) == "lineage"
+    assert choose_strategy("auto", h.g, h.view(), W1, {}) == "lineage"
+    plan = plan_recovery(h.g, h.view(), W1, [W0], epoch=1, snapshots=snapshots_of(None))
+    assert [(t.kind, t.first, t.step) for _, t in plan.tasks] == [(TaskKind.REBUILD, 1, 4)]
 
 
 def test_auto_is_checkpoint_when_the_lost_channel_has_no_snapshot() -> None:
