@@ -79,7 +79,8 @@ from ftpipeline_operator.pods import check_pod, delete_stale_pods, pods_to_keep
 from ftpipeline_operator.resolve import Defaults, Unrunnable, checkpoints_off_warning, resolve_spec
 from ftpipeline_operator.restores import Refused, Restore, asked, done_in, resolve
 from ftpipeline_operator.snapshots import PostEvent, Snapshots
-from ftpipeline_operator.upgrades import FAILED, SUCCEEDED, SUSPENDED, TAKEN_IN, Upgrades
+from ftpipeline_operator import stable as stable_spec
+from ftpipeline_operator.upgrades import FAILED, RUNNING, SUCCEEDED, SUSPENDED, TAKEN_IN, Upgrades, spec_digest
 
 log = logging.getLogger("ftpipeline.operator.runner")
 
@@ -165,7 +166,8 @@ class PipelineRunner:
         changed = bool(self.body) and body["metadata"].get("generation") != self.body["metadata"].get("generation")
         if not self.body:  # the first this runner sees: has the pipeline run before (this operator or another)?
             self.ran_before = bool((body.get("status") or {}).get("committedStep"))
-            self.upgrades = Upgrades(body.get("status") or {}, time.monotonic, body["spec"])
+            self.upgrades = Upgrades(body.get("status") or {}, time.monotonic, body["spec"],
+                                     stable_spec.read(self.core, body))
             self._restored = done_in(body.get("status") or {})
             self._ended = ended_before(body)
             self.resting = self._ended is not None
@@ -474,6 +476,9 @@ class PipelineRunner:
                 self.attempts.progressed()
             fields = self.upgrades.committed(self.run_body["spec"])
             if fields is not None:
+                if fields["lifecycleState"] == RUNNING and self.upgrades.stable is not None:  # stable now: kept
+                    stable_spec.write(self.core, self.run_body, self.upgrades.stable)
+                    fields.update(stable_spec.status_fields(self.run_body, spec_digest(self.upgrades.stable)))
                 reporter.update(urgent=True, **fields)
                 if fields.get("upgrade"):
                     reporter.event("Normal", "Upgraded", f"generation {self.body['metadata'].get('generation')} "

@@ -12,7 +12,7 @@ state a pipeline is in (``status.lifecycleState``)::
                  stops; stateless: it stops at once --the new spec's run commits a step--> RUNNING
     UPGRADING  --no step committed within spec.upgrade.healthDeadlineSeconds, the new spec cannot run,
                  or its restart budget is spent--> ROLLED_BACK: the last stable spec runs again, resumed
-                 from the same checkpoint (the object's spec stays as written: status.lastStableSpec
+                 from the same checkpoint (the object's spec stays as written: status.stableSpec
                  says what runs; condition RolledBack, an Event)
     ROLLED_BACK --spec changed--> UPGRADING (from the rolled-back run)
     SUSPENDED, FAILED, RETRYING --spec changed, a stable spec known--> UPGRADING (on trial at its next attempt)
@@ -74,14 +74,6 @@ class UpgradePolicy:
                              bool(u.get("rollback", True)))
 
 
-def replacing(old: Any, new: Any) -> Any:
-    """``new`` as a JSON merge patch over ``old`` (how status is patched): keys ``old`` has and ``new`` lacks
-    become null, so the stored object ends up equal to ``new`` and not a union of the two."""
-    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
-        return copy.deepcopy(new)
-    return {**{k: None for k in old if k not in new}, **{k: replacing(old.get(k), v) for k, v in new.items()}}
-
-
 def _locked(method: Any) -> Any:
     def call(self: Upgrades, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
@@ -94,11 +86,12 @@ class Upgrades:
     reports spec changes and the attempt's thread everything else: each call holds the lock."""
 
     def __init__(self, status: Mapping[str, Any], clock: Callable[[], float],
-                 spec: Mapping[str, Any] | None = None) -> None:
+                 spec: Mapping[str, Any] | None = None, stable: Mapping[str, Any] | None = None) -> None:
         self._lock = threading.RLock()
         self.clock = clock
         self.state = str(status.get("lifecycleState") or CREATED)
-        self.stable: dict[str, Any] | None = copy.deepcopy(status.get("lastStableSpec")) or None
+        # the newest spec that committed a step (``stable.py`` keeps it; an older operator kept it in the status)
+        self.stable: dict[str, Any] | None = copy.deepcopy(dict(stable or status.get("lastStableSpec") or {})) or None
         upgrade = status.get("upgrade") or {}
         # the spec that failed its upgrade (its digest): while the object asks for it, the stable one runs
         self.rolled_back: str | None = upgrade.get("failedSpec") if upgrade.get("result") == "RolledBack" else None
@@ -169,10 +162,10 @@ class Upgrades:
         if self.rolled_back is not None:  # the stable spec runs in place of the one that failed
             self.state = ROLLED_BACK
             return {"lifecycleState": ROLLED_BACK}
-        was, before, self.state, self.deadline = self.state, self.stable, RUNNING, None
-        self.stable = copy.deepcopy(run_spec(spec))
+        was, self.state, self.deadline = self.state, RUNNING, None
+        self.stable = copy.deepcopy(run_spec(spec))  # the runner keeps it (``stable.py``) and names it in the status
         outcome = {"upgrade": {"result": "Upgraded", "failedSpec": None, "message": None}} if was == UPGRADING else {}
-        return {"lifecycleState": RUNNING, "lastStableSpec": replacing(before, self.stable), **outcome}
+        return {"lifecycleState": RUNNING, **outcome}
 
     def _can_roll_back(self) -> bool:
         return self.stable is not None and self.policy.rollback and self.policy.mode != "stateless"

@@ -17,6 +17,8 @@ stops and restarts lost and repeated nothing.
 
 from __future__ import annotations
 
+import json
+
 from kubernetes import client
 
 from ftpipeline_operator import render
@@ -48,11 +50,16 @@ def test_a_changed_spec_is_upgraded_from_a_checkpoint_and_a_broken_one_rolls_bac
     wait_for("the upgrade to run", lambda: events(core, namespace, name, "Upgraded"), 300)
     st = status(api, namespace, name)
     assert st["lifecycleState"] == "Running", st
-    assert st["lastStableSpec"]["spark"]["resources"]["requests"]["cpu"] == "20m"
+    # the status names the stable spec (its generation, a digest); the spec itself is in a ConfigMap it owns
+    assert "lastStableSpec" not in st and st["stableSpec"]["generation"] == 2, st
+    held = core.read_namespaced_config_map(st["stableSpec"]["configMap"], namespace)
+    stable = json.loads(held.data["spec.json"])
+    assert held.metadata.owner_references[0].name == name
+    assert stable["spark"]["resources"]["requests"]["cpu"] == "20m"
     assert _runs(core, namespace, name).isdisjoint(first_run), "the new spec runs on new pods"
     pods = core.list_namespaced_pod(namespace, label_selector=f"{render.PIPELINE_LABEL}={name}").items
     assert {c.resources.requests["cpu"] for p in pods for c in p.spec.containers if c.name == "spark"} == {"20m"}
-    assert len(pods) == 3 and [s["parallelism"] for s in st["lastStableSpec"]["stages"]] == [2, 2, 3, 3]
+    assert len(pods) == 3 and [s["parallelism"] for s in stable["stages"]] == [2, 2, 3, 3]
     at_upgrade = st.get("committedStep") or 0
     print(f"upgraded at step {at_upgrade}: {events(core, namespace, name, 'Upgraded')[-1]}")
 

@@ -324,8 +324,15 @@ STATUS_SCHEMA: Schema = obj(
                                  "committed step), Running (this spec is stable), Upgrading, RolledBack (the "
                                  "last stable spec runs in place of the one written), Suspended, Succeeded, "
                                  "Failed.", enum=LIFECYCLE),
+        "stableSpec": obj("The newest spec that committed a step: what a rollback runs. The spec itself is in "
+                          "the ConfigMap named here, which the pipeline owns.", {
+            "digest": string("A digest of the stable spec (the fields that decide what runs)."),
+            "generation": integer("The generation of the FTPipeline that spec was."),
+            "configMap": string("The ConfigMap whose spec.json holds it."),
+        }),
         "lastStableSpec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
-                           "description": "The newest spec that committed a step (what a rollback runs)."},
+                           "description": "Deprecated: the whole stable spec, as older operators kept it; read "
+                                          "once, then removed in favour of stableSpec."},
         "upgrade": obj("The newest upgrade's outcome.", {
             "result": string("Upgraded or RolledBack.", enum=["Upgraded", "RolledBack"]),
             "failedSpec": string("A digest of the spec that was rolled back from (while the object still asks "
