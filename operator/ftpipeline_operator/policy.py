@@ -27,16 +27,31 @@ the field instead of starting.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from kubernetes import client
 
 from ftpipeline.spec.load import Problem
 
 # Pod Security Standard "restricted" volume types, less secret and projected
 DEFAULT_VOLUME_TYPES = ("configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim")
 _VOLUME_KEYS = frozenset({"name"})  # a volume's keys other than its one source
+
+
+# every volume source a Pod knows (hostPath, persistentVolumeClaim, ...), as the API names them
+VOLUME_TYPES = frozenset(client.V1Volume.attribute_map.values()) - _VOLUME_KEYS
+
+
+def unknown_volume_type(source: str) -> str:
+    """A volume source no Pod has, with the nearest one a Pod has (case is the commonest slip: hostpath)."""
+    by_lower = {t.lower(): t for t in VOLUME_TYPES}
+    near = [by_lower[m] for m in difflib.get_close_matches(source.lower(), by_lower, n=1, cutoff=0.6)]
+    hint = f" (did you mean {near[0]}?)" if near else f" (a Pod's volume types: {', '.join(sorted(VOLUME_TYPES))})"
+    return f"unknown volume type {source!r}{hint}"
 
 
 @dataclass(frozen=True)
@@ -62,7 +77,9 @@ def problems(spec: Mapping[str, Any], policy: Policy) -> list[Problem]:
         if not isinstance(volume, Mapping):
             continue  # the schema reports it
         for source in sorted(set(volume) - _VOLUME_KEYS):
-            if source not in policy.volume_types:
+            if source not in VOLUME_TYPES:
+                found.append(Problem(f"spec.volumes[{i}].{source}", unknown_volume_type(source)))
+            elif source not in policy.volume_types:
                 allowed = ", ".join(sorted(policy.volume_types)) or "none"
                 found.append(Problem(f"spec.volumes[{i}].{source}",
                                      f"volume type {source} is not allowed by the operator's policy (allowed: {allowed})"))

@@ -112,6 +112,33 @@ capabilities:
 {{- end -}}
 {{- end -}}
 
+{{/* The watched namespaces that exist, and those that do not. A Role cannot be made in a namespace that is
+not there, and one such name failed the whole install or upgrade; the operator gets its Role and watch in the
+others, and NOTES.txt names the missing ones (created later, they are taken in by the next helm upgrade).
+With no cluster to ask (helm template, a client-side dry run) lookup finds nothing, kube-system included:
+then every name is taken as existing. */}}
+{{- define "ftpipeline.existingWatchNamespaces" -}}
+{{- $live := lookup "v1" "Namespace" "" "kube-system" -}}
+{{- $out := list -}}
+{{- range $ns := include "ftpipeline.watchNamespaces" . | fromJsonArray -}}
+{{- if or (not $live) (eq $ns $.Release.Namespace) (eq $ns "*") (lookup "v1" "Namespace" "" $ns) -}}
+{{- $out = append $out $ns -}}
+{{- end -}}
+{{- end -}}
+{{ toJson $out }}
+{{- end -}}
+
+{{- define "ftpipeline.missingWatchNamespaces" -}}
+{{- $existing := include "ftpipeline.existingWatchNamespaces" . | fromJsonArray -}}
+{{- $out := list -}}
+{{- range $ns := include "ftpipeline.watchNamespaces" . | fromJsonArray -}}
+{{- if not (has $ns $existing) -}}
+{{- $out = append $out $ns -}}
+{{- end -}}
+{{- end -}}
+{{ toJson $out }}
+{{- end -}}
+
 {{- define "ftpipeline.watchAll" -}}
 {{- if has "*" .Values.watchNamespaces }}true{{ end -}}
 {{- end -}}

@@ -29,8 +29,11 @@ def _program(rule: str) -> Any:
     return env.program(env.compile(rule))
 
 
-def rule(expression: str, message: str) -> Rule:
-    return {"rule": expression, "message": message}
+def rule(expression: str, message: str, message_expression: str = "") -> Rule:
+    """A rule and its message. ``message_expression``: a CEL string the API server shows instead, to name what
+    broke the rule (the stage, the input); the local loader's own message names it as well, with its index."""
+    return {"rule": expression, "message": message, **({"messageExpression": message_expression}
+                                                       if message_expression else {})}
 
 
 def violations(schema: dict[str, Any], value: Any, path: tuple[str | int, ...] = ()) -> Iterator[

@@ -80,3 +80,12 @@ def test_a_valid_document_passes(doc: dict[str, Any]) -> None:
 
 def test_the_certificate_names_the_service() -> None:
     assert service_names("ftp-ftpipeline.ops")[0] == "ftp-ftpipeline.ops.svc"
+
+
+def test_an_unknown_volume_type_is_named_with_the_nearest_one() -> None:
+    found = problems({"volumes": [{"name": "data", "hostpath": {"path": "/x"}},
+                                  {"name": "out", "persistentVolumeClam": {"claimName": "c"}}]}, Policy())
+    assert [(p.path, p.message) for p in found] == [
+        ("spec.volumes[0].hostpath", "unknown volume type 'hostpath' (did you mean hostPath?)"),
+        ("spec.volumes[1].persistentVolumeClam",
+         "unknown volume type 'persistentVolumeClam' (did you mean persistentVolumeClaim?)")]
