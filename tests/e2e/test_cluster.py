@@ -229,11 +229,7 @@ MALFORMED = [
     ("spec.checkpoint.intervalSteps=-5", "spec.checkpoint.intervalSteps", "greater than or equal to 0"),
     ("spec.entryPoint=", "spec.entryPoint", "Required value"),
     ("spec.stages.1.parallelism=1000000", "spec.stages[1].parallelism", "less than or equal to 512"),
-    ("spec.recovery.backoff={initialMs: 5000, maxMs: 10}", "spec.recovery.backoff", "maxMs must be at least initialMs"),
-    ("spec.stages.1.sink={parquet: {path: x}}", "spec.stages[1]", "needs exactly one of source, transform"),
     ("spec.wrokers=2", "spec.wrokers", "unknown field"),
-    ("spec.stages.3.name=clean", "spec.stages", "stage names must be unique"),
-    ("spec.stages.1.inputs.0.stage=nope", "spec.stages", "must name a stage of spec.stages"),
     ("metadata.name=" + "a" * 120, "metadata.name", "Too long"),  # pods and Services are named after it
 ]
 
@@ -264,6 +260,7 @@ def test_a_malformed_ftpipeline_is_rejected_naming_the_field(kube: client.ApiCli
     message = json.loads(err.value.body)["message"]
     print(f"{change}: {message}")
     assert field in message and words in message, message
+    assert "some validation rules were not checked" not in message, message  # the CRD carries no CEL rule
     # ftpipeline run refuses the same document naming the same field, before anything starts
     with pytest.raises(SpecError) as local:
         parse_pipeline(yaml.safe_dump(doc), ROOT / "examples" / "clickstream", check_entry_point=False)

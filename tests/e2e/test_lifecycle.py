@@ -115,3 +115,74 @@ def test_finished_pipelines_stay_finished_across_an_operator_restart_and_a_helm_
     _still_as_they_ended(api, core, namespace, ended, posted, third)
     for name in ended:
         api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+
+
+def _helm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["helm", *args], capture_output=True, text=True)
+
+
+def _roles(rbac: client.RbacAuthorizationV1Api, namespace: str) -> list[str]:
+    return [r.metadata.name for r in rbac.list_namespaced_role(namespace).items
+            if (r.metadata.labels or {}).get("app.kubernetes.io/managed-by") == "Helm"]
+
+
+def _watched(apps: client.AppsV1Api, namespace: str) -> list[str]:
+    [deployment] = apps.list_namespaced_deployment(namespace,
+                                                   label_selector="app.kubernetes.io/component=operator").items
+    [operator] = [c for c in deployment.spec.template.spec.containers if c.name == "operator"]
+    return sorted(a.split("=", 1)[1] for a in operator.command if a.startswith("--namespace="))
+
+
+def test_helm_installs_and_upgrades_with_a_watched_namespace_missing_and_uninstall_leaves_only_the_users_objects(
+        kube: client.ApiClient, namespace: str, crd: str) -> None:
+    """A watched namespace that does not exist (never made, or deleted since) fails neither the install nor an
+    upgrade: the others get their Role and watch, and the release's notes name the missing one; created later,
+    it is taken in by the next upgrade. ``helm uninstall`` takes what the chart and the operator made in the
+    release namespace, and leaves what the user made there."""
+    from .test_operator import _install, new_namespace
+
+    core, rbac, apps = client.CoreV1Api(kube), client.RbacAuthorizationV1Api(kube), client.AppsV1Api(kube)
+    tenant = new_namespace(kube, "tenant")
+    missing = f"later-{uuid.uuid4().hex[:6]}"
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "mine"}, "data": {"a": "b"}})
+    release = _install(namespace, "--set", f"watchNamespaces={{{namespace},{tenant},{missing}}}")
+    notes = _helm("get", "notes", release, "--namespace", namespace).stdout
+    assert f"do not exist: {missing}." in notes, notes
+    assert _roles(rbac, tenant) and _watched(apps, namespace) == sorted([namespace, tenant])
+
+    core.delete_namespace(tenant)  # deleted since: the upgrade that used to fail on it
+    wait_for(f"namespace {tenant} to go", lambda: tenant not in {n.metadata.name for n in core.list_namespace().items},
+             120)
+    upgraded = _helm("upgrade", release, str(ROOT / "charts" / "ftpipeline"), "--namespace", namespace,
+                     "--reuse-values", "--wait", "--timeout", "5m")
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert f"do not exist: {tenant}, {missing}." in upgraded.stdout, upgraded.stdout
+    assert _watched(apps, namespace) == [namespace]
+
+    core.create_namespace({"metadata": {"name": missing}})
+    try:
+        upgraded = _helm("upgrade", release, str(ROOT / "charts" / "ftpipeline"), "--namespace", namespace,
+                         "--reuse-values", "--wait", "--timeout", "5m")
+        assert upgraded.returncode == 0, upgraded.stderr
+        assert _roles(rbac, missing) and _watched(apps, namespace) == sorted([namespace, missing])
+        assert f"do not exist: {tenant}." in upgraded.stdout, upgraded.stdout  # the one deleted, alone
+
+        removed = _helm("uninstall", release, "--namespace", namespace, "--wait", "--timeout", "5m")
+        assert removed.returncode == 0, removed.stderr
+        wait_for("the release's pods to go", lambda: not core.list_namespaced_pod(namespace).items, 180)
+        left = {
+            "configmaps": sorted(c.metadata.name for c in core.list_namespaced_config_map(namespace).items
+                                 if c.metadata.name != "kube-root-ca.crt"),
+            "secrets": sorted(s.metadata.name for s in core.list_namespaced_secret(namespace).items),
+            "services": sorted(s.metadata.name for s in core.list_namespaced_service(namespace).items),
+            "deployments": sorted(d.metadata.name for d in apps.list_namespaced_deployment(namespace).items),
+            "statefulsets": sorted(s.metadata.name for s in apps.list_namespaced_stateful_set(namespace).items),
+            "roles": _roles(rbac, namespace) + _roles(rbac, missing),
+            "claims": sorted(c.metadata.name for c in
+                             core.list_namespaced_persistent_volume_claim(namespace).items),
+        }
+        print(f"left in {namespace} after helm uninstall: {left}")
+        assert left == {"configmaps": ["mine"], "secrets": [], "services": [], "deployments": [],
+                        "statefulsets": [], "roles": [], "claims": left["claims"]}, left
+    finally:
+        core.delete_namespace(missing)

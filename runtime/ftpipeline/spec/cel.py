@@ -1,10 +1,11 @@
 """The schema's CEL rules (``x-kubernetes-validations``), evaluated locally.
 
 Cross-field constraints — one stage kind, a URL *or* a Secret, a backoff
-whose ceiling is not below its start — are written once, as the CEL rules
-the API server evaluates on ``kubectl apply``. ``ftpipeline run`` and
-``ftpipeline validate`` evaluate the very same rules with cel-python, so a
-document is refused with the same message by both, before anything starts.
+whose ceiling is not below its start — are written once, as CEL rules in
+the schema. ``ftpipeline run``, ``ftpipeline validate`` and the operator's
+admission webhook evaluate them with cel-python (the CRD the API server
+holds carries none: ``spec/crd.py``), so a document is refused with the same
+message on every path, before anything starts.
 
 Rules are written for documents without defaults applied (``has()`` guards
 every optional field), because the API server applies defaults first and
@@ -29,11 +30,8 @@ def _program(rule: str) -> Any:
     return env.program(env.compile(rule))
 
 
-def rule(expression: str, message: str, message_expression: str = "") -> Rule:
-    """A rule and its message. ``message_expression``: a CEL string the API server shows instead, to name what
-    broke the rule (the stage, the input); the local loader's own message names it as well, with its index."""
-    return {"rule": expression, "message": message, **({"messageExpression": message_expression}
-                                                       if message_expression else {})}
+def rule(expression: str, message: str) -> Rule:
+    return {"rule": expression, "message": message}
 
 
 def violations(schema: dict[str, Any], value: Any, path: tuple[str | int, ...] = ()) -> Iterator[

@@ -37,6 +37,20 @@ def _structural(node: Any) -> Any:
     return node
 
 
+def _without_rules(node: Any) -> Any:
+    """The schema less its CEL rules (``x-kubernetes-validations``), which the admission webhook evaluates
+    instead, with the loader (``spec.load.document_problems``): a rule the API server evaluates can only say
+    its fixed message (a messageExpression naming the stage is far over the API server's cost budget for a
+    list of 64 stages), and any rule in a CRD makes every type error come with the API server's
+    "some validation rules were not checked" beside it. Without the webhook, the operator refuses the same
+    document when it starts the run (Rejected, naming the field)."""
+    if isinstance(node, dict):
+        return {k: _without_rules(v) for k, v in node.items() if k != "x-kubernetes-validations"}
+    if isinstance(node, list):
+        return [_without_rules(v) for v in node]
+    return node
+
+
 def _definition(kind: str, plural: str, short: str, columns: list[dict[str, Any]],
                 schema: dict[str, Any]) -> dict[str, Any]:
     return {
@@ -62,7 +76,7 @@ def _definition(kind: str, plural: str, short: str, columns: list[dict[str, Any]
 
 
 def crd() -> dict[str, Any]:
-    schema = _structural(copy.deepcopy(FTPIPELINE_SCHEMA))
+    schema = _without_rules(_structural(copy.deepcopy(FTPIPELINE_SCHEMA)))
     props = schema["properties"]
     # The API server validates apiVersion, kind and metadata itself, and refuses a CRD
     # whose metadata schema says anything beyond name/generateName (even "required"): the

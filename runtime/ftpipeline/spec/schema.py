@@ -10,7 +10,9 @@ server and vice versa. One difference is rendered away: objects here say
 the API server forbids that beside ``properties`` and rejects unknown fields
 through its strict field validation instead. ``crds/ftpipeline.yaml`` is rendered from
 :data:`FTPIPELINE_SCHEMA` (see ``ftpipeline.spec.crd``); a test keeps the two
-in step.
+in step. The cross-field CEL rules are rendered away too: the admission
+webhook evaluates them with the loader, naming the stage (``spec/crd.py``
+says why).
 
 The parts: the node builders (``nodes.py``) and a stage's schema
 (``stage_schema.py``); the spec, the status and the object are here.
@@ -21,8 +23,6 @@ stage references, no cycles, an entry point that exists) live in
 """
 
 from __future__ import annotations
-
-import json
 
 from ftpipeline.spec.cel import rule
 from ftpipeline.spec.nodes import (
@@ -56,7 +56,6 @@ DEFAULT_MAX_IN_MEMORY_BYTES = 64 * 1024 * 1024
 
 # Rules the API server checks on spec.stages as a whole; the loader names the stage itself (spec/load.py)
 UNIQUE_STAGES = "stage names must be unique"
-_UNKNOWN_INPUT = "self.filter(s, has(s.inputs) && !s.inputs.all(i, self.exists(t, t.name == i.stage)))"
 KNOWN_INPUTS = "every inputs[].stage must name a stage of spec.stages"
 
 API_GROUP = "ftpipeline.io"
@@ -296,14 +295,9 @@ SPEC_SCHEMA: Schema = obj(
                    # what the object alone decides is decided at admission (cycles too, by the loader;
                    # the API server's CEL has no recursion to find them)
                    "x-kubernetes-validations": [
-                       rule("self.all(s, self.exists_one(t, t.name == s.name))", UNIQUE_STAGES,
-                            "\"duplicate stage name '\" + self.filter(s, !self.exists_one(t, t.name == s.name))[0].name"
-                            " + \"': \" + " + json.dumps(UNIQUE_STAGES)),
+                       rule("self.all(s, self.exists_one(t, t.name == s.name))", UNIQUE_STAGES),
                        rule("self.all(s, !has(s.inputs) || s.inputs.all(i, self.exists(t, t.name == i.stage)))",
-                            KNOWN_INPUTS,
-                            f"\"stage '\" + {_UNKNOWN_INPUT}[0].name + \"' reads from '\" + "
-                            f"{_UNKNOWN_INPUT}[0].inputs.filter(i, !self.exists(t, t.name == i.stage))[0].stage + "
-                            "\"', which is not a stage of spec.stages\""),
+                            KNOWN_INPUTS),
                    ]},
     },
     ["entryPoint", "workers", "stages"],

@@ -97,7 +97,7 @@ _AGGREGATION = obj(
 _INPUT = obj(
     "An upstream stage and how its rows are partitioned over this stage's channels.",
     {
-        "stage": string("Name of the upstream stage.", pattern=NAME_PATTERN),
+        "stage": string("Name of the upstream stage.", pattern=NAME_PATTERN, maxLength=40),
         "partition": string(
             "forward: channel i feeds channel i (equal parallelism); hash: by the hash of "
             "keys; broadcast: every channel receives every row. Default: hash on keyBy for "
