@@ -21,7 +21,7 @@ import pytest
 from kubernetes import client
 
 from .test_operator import (GROUP, HOST_ROOT, PLURAL, ROOT, VERSION, _writable_dir, create_pipeline, events, finished,
-                            pipeline, status, wait_for)
+                            operator, pipeline, status, wait_for)  # noqa: F401 (operator: a fixture)
 from .test_operator_failures import broken, unwritable
 
 pytestmark = pytest.mark.skipif(not os.environ.get("KUBECONFIG"), reason="no cluster")

@@ -10,7 +10,8 @@ have helped — and the healthy one's output must still equal the oracle:
 - a Secret that does not exist; an image that cannot be pulled; a volume the
   API server rejects; an output directory the workers cannot write;
 - a stage naming a function the entry point lacks, an entry point that does
-  not import: Rejected at once (the worker cannot run), never replaced;
+  not import, a source directory missing from the volume: Rejected at once
+  (the worker cannot run), never replaced;
 - a fresh pipeline whose sink already holds an earlier run's steps: Failed
   (ExistingOutput) naming the path and the field, the old steps untouched.
 """
@@ -85,6 +86,13 @@ def earlier_output(doc: dict[str, Any]) -> None:
         (out / f"step={step}" / "part-00000.parquet").write_bytes(b"earlier run")
 
 
+def missing_input(doc: dict[str, Any]) -> None:
+    """A file source whose directory is not on the volume: only the worker sees the volume, and says so."""
+    path = f"{doc['spec']['volumeMounts'][0]['mountPath']}/nosuch"
+    doc["spec"]["stages"][0]["source"] = {"file": {"path": path, "format": "jsonl", "rowsPerStep": 10,
+                                                   "schema": {"user_id": "string"}}}
+
+
 CASES: dict[str, tuple[Any, str, str]] = {   # edit, reason, what the one line must name
     "secret": (lambda d: d["spec"].update(redis={"secretRef": {"name": "nosuch", "key": "url"}}),
                "RestartBudgetExhausted", "nosuch not found (spec.redis.secretRef)"),
@@ -101,6 +109,7 @@ CASES: dict[str, tuple[Any, str, str]] = {   # edit, reason, what the one line m
                  "Rejected", "cannot run: invalid pipeline: spec.stages[1].transform.function: "),
     "module": (lambda d: d["spec"].update(entryPoint="/opt/ftpipeline/examples/nosuch.py"),
                "Rejected", "cannot run: invalid pipeline: spec.entryPoint: cannot import"),
+    "input": (missing_input, "Rejected", "cannot run: invalid pipeline: spec.stages[0].source.file.path: /data/"),
     "existing": (earlier_output, "ExistingOutput",
                  "/out already holds output (steps up to 2) and spec.stages[3].sink.existingOutput is fail"),
 }
@@ -143,7 +152,7 @@ def test_broken_pipelines_end_failed_in_one_line_while_a_healthy_one_runs(
         assert "\n" not in conditions["Ready"]["message"]
         if reason in ("ExistingOutput", "Rejected"):  # refused, not retried
             assert final["lastFailure"]["attempt"] == 1, final
-        if case in ("function", "module"):  # one attempt, its workers never replaced
+        if case in ("function", "module", "input"):  # one attempt, its workers never replaced
             created = {e.involved_object.name for e in core.list_namespaced_event(
                 tenant, field_selector="reason=Scheduled").items if e.involved_object.name.startswith(names[case])}
             assert len(created) == 1, (case, created)  # workers: 1

@@ -307,3 +307,15 @@ def test_a_worker_that_cannot_import_the_entry_point_ends_the_run_at_once_and_is
     workers = sorted(p.name for p in (tmp_path / "run" / "workers").iterdir())
     assert workers == ["w0", "w1"], workers  # none replaced
     assert "recover" not in (tmp_path / "run" / "coordinator.log").read_text().lower()
+
+
+def test_a_source_directory_that_does_not_exist_fails_validate_and_run_at_once_naming_it(tmp_path: Path) -> None:
+    pipeline, _ = _files_pipeline(tmp_path)
+    (tmp_path / "in").rename(tmp_path / "elsewhere")
+    wanted = f"spec.stages[0].source.file.path: {tmp_path / 'in'} does not exist"
+    checked = subprocess.run([sys.executable, "-m", "ftpipeline.cli", "validate", str(pipeline)],
+                             capture_output=True, text=True, timeout=120)
+    assert checked.returncode != 0 and wanted in " ".join(checked.stdout.split()), checked.stdout + checked.stderr
+    run = run_cli(pipeline, tmp_path / "run", timeout_s=120)
+    assert run.code == 2 and wanted in " ".join(run.output.split()), run.output
+    assert not (tmp_path / "run" / "workers").exists()

@@ -22,7 +22,7 @@ import importlib.util
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -47,6 +47,8 @@ from ftpipeline.spec.model import (
     Trigger,
 )
 from ftpipeline.spec.cel import violations
+from ftpipeline.spec.inputs import input_problems
+from ftpipeline.spec.problems import Problem as Problem, SpecError as SpecError  # re-exported: the loader raises it
 from ftpipeline.spec.columns import column_problems
 from ftpipeline.spec.schema import (
     DEFAULT_CHECKPOINT_STEPS,
@@ -60,25 +62,6 @@ from ftpipeline.spec.schema import (
 )
 
 _KINDS = ("source", "transform", "aggregate", "sink")
-
-
-@dataclass(frozen=True)
-class Problem:
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
-
-
-class SpecError(ValueError):
-    """An FTPipeline document that cannot run; ``problems`` name each field."""
-
-    def __init__(self, source: str, problems: Sequence[Problem]) -> None:
-        self.source = source
-        self.problems = tuple(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"invalid pipeline {source}:\n{lines}")
 
 
 def _path(parts: Iterable[Any]) -> str:
@@ -445,8 +428,8 @@ def parse_pipeline(text: str, base_dir: Path, source: str = "<text>", check_entr
     if problems:
         raise SpecError(source, problems)
     spec = _build(doc, base_dir.resolve(), text)
-    if check_entry_point:
-        problems = entry_problems(spec)
+    if check_entry_point:  # what this machine can see: the module, the inputs it reads
+        problems = entry_problems(spec) + input_problems(spec)
         if problems:
             raise SpecError(source, problems)
     return spec
