@@ -286,10 +286,9 @@ class PipelineRunner:
                 if rest is None:
                     self._give_up(reporter, "RestartBudgetExhausted", verdict)
                 return rest or Rest.CHANGE
-            reporter.condition("Ready", False, "RunFailed", verdict.message)
+            reporter.ended("Retrying", "RunFailed", verdict.message,
+                           lastFailure={"attempt": verdict.attempt, "message": one_line(cause), "time": now_iso()})
             reporter.event("Warning", "RunFailed", verdict.message)
-            reporter.update(urgent=True, phase="Retrying", message=verdict.message,
-                            lastFailure={"attempt": verdict.attempt, "message": one_line(cause), "time": now_iso()})
             return Rest(retry_in=verdict.retry_in)
         if outcome == "done":
             done = f"every step committed (step {reporter.committed_step}; {reporter.recoveries} recoveries)"

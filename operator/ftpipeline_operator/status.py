@@ -254,10 +254,11 @@ class StatusReporter(Observer):
 
     # --- the runner's verdicts -----------------------------------------------
     def ended(self, phase: str, reason: str, message: str, **fields: Any) -> None:
-        """The run left for good (Succeeded, Failed, Suspended): every condition says so, no worker is counted
-        ready, and the phase is sent at once. ``message`` is one line (the cause of a failure)."""
-        what = {"Succeeded": "the run succeeded", "Failed": "the run failed",
-                "Suspended": "the run is suspended"}.get(phase, phase)
+        """The run stopped (Succeeded, Failed, Suspended, or Retrying after a backoff): every condition says so,
+        no worker is counted ready, and the phase is sent at once. ``message`` is one line (the cause of a
+        failure)."""
+        what = {"Succeeded": "the run succeeded", "Failed": "the run failed", "Suspended": "the run is suspended",
+                "Retrying": "the run failed and is tried again after a backoff"}.get(phase, phase)
         self.ready = 0
         self.stalled = False
         self.condition("Ready", False, reason, message or what)
@@ -267,7 +268,7 @@ class StatusReporter(Observer):
         if any(c["type"] == "Paused" for c in self.conditions):
             self.condition("Paused", False, "NotRunning", f"{what}: nothing waits for ZooKeeper or Redis")
         self.condition("Failed", phase == "Failed", reason, message or what)
-        self.update(urgent=True, phase=phase, message=message if phase == "Failed" else "",
+        self.update(urgent=True, phase=phase, message=message if phase in ("Failed", "Retrying") else "",
                     workers=self._workers(), **fields)
 
     # --- the runner's checks -------------------------------------------------

@@ -244,14 +244,17 @@ def test_each_phase_sets_every_condition_to_what_is_true_then() -> None:
         "Suspended": {"Ready": ("False", "Suspended"), "Progressing": ("False", "Suspended"),
                       "Stalled": ("False", "Suspended"), "Degraded": ("False", "NotRunning"),
                       "Failed": ("False", "Suspended")},
+        "Retrying": {"Ready": ("False", "RunFailed"), "Progressing": ("False", "RunFailed"),
+                     "Stalled": ("False", "RunFailed"), "Degraded": ("False", "NotRunning"),
+                     "Failed": ("False", "RunFailed")},
     }
     for phase, want in expected.items():
         r, patches, _, clock = reporter()
         _running(r, clock, 5)
         reason = want["Failed"][1]
-        r.ended(phase, reason, "attempt 3 failed: boom" if phase == "Failed" else "")
+        r.ended(phase, reason, "attempt 3 failed: boom" if phase in ("Failed", "Retrying") else "")
         last = patches[-1]
         assert last["phase"] == phase and _conditions(last) == want, (phase, _conditions(last))
         assert last["workers"] == {"ready": 0, "total": 3}
-        assert (last["message"] != "") == (phase == "Failed")
+        assert (last["message"] != "") == (phase in ("Failed", "Retrying"))
         jsonschema.validate(last, STATUS_SCHEMA)
