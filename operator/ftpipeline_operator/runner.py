@@ -291,7 +291,8 @@ class PipelineRunner:
             reporter.event("Warning", "RunFailed", verdict.message)
             return Rest(retry_in=verdict.retry_in)
         if outcome == "done":
-            done = f"every step committed (step {reporter.committed_step}; {reporter.recoveries} recoveries)"
+            n = reporter.recoveries
+            done = f"every step committed (step {reporter.committed_step}; {n} recover{'y' if n == 1 else 'ies'})"
             reporter.ended("Succeeded", "Succeeded", done, **self.upgrades.ended(SUCCEEDED))
             reporter.event("Normal", "Succeeded", done)
             return Rest.CHANGE

@@ -108,7 +108,7 @@ def test_finished_pipelines_stay_finished_across_an_operator_restart_and_a_helm_
 
     upgraded = subprocess.run(
         ["helm", "upgrade", operator, str(ROOT / "charts" / "ftpipeline"), "--namespace", namespace, "--reuse-values",
-         "--set", "operator.extraEnv[0].name=FTPIPELINE_UPGRADED,operator.extraEnv[0].value=1",
+         "--set", "operator.extraEnv[0].name=FTPIPELINE_UPGRADED,operator.extraEnv[0].value=yes",
          "--wait", "--timeout", "5m"], capture_output=True, text=True)
     assert upgraded.returncode == 0, upgraded.stderr
     third = _operator_pod(core, namespace, {first, second})

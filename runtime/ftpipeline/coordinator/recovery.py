@@ -73,17 +73,18 @@ class RecoveryRecord:
         """What the recovery did, in one line (the terminal, the Recovered Event): which work it re-runs and
         where, as the plan says, not what the loss looked like."""
         took = f"{self.strategy} recovery of worker {self.worker} in {self.seconds * 1000:.0f} ms"
-        survivors = len({w for w, _ in self.tasks})
+        n = len({w for w, _ in self.tasks})
+        survivors = f"{n} survivor{'' if n == 1 else 's'}"
         lost = f"{self.lost_rows:,} rows of work lost with it"
         if self.strategy == "checkpoint":
             cut = f"the checkpoint at step {self.boundary}" if self.boundary else "the very beginning (no checkpoint)"
             first = (self.boundary or 0) + 1
             replay = (f", then steps {first}-{self.replay_to} replay on every channel" if self.replay_to >= first
                       else "")
-            return (f"{took}: rolled back to {cut}: {len(self.tasks)} tasks on {survivors} survivors restore "
+            return (f"{took}: rolled back to {cut}: {len(self.tasks)} tasks on {survivors} restore "
                     f"it{replay} ({lost})")
         rebuilt = ", ".join(c.key() for c in self.rebuilt) or "none"
-        return (f"{took}: {len(self.tasks)} tasks re-run on {survivors} survivors, about {self.planned_rows:,} rows "
+        return (f"{took}: {len(self.tasks)} tasks re-run on {survivors}, about {self.planned_rows:,} rows "
                 f"read again ({lost}); stateful channels rebuilt: {rebuilt}")
 
     def summary(self) -> dict[str, Any]:

@@ -182,3 +182,22 @@ def test_auto_never_picks_a_lineage_plan_that_cannot_be_made() -> None:
         plan_recovery(h.g, view, W1, [W0], epoch=1, snapshots=snapshots_of(m))
     else:
         assert strategy == "checkpoint"
+
+
+def test_a_recovery_says_what_it_re_ran_and_where() -> None:
+    from ftpipeline.coordinator.recovery import RecoveryRecord
+    from ftpipeline.lineage.naming import Channel
+
+    task = Task(TaskKind.REBUILD, "agg", 1, step=4, first=1)
+    lineage = RecoveryRecord(W1, "lineage", 2, ((W0, task), (W0, task)), {}, 0.0, seconds=0.2161, planned_rows=24_508,
+                             lost_rows=24_508, rebuilt=(Channel("agg", 1),))
+    assert lineage.describe() == ("lineage recovery of worker w1 in 216 ms: 2 tasks re-run on 1 survivor, about "
+                                  "24,508 rows read again (24,508 rows of work lost with it); stateful channels "
+                                  "rebuilt: agg.1")
+    rollback = RecoveryRecord(W1, "checkpoint", 3, ((W0, task),), {}, 0.0, seconds=0.05, lost_rows=10, boundary=5,
+                              replay_to=8)
+    assert rollback.describe() == ("checkpoint recovery of worker w1 in 50 ms: rolled back to the checkpoint at step "
+                                   "5: 1 tasks on 1 survivor restore it, then steps 6-8 replay on every channel (10 "
+                                   "rows of work lost with it)")
+    nothing = RecoveryRecord(W1, "checkpoint", 3, (), {}, 0.0, boundary=0, replay_to=0)
+    assert "rolled back to the very beginning (no checkpoint): 0 tasks on 0 survivors" in nothing.describe()
