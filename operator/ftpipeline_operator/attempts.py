@@ -12,7 +12,8 @@ with the last cause, instead of looping in ``Starting``:
     RUNNING  --attempt n fails, budget left--> RETRYING (status: attempt, lastFailure; Event)
     RETRYING --backoff passed--> STARTING attempt n+1 (resumed)
     RETRYING --budget spent--> FAILED (condition Failed=True; a spec change starts over)
-    any attempt --a step committed--> the failures since the last step no longer count
+    any attempt --a step past the newest one committed--> the failed attempts in a row start over
+                 (failures within the window still count)
 
 The budget is spent by ``maxRestarts`` failures within ``windowSeconds``, or
 by ``maxRestarts`` failed attempts in a row with no step committed in any of

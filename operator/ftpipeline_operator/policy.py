@@ -43,7 +43,7 @@ _VOLUME_KEYS = frozenset({"name"})  # a volume's keys other than its one source
 
 
 # every volume source a Pod knows (hostPath, persistentVolumeClaim, ...), as the API names them
-VOLUME_TYPES = frozenset(client.V1Volume.attribute_map.values()) - _VOLUME_KEYS
+VOLUME_TYPES = (frozenset(client.V1Volume.attribute_map.values()) | {"image"}) - _VOLUME_KEYS  # image: 1.31+
 
 
 def unknown_volume_type(source: str) -> str:

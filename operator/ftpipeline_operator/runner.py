@@ -156,7 +156,12 @@ class PipelineRunner:
         self.snapshots = Snapshots(self.namespace, self.name, custom, post_object_event)  # FTPipelineCheckpoints
         self._restored: tuple[str, str] | None = None  # the spec.restoreFrom done last (status.lastRestore)
         self.resting = False  # succeeded, failed or suspended: no attempt until the spec changes
-        self._ended: str | None = None  # Succeeded/Failed before this runner saw the pipeline, spec unchanged since
+        self._ended: str | None = None  # Succeeded/Failed with the spec it has now: no attempt until it changes
+        self._stable_unread = False  # status.stableSpec names a ConfigMap not read yet (read on the attempt thread)
+        self._migrate_stable = False  # an older operator's status.lastStableSpec: moved to the ConfigMap at a commit
+        self._progress_mark = 0  # the newest step committed: a step past it is progress (replays are not)
+        self._first_lock = threading.Lock()
+        self._logged_ended = False
         self._restore_asked = threading.Event()
 
     # --- from the handlers -------------------------------------------------
@@ -164,14 +169,18 @@ class PipelineRunner:
         """A newer FTPipeline. Only a new generation (a spec change) acts on the run."""
         old = self.body.get("spec", {}) if self.body else {}
         changed = bool(self.body) and body["metadata"].get("generation") != self.body["metadata"].get("generation")
-        if not self.body:  # the first this runner sees: has the pipeline run before (this operator or another)?
-            self.ran_before = bool((body.get("status") or {}).get("committedStep"))
-            self.upgrades = Upgrades(body.get("status") or {}, time.monotonic, body["spec"],
-                                     stable_spec.read(self.core, body))
-            self._restored = done_in(body.get("status") or {})
-            self._ended = ended_before(body)
-            self.resting = self._ended is not None
-        self.body = body
+        with self._first_lock:  # Kopf's handler thread and the pipeline's daemon may both bring the first body
+            if not self.body:  # the first this runner sees: has the pipeline run before (this operator or another)?
+                status = body.get("status") or {}
+                self.ran_before = bool(status.get("committedStep"))
+                self._progress_mark = int(status.get("committedStep") or 0)
+                self.upgrades = Upgrades(status, time.monotonic, body["spec"])  # the ConfigMap's spec: attempt()
+                self._stable_unread = bool(status.get("stableSpec"))
+                self._migrate_stable = bool(status.get("lastStableSpec")) and not status.get("stableSpec")
+                self._restored = done_in(status)
+                self._ended = ended_before(body)
+                self.resting = self._ended is not None
+            self.body = body
         if not changed:
             return
         self._ended = None
@@ -196,6 +205,11 @@ class PipelineRunner:
     def changed(self) -> bool:
         return self._changed.is_set()
 
+    @property
+    def ended(self) -> bool:
+        """Succeeded or Failed with the spec it has now: the daemon waits for a change, taking no slot."""
+        return self._ended is not None and not self._changed.is_set()
+
     def pod_event(self, kind: str, pod: Mapping[str, Any]) -> None:
         if self.cluster is not None:
             self.cluster.on_pod_event(kind, pod)
@@ -214,19 +228,28 @@ class PipelineRunner:
         reporter.total = int(self.body["spec"].get("workers") or 0)
         return reporter
 
+    def stay_ended(self) -> Rest:
+        """Succeeded or Failed with the spec it has now (under this operator or an earlier one): it stays so."""
+        log.info("the pipeline ended before this operator started: it stays so until its spec changes"
+                 if not self._logged_ended else "the pipeline ended: it stays so until its spec changes",
+                 extra={"pipeline": self.name, "phase": self._ended})
+        self._logged_ended = True
+        self.resting = True
+        return Rest.CHANGE
+
     def attempt(self, stopped: Stopped) -> Rest:
         """One turn of the state machine above, on a coordinator thread (``slots.py``): report a suspended
         pipeline, or run the pipeline until it ends, fails or is stopped; then say what to wait for
         before the next turn. No thread is held while waiting."""
         changed = self._changed.is_set()
         self._changed.clear()
-        if self._ended is not None and not changed:  # finished under an earlier operator: it stays so
-            log.info("the pipeline ended before this operator started: it stays so until its spec changes",
-                     extra={"pipeline": self.name, "phase": self._ended})
-            self.resting = True
-            return Rest.CHANGE
+        if self._ended is not None and not changed:
+            return self.stay_ended()
         self._stop_reason = self._absorbed = None
         self.resting = False
+        if self._stable_unread:  # an API call: here, on the attempt's thread, not on Kopf's loop
+            self._stable_unread = False
+            self.upgrades.adopt_stable(stable_spec.read(self.core, self.body), self.body["spec"])
         if self.attempts is None or changed:  # a new spec starts its budget over
             self.attempts = Attempts(policy_of(self.body["spec"]), time.monotonic)
         reporter = self.reporter = self._reporter()
@@ -242,6 +265,9 @@ class PipelineRunner:
         finally:
             self._in_attempt = False
         self.resting = rest.for_change
+        if rest.for_change and self._absorbed is not None and \
+                self._absorbed == self.body["metadata"].get("generation"):
+            self._changed.clear()  # the run took that change in (a checkpoint nonce): nothing new to run
         if rest.for_change:  # ended: no run takes the checkpoints asked for
             self.snapshots.failed("the pipeline stopped (succeeded, failed or suspended) before the checkpoint "
                                   "was taken", ended=True)
@@ -257,7 +283,9 @@ class PipelineRunner:
                 reporter.ended("Suspended", "Suspended", "spec.suspend is true", **self.upgrades.ended(SUSPENDED))
                 return Rest.CHANGE
             self.upgrades.attempt_started(self.run_body["spec"])
-            reporter.update(attempt=self.attempts.attempt, lifecycleState=self.upgrades.state)
+            # the phase moves off an ended one at once: an operator that dies now must not find it ended
+            reporter.update(urgent=True, phase="Starting", message="", attempt=self.attempts.attempt,
+                            lifecycleState=self.upgrades.state)
             outcome = self._run_once(stopped, reporter)
         except (SpecError, Unrunnable, CannotRun) as exc:  # a spec the CRD cannot judge: retrying cannot help
             cause = "; ".join(map(str, exc.problems)) if isinstance(exc, SpecError) else str(exc)
@@ -294,6 +322,7 @@ class PipelineRunner:
             n = reporter.recoveries
             done = f"every step committed (step {reporter.committed_step}; {n} recover{'y' if n == 1 else 'ies'})"
             reporter.ended("Succeeded", "Succeeded", done, **self.upgrades.ended(SUCCEEDED))
+            self._ended, self._logged_ended = "Succeeded", True
             reporter.event("Normal", "Succeeded", done)
             return Rest.CHANGE
         if outcome == "unhealthy":
@@ -311,9 +340,8 @@ class PipelineRunner:
                   "the last stable spec runs again from the newest checkpoint"
         self.attempts = Attempts(policy_of(self.body["spec"]), time.monotonic)  # the stable spec's own budget
         self._start_fresh = False
-        reporter.condition("Ready", False, "RolledBack", message)
+        reporter.ended("Retrying", "RolledBack", message, **fields)
         reporter.event("Warning", "RolledBack", message)
-        reporter.update(urgent=True, phase="Retrying", message=message, **fields)
         log.error("upgrade rolled back", extra={"pipeline": self.name, "error": why})
         return Rest.NONE
 
@@ -325,6 +353,7 @@ class PipelineRunner:
 
     def _give_up(self, reporter: StatusReporter, reason: str, verdict: Verdict) -> None:
         """Failed, with one line naming the cause; a changed spec starts over."""
+        self._ended, self._logged_ended = "Failed", True
         reporter.ended("Failed", reason, verdict.message,
                        lastFailure={"attempt": verdict.attempt, "message": verdict.message, "time": now_iso()},
                        **self.upgrades.ended(FAILED))
@@ -472,13 +501,18 @@ class PipelineRunner:
         upgraded spec that commits nothing in time stops to be rolled back."""
         if reporter.commits:
             self._start_fresh = False
-            if self.attempts is not None:
-                self.attempts.progressed()
+            if reporter.committed_step > self._progress_mark:  # a new step, not one replayed after a resume
+                self._progress_mark = reporter.committed_step
+                if self.attempts is not None:
+                    self.attempts.progressed()
             fields = self.upgrades.committed(self.run_body["spec"])
-            if fields is not None:
-                if fields["lifecycleState"] == RUNNING and self.upgrades.stable is not None:  # stable now: kept
-                    stable_spec.write(self.core, self.run_body, self.upgrades.stable)
+            newly_stable = fields is not None and fields["lifecycleState"] == RUNNING
+            if (newly_stable or self._migrate_stable) and self.upgrades.stable is not None:
+                self._migrate_stable = False
+                fields = fields or {}
+                if stable_spec.write(self.core, self.run_body, self.upgrades.stable):  # named once it is there
                     fields.update(stable_spec.status_fields(self.run_body, spec_digest(self.upgrades.stable)))
+            if fields:
                 reporter.update(urgent=True, **fields)
                 if fields.get("upgrade"):
                     reporter.event("Normal", "Upgraded", f"generation {self.body['metadata'].get('generation')} "

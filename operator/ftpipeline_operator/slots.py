@@ -10,6 +10,7 @@ coroutine on Kopf's loop; it takes a thread of this pool
 and gives it back while it waits: for a spec change (Succeeded, Failed,
 Suspended), or out a retry's backoff. One pipeline's daemon:
 
+    WAITING  --ended with this spec (Succeeded, Failed)--> RESTING at once, no thread taken, no Pending
     WAITING  --a thread free--> ATTEMPT (runner.attempt on a pool thread)
     WAITING  --every thread taken--> the same, with status Pending saying so
     ATTEMPT  --Rest.CHANGE (succeeded, failed, suspended)--> RESTING --spec changed--> WAITING
@@ -90,6 +91,10 @@ class CoordinatorSlots:
         free = self._slots()
         try:
             while not stop:
+                if runner.ended:  # Succeeded or Failed with this spec: no slot, no Pending, until it changes
+                    runner.stay_ended()
+                    await self._rest(runner, Rest.CHANGE, wake, stop)
+                    continue
                 if free.locked():
                     await asyncio.to_thread(runner.waiting_for_slot, self.size)
                 async with free:

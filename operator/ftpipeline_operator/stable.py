@@ -21,6 +21,7 @@ from typing import Any, cast
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from ftpipeline.obs.errors import one_line
 from ftpipeline_operator.render import object_meta
 from ftpipeline_operator.upgrades import spec_digest
 
@@ -40,8 +41,8 @@ def status_fields(body: Mapping[str, Any], digest: str) -> dict[str, Any]:
 
 
 def write(core: client.CoreV1Api, body: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
-    """The stable spec into its ConfigMap (created, or its data replaced). False, with a log line, when the API
-    server refused: this operator still knows the spec; a successor would roll back to an older one."""
+    """The stable spec into its ConfigMap (created, or its data and owner replaced). False, with a log line, when
+    it could not be written: this operator still knows the spec, and the status keeps naming the one before."""
     name = config_map_name(body["metadata"]["name"])
     data = {KEY: json.dumps(spec, sort_keys=True)}
     namespace = body["metadata"]["namespace"]
@@ -53,11 +54,13 @@ def write(core: client.CoreV1Api, body: Mapping[str, Any], spec: Mapping[str, An
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            core.patch_namespaced_config_map(name, namespace, {"data": data})
+            meta = object_meta(body, name, "stable-spec")  # one left by a namesake is this pipeline's now
+            core.patch_namespaced_config_map(name, namespace, {
+                "metadata": {"labels": meta["labels"], "ownerReferences": meta["ownerReferences"]}, "data": data})
         return True
-    except ApiException as exc:
+    except Exception as exc:  # the API server refused or is out of reach: the run goes on
         log.warning("the stable spec was not written", extra={"pipeline": body["metadata"]["name"],
-                                                              "config_map": name, "status": exc.status})
+                                                              "config_map": name, "error": one_line(exc)})
         return False
 
 
@@ -74,9 +77,9 @@ def read(core: client.CoreV1Api | None, body: Mapping[str, Any]) -> dict[str, An
     try:
         found = core.read_namespaced_config_map(name, body["metadata"]["namespace"])
         spec = json.loads((found.data or {})[KEY])
-    except (ApiException, KeyError, ValueError) as exc:
+    except Exception as exc:  # refused, out of reach, or not a spec: no rollback target rather than a wrong one
         log.warning("the stable spec cannot be read: no rollback until a spec commits a step again",
-                    extra={"pipeline": pipeline, "config_map": name, "error": str(exc)})
+                    extra={"pipeline": pipeline, "config_map": name, "error": one_line(exc)})
         return None
     if spec_digest(spec) != named.get("digest"):
         log.warning("the stable spec's ConfigMap holds another spec than the status names: not used",

@@ -103,6 +103,17 @@ class Upgrades:
                 and spec_digest(spec) not in (spec_digest(self.stable), self.rolled_back):
             self.state = UPGRADING  # changed while no operator watched (or before a standby took over)
 
+    @_locked
+    def adopt_stable(self, stable: Mapping[str, Any] | None, spec: Mapping[str, Any]) -> None:
+        """The stable spec read from its ConfigMap (``stable.py``) after construction: what the constructor
+        would have made of it, unless a spec change since already decided the state."""
+        if stable is None or self.stable is not None:
+            return
+        self.stable = copy.deepcopy(dict(stable))
+        if self.state not in (CREATED, DEPLOYING, UPGRADING) and \
+                spec_digest(spec) not in (spec_digest(self.stable), self.rolled_back):
+            self.state = UPGRADING
+
     # --- what the runner asks -----------------------------------------------------------------
     def is_upgrade(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
         return run_spec(old) != run_spec(new)

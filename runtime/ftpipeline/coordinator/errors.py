@@ -22,8 +22,9 @@ class ExistingOutputFound(PipelineFailed):
 
 class CannotRun(PipelineFailed):
     """A worker stopped at start-up for a reason every replacement would meet too (``worker/exits.py``): the
-    entry point does not import, a stage names a missing function. Trying again cannot help until the spec
-    (or the image) changes, so the run fails instead of replacing it."""
+    entry point does not import, a stage names a missing function, an input is not there. Trying again cannot
+    help until the spec (its image, or a restartNonce once the volume is fixed) changes, so the run fails
+    instead of replacing it."""
 
     def __init__(self, worker: str, reason: str) -> None:
         self.worker, self.reason = worker, reason

@@ -231,5 +231,6 @@ def reopen_everywhere(c: Coordinator, manifest: dict[str, Any] | None, started: 
     gt_last = int(c.members.call_any("barrier", {}, "read the sinks' newest released step")["gt_last"])
     record = rollback(c.graph, c.tables, c.store, c.tables.snapshot(c.workers), None, c.placement, {}, c.workers,
                       epoch, manifest, gt_last, c.clients_for(c.workers), started, c.clock)
+    record.replay_to = c.triggered
     c.rewind(record, manifest, gt_last)
     return record

@@ -76,6 +76,9 @@ class RecoveryRecord:
         n = len({w for w, _ in self.tasks})
         survivors = f"{n} survivor{'' if n == 1 else 's'}"
         lost = f"{self.lost_rows:,} rows of work lost with it"
+        if self.strategy == "restart":  # no worker survived: a new set reopened the cut
+            cut = f"the checkpoint at step {self.boundary}" if self.boundary else "the very beginning (no checkpoint)"
+            return f"{took}: no worker survived; a new set of workers reopened {cut} ({lost})"
         if self.strategy == "checkpoint":
             cut = f"the checkpoint at step {self.boundary}" if self.boundary else "the very beginning (no checkpoint)"
             first = (self.boundary or 0) + 1

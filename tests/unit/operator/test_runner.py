@@ -119,3 +119,61 @@ def test_a_run_in_progress_or_retrying_is_resumed_by_a_new_operator() -> None:
         r, _, _ = runner(lambda body: None)
         r.update_body(ended(phase, observed=1))
         assert not r.resting and r._ended is None, phase
+
+
+def test_an_attempt_moves_the_phase_off_an_ended_one_before_anything_else() -> None:
+    """An operator that dies while a changed Failed pipeline starts must not find it Failed with the new
+    generation observed (it would never run again)."""
+    r, api, _ = runner(lambda body: None)
+    r.update_body(ended("Failed", observed=1))
+    r.update_body(ended("Failed", observed=1, generation=2, workers=3))
+    r.attempt(stopped=False)  # type: ignore[arg-type]  (no API here: the run fails after its first status)
+    first = next(p for p in api.patches if "phase" in p)
+    assert first["phase"] == "Starting" and first["observedGeneration"] == 2
+
+
+def test_only_a_step_past_the_newest_one_is_progress_for_the_restart_budget() -> None:
+    """Steps replayed after a resume commit again, and must not reset the failed attempts in a row."""
+    from ftpipeline_operator.attempts import Attempts
+    from ftpipeline.coordinator.restarts import RestartPolicy
+
+    r, _, _ = runner(lambda body: None)
+    r.update_body({**ended("Retrying", observed=1)})  # committedStep 24
+    r.run_body = r.body
+    r.attempts = Attempts(RestartPolicy(max_restarts=5), lambda: 0.0)
+    r.attempts.failed("x")
+    reporter = r._reporter()
+
+    class Coordinator:
+        committed = 20
+        spec = None
+
+    reporter.commits, reporter.committed_step = 3, 20  # replayed up to the newest step before the failure
+    r._upgrade_step(Coordinator(), reporter)  # type: ignore[arg-type]
+    assert r.attempts._since_progress == 1
+    reporter.committed_step = 25
+    r._upgrade_step(Coordinator(), reporter)  # type: ignore[arg-type]
+    assert r.attempts._since_progress == 0
+
+
+def test_an_older_operators_whole_stable_spec_moves_to_its_config_map_at_the_first_commit() -> None:
+    from tests.unit.operator.test_stable import ConfigMaps
+
+    core = ConfigMaps()
+    api, events = StatusApi(), []
+    r = PipelineRunner(("ns", "p"), core, api, Defaults(), None, lambda *e: events.append(e))  # type: ignore[arg-type]
+    doc = pipeline()
+    doc["metadata"]["uid"] = "u1"
+    doc["status"] = {"phase": "Running", "lifecycleState": "Running", "lastStableSpec": doc["spec"]}
+    r.update_body(doc)
+    r.run_body = doc
+    reporter = r._reporter()
+    reporter.commits, reporter.committed_step = 1, 1
+
+    class Coordinator:
+        committed = 1
+
+    r._upgrade_step(Coordinator(), reporter)  # type: ignore[arg-type]
+    assert ("ns", "p-stable-spec") in core.maps
+    [patch] = [p for p in api.patches if "stableSpec" in p]
+    assert patch["lastStableSpec"] is None and patch["stableSpec"]["configMap"] == "p-stable-spec"

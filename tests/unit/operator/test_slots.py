@@ -59,6 +59,11 @@ class Runner:
     def waiting_for_slot(self, running: int) -> None:
         self.slot_waits += 1
 
+    ended = False  # Succeeded or Failed with this spec
+
+    def stay_ended(self) -> Rest:
+        return Rest.CHANGE
+
 
 ACTIVE: list[int] = []
 peak: list[int] = []
@@ -137,3 +142,26 @@ def test_an_attempt_sees_the_context_of_the_daemon_that_runs_it() -> None:
 
     asyncio.run(main())
     assert seen == ["the daemon's"]
+
+
+def test_an_ended_pipeline_takes_no_slot_and_is_not_marked_pending_until_its_spec_changes() -> None:
+    """Every thread taken: a pipeline that ended with its spec waits for a change without a slot, so its status
+    is never overwritten with Pending (which a later operator would read as not ended)."""
+    class Ended(Runner):
+        ended = True
+
+    async def main() -> tuple[Runner, Runner]:
+        slots = CoordinatorSlots(1)
+        busy, done = Runner([Rest.GONE], seconds=0.5), Ended([])
+        stop = Stopped()
+        tasks = [asyncio.create_task(slots.serve(busy, stop)),  # type: ignore[arg-type]
+                 asyncio.create_task(slots.serve(done, stop))]  # type: ignore[arg-type]
+        await asyncio.sleep(0.3)
+        assert done.attempts == 0 and done.slot_waits == 0
+        done.ended = False  # its spec changed
+        done.change()
+        await asyncio.wait_for(asyncio.gather(*tasks), 5)
+        return busy, done
+
+    busy, done = asyncio.run(main())
+    assert busy.attempts == 1 and done.attempts == 1
