@@ -14,12 +14,12 @@ with the last cause, instead of looping in ``Starting``:
     RETRYING --budget spent--> FAILED (condition Failed=True; a spec change starts over)
     any attempt --a step past the newest one committed--> the failed attempts in a row start over
                  (failures within the window still count)
+    a spec that cannot run (rejected by the runtime or the API server) --> FAILED at once
 
 The budget is spent by ``maxRestarts`` failures within ``windowSeconds``, or
 by ``maxRestarts`` failed attempts in a row with no step committed in any of
 them, however slowly they fail: an attempt that takes longer than the window
 to fail (pods to schedule, workers to time out) must not retry for ever.
-    a spec that cannot run (rejected by the runtime or the API server) --> FAILED at once
 
 Pure logic over a clock, so the policy is tested without a cluster.
 """

@@ -241,10 +241,10 @@ class PipelineRunner:
         """One turn of the state machine above, on a coordinator thread (``slots.py``): report a suspended
         pipeline, or run the pipeline until it ends, fails or is stopped; then say what to wait for
         before the next turn. No thread is held while waiting."""
+        if self.ended:
+            return self.stay_ended()
         changed = self._changed.is_set()
         self._changed.clear()
-        if self._ended is not None and not changed:
-            return self.stay_ended()
         self._stop_reason = self._absorbed = None
         self.resting = False
         if self._stable_unread:  # an API call: here, on the attempt's thread, not on Kopf's loop

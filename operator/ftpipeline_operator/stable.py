@@ -46,16 +46,15 @@ def write(core: client.CoreV1Api, body: Mapping[str, Any], spec: Mapping[str, An
     name = config_map_name(body["metadata"]["name"])
     data = {KEY: json.dumps(spec, sort_keys=True)}
     namespace = body["metadata"]["namespace"]
+    meta = object_meta(body, name, "stable-spec")
     try:
         try:
             core.create_namespaced_config_map(namespace, cast(Any, {
-                "apiVersion": "v1", "kind": "ConfigMap", "metadata": object_meta(body, name, "stable-spec"),
-                "data": data}))
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}))
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            meta = object_meta(body, name, "stable-spec")  # one left by a namesake is this pipeline's now
-            core.patch_namespaced_config_map(name, namespace, {
+            core.patch_namespaced_config_map(name, namespace, {  # one left by a namesake is this pipeline's now
                 "metadata": {"labels": meta["labels"], "ownerReferences": meta["ownerReferences"]}, "data": data})
         return True
     except Exception as exc:  # the API server refused or is out of reach: the run goes on
@@ -65,13 +64,11 @@ def write(core: client.CoreV1Api, body: Mapping[str, Any], spec: Mapping[str, An
 
 
 def read(core: client.CoreV1Api | None, body: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The stable spec the status names, or the whole copy an older operator left in the status; None when
-    there is none, or its ConfigMap is gone or holds another spec than the status names (a log line)."""
-    status = body.get("status") or {}
-    named = status.get("stableSpec") or {}
-    if not named:
-        return dict(status["lastStableSpec"]) if status.get("lastStableSpec") else None
-    if core is None:
+    """The stable spec the status names; None when it names none, or its ConfigMap is gone or holds another
+    spec than the status names (a log line). (The whole copy an older operator left in the status is read by
+    ``Upgrades`` itself.)"""
+    named = (body.get("status") or {}).get("stableSpec") or {}
+    if not named or core is None:
         return None
     name, pipeline = config_map_name(body["metadata"]["name"]), body["metadata"]["name"]
     try:

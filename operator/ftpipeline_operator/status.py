@@ -19,9 +19,9 @@ Conditions follow the usual workload meaning:
     Paused       ZooKeeper or Redis is out of reach: the run waits for it (phase Paused), then goes on
     Failed       the run failed and will not be tried again (kubectl wait --for=condition=Failed)
 
-Each phase the run leaves for good (Succeeded, Failed, Suspended) sets every
-condition again (``ended``): a finished pipeline says it is not Ready because
-it ended, with no workers, not what its last running moment said.
+Each phase in which no run goes on (Succeeded, Failed, Suspended, Retrying)
+sets every condition again (``ended``): a finished pipeline says it is not
+Ready because it ended, with no workers, not what its last running moment said.
 
 Messages are one line naming the cause; tracebacks go to the operator's log.
 """

@@ -86,12 +86,13 @@ class Upgrades:
     reports spec changes and the attempt's thread everything else: each call holds the lock."""
 
     def __init__(self, status: Mapping[str, Any], clock: Callable[[], float],
-                 spec: Mapping[str, Any] | None = None, stable: Mapping[str, Any] | None = None) -> None:
+                 spec: Mapping[str, Any] | None = None) -> None:
         self._lock = threading.RLock()
         self.clock = clock
         self.state = str(status.get("lifecycleState") or CREATED)
-        # the newest spec that committed a step (``stable.py`` keeps it; an older operator kept it in the status)
-        self.stable: dict[str, Any] | None = copy.deepcopy(dict(stable or status.get("lastStableSpec") or {})) or None
+        # the newest spec that committed a step: an older operator kept it in the status; now its ConfigMap
+        # (``stable.py``) does, read by the first attempt (``adopt_stable``)
+        self.stable: dict[str, Any] | None = copy.deepcopy(status.get("lastStableSpec")) or None
         upgrade = status.get("upgrade") or {}
         # the spec that failed its upgrade (its digest): while the object asks for it, the stable one runs
         self.rolled_back: str | None = upgrade.get("failedSpec") if upgrade.get("result") == "RolledBack" else None
