@@ -14,6 +14,11 @@ log or committed checkpoint. So:
   identity (``zkclient.connect`` with a ``digest://`` string), and kazoo gives
   what they create the same ACL.
 
+A private ZooKeeper (``ftpipeline run`` with no address configured) serves
+one pipeline: there ``grant(..., private=True)`` gives ``/`` and
+``/ftpipeline`` the pipeline's ACL too, so a client without its credentials
+can neither list nor create anything.
+
 States of a pipeline's path, and what moves it:
 
     absent --grant--> owned by the pipeline --grant (next run)--> the same
@@ -45,11 +50,14 @@ def pipeline_acl(store_key: str, password: str) -> list[ACL]:
     return [make_digest_acl(store_user(store_key), password, all=True)]
 
 
-def grant(admin: KazooClient, store_key: str, password: str) -> str:
+def grant(admin: KazooClient, store_key: str, password: str, private: bool = False) -> str:
     """Make the pipeline's path its own (creating it, and ``/ftpipeline`` read-only for others, if absent);
-    ``admin`` is authenticated as the super user. Returns the pipeline's user name."""
-    _own(admin, ROOT, READ_ACL_UNSAFE)
+    ``admin`` is authenticated as the super user. ``private``: the server is the pipeline's alone, and the
+    root and ``/ftpipeline`` are closed to everyone else. Returns the pipeline's user name."""
     acl = pipeline_acl(store_key, password)
+    if private:
+        admin.set_acls("/", acl)
+    _own(admin, ROOT, acl if private else READ_ACL_UNSAFE)
     path = base_path(store_key)
     try:
         admin.create(path, b"", acl=acl)

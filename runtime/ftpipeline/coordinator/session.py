@@ -15,6 +15,7 @@ after it, with the offsets the command log recorded.
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,8 @@ import redis
 from kazoo.client import KazooClient
 
 from ftpipeline.checkpoint.pointer import CheckpointPointer
+from ftpipeline.commandlog import zkaccess
+from ftpipeline.commandlog.zkclient import ConnectString
 from ftpipeline.commandlog.zkclient import connect as zk_connect
 from ftpipeline.commandlog.zklog import CommandLog, base_path
 from ftpipeline.control.redisclient import connect as redis_connect
@@ -92,9 +95,7 @@ def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = 
             if connect is None:
                 if private_dir is None:
                     raise ValueError("no ZooKeeper address (spec.zookeeper.connect) and no place for a private one")
-                zookeeper = EmbeddedZooKeeper(private_dir / "zookeeper").start()
-                private.append(zookeeper)
-                connect = zookeeper.connect
+                connect = _private_zookeeper(private_dir / "zookeeper", spec.store_key, private)
             session.zookeeper = connect
             session.zk = zk_connect(connect, timeout_s=10.0)
             session.pointer = CheckpointPointer(session.zk, spec.store_key)
@@ -110,3 +111,21 @@ def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = 
         for server in reversed(private):
             server.stop()
         raise
+
+
+def _private_zookeeper(directory: Path, store_key: str, private: list[EmbeddedRedis | EmbeddedZooKeeper]) -> str:
+    """Start a ZooKeeper for this run alone: on the loopback interface, its super user's password and the
+    pipeline's made up now (a restart or a resume re-owns every znode with new ones), every znode readable
+    and writable by the pipeline's identity alone (``zkaccess.grant``). Returns the pipeline's connect
+    string, credentials included: it reaches the sidecars through their environment only."""
+    super_password, password = secrets.token_urlsafe(18), secrets.token_urlsafe(18)
+    server = EmbeddedZooKeeper(directory, super_digest=zkaccess.super_digest(super_password)).start()
+    private.append(server)
+    hosts = server.connect
+    admin = zk_connect(str(ConnectString(hosts, (zkaccess.SUPER_USER, super_password))), timeout_s=10.0)
+    try:
+        user = zkaccess.grant(admin, store_key, password, private=True)
+    finally:
+        admin.stop()
+        admin.close()
+    return str(ConnectString(hosts, (user, password)))

@@ -42,18 +42,20 @@ ZOOKEEPER_JAVA_OPTIONS = "-Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def zookeeper_config(data_dir: Path, port: int, tls_dir: Path | None = None, probe_port: int | None = None,
-                     conf_dir: Path | None = None) -> Path:
-    """``zoo.cfg`` in ``conf_dir`` (default: ``data_dir``). Plaintext clients on ``port``, every interface;
-    with ``tls_dir``, TLS clients alone on ``port`` and plaintext on ``probe_port`` of the loopback interface."""
+                     conf_dir: Path | None = None, bind: str | None = None) -> Path:
+    """``zoo.cfg`` in ``conf_dir`` (default: ``data_dir``). Plaintext clients on ``port`` of ``bind`` (default:
+    every interface); with ``tls_dir``, TLS clients alone on ``port`` and plaintext on ``probe_port`` of the
+    loopback interface."""
     conf_dir = conf_dir or data_dir
     conf_dir.mkdir(parents=True, exist_ok=True)
     lines = [f"tickTime={TICK_MS}", f"dataDir={data_dir}", "admin.enableServer=false"]
     if tls_dir is None:
-        lines.append(f"clientPort={port}")
+        lines += [f"clientPort={port}", *([f"clientPortAddress={bind}"] if bind else [])]
     else:
         if probe_port is None:
             raise ValueError("a TLS ZooKeeper needs a loopback probe port")
         lines += [f"clientPort={probe_port}", "clientPortAddress=127.0.0.1", f"secureClientPort={port}",
+                  *([f"secureClientPortAddress={bind}"] if bind else []),
                   "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
                   f"ssl.keyStore.location={pem_keystore(tls_dir, conf_dir / 'keystore.pem')}", "ssl.keyStore.type=PEM",
                   "ssl.clientAuth=none"]  # clients authenticate with their digest identity
@@ -63,15 +65,15 @@ def zookeeper_config(data_dir: Path, port: int, tls_dir: Path | None = None, pro
 
 
 def zookeeper_command(data_dir: Path, port: int, super_digest: str | None = None, tls_dir: Path | None = None,
-                      probe_port: int | None = None, conf_dir: Path | None = None) -> list[str]:
-    """A standalone ZooKeeper server from PySpark's jars, listening on every interface (its configuration
-    written by ``zookeeper_config``). ``super_digest`` (``super:<digest>``, ``commandlog/zkaccess.py``):
+                      probe_port: int | None = None, conf_dir: Path | None = None,
+                      bind: str | None = None) -> list[str]:
+    """A standalone ZooKeeper server from PySpark's jars (its configuration written by ``zookeeper_config``). ``super_digest`` (``super:<digest>``, ``commandlog/zkaccess.py``):
     whoever authenticates with it passes every ACL."""
     jars = pyspark_jars()
     if not any(jars.glob("zookeeper-*.jar")):
         raise FileNotFoundError(f"no zookeeper jar in {jars}; pass a ZooKeeper connect string instead")
     digest = [f"-Dzookeeper.DigestAuthenticationProvider.superDigest={super_digest}"] if super_digest else []
-    config = zookeeper_config(data_dir, port, tls_dir, probe_port, conf_dir)
+    config = zookeeper_config(data_dir, port, tls_dir, probe_port, conf_dir, bind)
     return jvm_command("FTPIPELINE_ZOOKEEPER_JAVA_OPTIONS", ZOOKEEPER_JAVA_OPTIONS, f"{jars}/*",
                        "org.apache.zookeeper.server.ZooKeeperServerMain", [str(config)], digest)
 
@@ -96,8 +98,8 @@ def serving(port: int) -> bool:
 
 
 class EmbeddedZooKeeper(ServerProcess):
-    """``tls_dir``: clients connect over TLS alone (``connect`` asks for it), to ``localhost``, the name a
-    test's certificate gives."""
+    """Plaintext clients on the loopback interface alone. ``tls_dir``: clients connect over TLS alone
+    (``connect`` asks for it), to ``localhost``, the name a test's certificate gives."""
 
     what, stem, marker = "ZooKeeper", "zookeeper", b"ZooKeeperServerMain"
 
@@ -119,6 +121,6 @@ class EmbeddedZooKeeper(ServerProcess):
         self.port = self.port or free_port()  # a restart keeps the address its clients know
         self.probe_port = self.probe_port or (free_port() if self.tls_dir is not None else self.port)
         args = zookeeper_command(self.directory / "data", self.port, self.super_digest, self.tls_dir,
-                                 self.probe_port, conf_dir=self.directory)
+                                 self.probe_port, conf_dir=self.directory, bind="127.0.0.1")
         self._launch(args, lambda: serving(self.probe_port), timeout_s)
         return self
