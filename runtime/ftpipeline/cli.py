@@ -30,6 +30,7 @@ from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.cluster.local import LocalCluster
 from ftpipeline.commandlog.zkclient import connect as zk_connect
 from ftpipeline.coordinator.coordinator import Coordinator, PipelineFailed, RunResult
+from ftpipeline.coordinator.errors import TaskFailed
 from ftpipeline.coordinator.faults import FaultPlan
 from ftpipeline.coordinator.session import open_session
 from ftpipeline.dataflow.deadletter import default_dead_letter_root
@@ -231,6 +232,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if session.pointer is not None:  # "checkpoint now": kill -USR1 <pid of ftpipeline run>
         signal.signal(signal.SIGUSR1, lambda *_: setattr(coordinator.ckpt, "requested", True))
     code = 0
+    failure: dict[str, Any] | None = None
     try:
         if isinstance(observer, ProgressObserver):
             with observer:
@@ -239,6 +241,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             result = coordinator.run()
     except PipelineFailed as exc:
         console.print(f"[red]pipeline failed:[/red] {exc}")
+        if isinstance(exc, TaskFailed):
+            console.print(f"  the whole traceback: {cluster.worker_dir(WorkerId(exc.worker)) / 'executor.log'}")
+        failure = {"message": str(exc), **(exc.details() if isinstance(exc, TaskFailed) else {})}
         code = 1
     except SpecError as exc:  # found only against the run's state: a checkpoint this spec cannot reopen
         console.print(f"[red]error:[/red] {exc}")
@@ -257,6 +262,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if broker is not None and (code or not args.verify):
             broker.stop()
     if code:
+        if args.summary_json and failure is not None:
+            Path(args.summary_json).write_text(json.dumps({"failed": failure}, indent=2, default=str))
         return code
     _summary(console, spec, result)
     summary = _result_json(result)

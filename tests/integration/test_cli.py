@@ -66,12 +66,22 @@ def test_a_kill_after_more_tasks_than_a_step_has_is_refused_before_any_worker_st
 
 MODULE = '''
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType
 
 def enrich(df):
     return df.withColumn("amount_eur", F.col("amount_cents") / 100.0)
 
 def explode(df):
     raise ValueError("bad day")
+
+@F.udf(returnType=LongType())
+def checked(amount):
+    if amount == 310:
+        raise ValueError(f"amount {amount} is over the limit")
+    return amount
+
+def explode_later(df):
+    return df.withColumn("checked", checked("amount_cents"))
 '''
 
 
@@ -145,11 +155,27 @@ def test_a_recovery_replays_no_dead_letter_twice(tmp_path: Path) -> None:
     assert f"dead letters: equals the oracle: {malformed} records" in " ".join(run.output.split())
 
 
-def test_an_exception_in_user_code_fails_the_run_naming_the_stage(tmp_path: Path) -> None:
-    pipeline, _ = _files_pipeline(tmp_path, function="explode")
+@pytest.mark.parametrize(("function", "said", "line"), [
+    ("explode", "stage 'enrich' (function explode) raised ValueError: bad day at enrich.py:{line} in explode",
+     "raise ValueError(\"bad day\")"),
+    ("explode_later", "stage 'enrich' (function explode_later) raised ValueError: amount 310 is over the limit at "
+                      "enrich.py:{line} in checked", "raise ValueError(f\"amount"),
+])
+def test_an_exception_in_user_code_fails_the_run_naming_the_stage_the_error_and_the_users_line(
+        tmp_path: Path, function: str, said: str, line: str) -> None:
+    """Raised while the stage's function builds its plan, or later in Spark's Python worker (a UDF): either way
+    the terminal and the summary name the stage (not the chain's first stage, ``orders``), the exception and
+    the user's own line; the traceback stays in the worker's log."""
+    pipeline, _ = _files_pipeline(tmp_path, function=function)
+    number = next(i for i, text in enumerate(MODULE.splitlines(), 1) if line in text)
     run = run_cli(pipeline, tmp_path / "run")
     assert run.code == 1
-    assert "stage 'enrich': explode() raised ValueError: bad day" in run.output
+    wanted = said.format(line=number)
+    assert wanted in " ".join(run.output.split()), run.output
+    failed = run.summary["failed"]
+    assert failed["error"] == wanted and failed["user"]["line"] == number and failed["user"]["stage"] == "enrich"
+    log = (tmp_path / "run" / "workers" / failed["worker"] / "executor.log").read_text()
+    assert "Traceback (most recent call last)" in log
 
 
 def test_existing_output_is_not_overwritten_silently(tmp_path: Path, redis_url: str) -> None:

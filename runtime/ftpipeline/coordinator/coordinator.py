@@ -61,7 +61,7 @@ from ftpipeline.coordinator.admission import admit_newcomer, run_token, running_
 from ftpipeline.coordinator.checkpoints import CheckpointManager
 from ftpipeline.control.redisclient import watch as redis_watch
 from ftpipeline.coordinator.detection import follow_deaths, inject_faults
-from ftpipeline.coordinator.errors import Interrupted, PipelineFailed
+from ftpipeline.coordinator.errors import Interrupted, PipelineFailed, TaskFailed
 from ftpipeline.coordinator.outages import ControlPlane
 from ftpipeline.coordinator.faults import FaultPlan
 from ftpipeline.coordinator.journal import Journal
@@ -266,7 +266,7 @@ class Coordinator:
         elif kind == "failed" and event["id"] not in self.outstanding:  # superseded by a recovery's epoch
             log.warning("a superseded task failed: ignored", extra={"task": event["id"], "error": event["error"]})
         elif kind == "failed":
-            raise PipelineFailed(f"task {event['id']} failed on worker {event['w']}: {event['error']}")
+            raise TaskFailed(event["id"], event["w"], event["error"], event.get("user"))
         elif kind == "received":
             slot = Slot.parse(event["ch"])
             self.sources.received(slot, event["start"], event["n"], event["exhausted"])

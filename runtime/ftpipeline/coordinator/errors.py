@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ftpipeline.barrier.existing import ExistingOutput
 
@@ -18,6 +19,20 @@ class ExistingOutputFound(PipelineFailed):
     def __init__(self, problems: Sequence[ExistingOutput]) -> None:
         self.problems = tuple(problems)
         super().__init__("; ".join(map(str, self.problems)))
+
+
+class TaskFailed(PipelineFailed):
+    """A task raised: ``user`` says which stage, function, exception and line when it was the pipeline's
+    own code (``worker/user_errors.py``)."""
+
+    def __init__(self, task: str, worker: str, error: str, user: dict[str, Any] | None = None) -> None:
+        self.task, self.worker, self.error, self.user = task, worker, error, user
+        where = f"task {task} on worker {worker}"
+        super().__init__(f"{error} ({where})" if user else f"{where} failed: {error}")
+
+    def details(self) -> dict[str, Any]:
+        """What ``--summary-json`` and the operator's status keep of it."""
+        return {"task": self.task, "worker": self.worker, "error": self.error, **({"user": self.user} if self.user else {})}
 
 
 class CannotRun(PipelineFailed):

@@ -30,6 +30,8 @@ def one_line(exc: BaseException | str, limit: int = LIMIT) -> str:
     first = lines[0] if lines else ""
     if first.startswith("Traceback (most recent call last)"):  # a traceback passed as text: keep its last line
         first = lines[-1]
+    elif type(exc).__name__ == "PythonException" and len(lines) > 1:
+        first = lines[-1]  # raised in Spark's Python worker: its traceback follows a header that says only that
     elif type(exc).__name__ == "Py4JJavaError":
         # "An error occurred while calling o1.x.", ": <the JVM's exception>", its stack, "Caused by: ...":
         # the deepest cause is what went wrong (the exception itself is often a wrapper: "awaitResult")

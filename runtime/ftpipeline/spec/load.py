@@ -260,12 +260,21 @@ def load_entry_module(entry_point: str, base_dir: Path) -> ModuleType:
     return importlib.import_module(entry_point)
 
 
+def _needs_spark(exc: BaseException) -> bool:
+    """The module imports only where a Spark session runs (PySpark says so by this error class); workers
+    create theirs before they import it, and check it then (``worker/exits.py``)."""
+    condition = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
+    return callable(condition) and condition() == "SESSION_OR_CONTEXT_NOT_EXISTS"
+
+
 def entry_problems(spec: PipelineSpec) -> list[Problem]:
     """Pass 3: the entry point imports and every function a stage names exists (``ftpipeline run`` before a
     run; a worker on Kubernetes, where only the image has the module, before its first task)."""
     try:
         module = load_entry_module(spec.entry_point, spec.base_dir)
     except Exception as exc:  # the user's module: any failure to import is the answer
+        if _needs_spark(exc):  # e.g. ``@udf("long")`` at module level: a worker imports it with Spark running
+            return []
         return [Problem("spec.entryPoint", f"cannot import {spec.entry_point!r}: {type(exc).__name__}: {exc}")]
     problems = []
     for i, stage in enumerate(spec.stages):

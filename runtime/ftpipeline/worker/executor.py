@@ -74,6 +74,7 @@ from ftpipeline.worker.buffer import ObjectBuffer, read_ipc
 from ftpipeline.worker.exits import cannot_run
 from ftpipeline.worker.rekey import restore_rescaled
 from ftpipeline.worker.session import WORKER_JAVA_OPTIONS, build_session
+from ftpipeline.worker import user_errors
 from ftpipeline.worker.transport import SidecarClient
 
 log = logging.getLogger("ftpipeline.executor")
@@ -83,7 +84,11 @@ EVICT_EVERY = 10  # steps between evictions of a state with a TTL (and at every 
 
 
 class UserCodeError(RuntimeError):
-    """The pipeline's own code failed or returned the wrong thing."""
+    """The pipeline's own code failed or returned the wrong thing; ``stage`` and ``function`` say whose."""
+
+    def __init__(self, message: str, stage: str = "", function: str = "") -> None:
+        super().__init__(message)
+        self.stage, self.function = stage, function
 
 
 class Fenced(RuntimeError):
@@ -280,7 +285,8 @@ class TaskRunner:
             try:
                 out = fn(df)
             except Exception as exc:
-                raise UserCodeError(f"stage {stage.name!r}: {stage.function}() raised {type(exc).__name__}: {exc}") from exc
+                raise UserCodeError(f"stage {stage.name!r}: {stage.function}() raised {type(exc).__name__}: {exc}",
+                                    stage.name, stage.function or "") from exc
             if not hasattr(out, "toArrow"):
                 raise UserCodeError(f"stage {stage.name!r}: {stage.function}() returned {type(out).__name__}, expected a DataFrame")
             return out
@@ -386,6 +392,8 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> Non
     if wrong:  # the operator sees neither the image nor the volumes: say which field, not a late task error
         cannot_run("invalid pipeline: " + "; ".join(map(str, wrong)), work_dir)
     module = load_entry_module(spec.entry_point, spec.base_dir)
+    module_file = getattr(module, "__file__", None)
+    code_dir = Path(module_file).parent if module_file else spec.base_dir  # where the user's frames are
     runner = TaskRunner(spark, spec, module, ObjectBuffer(work_dir),
                         may_write=lambda: bool(sidecar.call("may_write", {})["ok"]))
     log.info("ready", extra={"worker": worker})
@@ -430,8 +438,11 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> Non
             log.error("fenced", extra={"task": task.id, "error": str(exc)})
             continue
         except Exception as exc:
-            log.exception("task failed", extra={"task": task.id, "error": one_line(exc)})  # the traceback: here
-            sidecar.call("task_failed", {"id": task.id, "error": one_line(exc)})
+            user = user_errors.describe(exc, runner.graph.stage(task.stage).members, module, code_dir)
+            error = str(user) if user is not None else one_line(exc)
+            log.exception("task failed", extra={"task": task.id, "error": error})  # the traceback: here
+            sidecar.call("task_failed", {"id": task.id, "error": error,
+                                         **({"user": user.to_json()} if user is not None else {})})
             continue
         sidecar.call("task_done", result)
         log.info("task done", extra={"task": task.id, "seconds": round(time.monotonic() - started, 4),

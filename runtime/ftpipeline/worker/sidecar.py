@@ -371,7 +371,8 @@ class Sidecar:
         return {"recorded": result}
 
     def _do_task_failed(self, body: dict[str, Any]) -> dict[str, Any]:
-        self.store.send({"t": "failed", "w": self.worker, "id": body["id"], "error": body["error"]})
+        self.store.send({"t": "failed", "w": self.worker, "id": body["id"], "error": body["error"],
+                         **({"user": body["user"]} if body.get("user") else {})})
         return {"ok": True}
 
     def _do_snapshot_done(self, body: dict[str, Any]) -> dict[str, Any]:

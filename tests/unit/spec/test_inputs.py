@@ -50,3 +50,20 @@ def test_a_file_a_follow_source_and_an_unreadable_directory(tmp_path: Path) -> N
     if os.getuid() != 0:  # root reads anything
         (tmp_path / "in").chmod(0)
         assert "cannot be read" in input_problems(spec(tmp_path, "in"))[0].message  # type: ignore[arg-type]
+
+
+def test_a_module_that_imports_only_with_spark_running_is_left_to_the_workers(tmp_path: Path) -> None:
+    """``@udf("long")`` at module level needs a Spark session at import; validate has none (workers import it
+    after theirs starts, and check it then), so it is no problem here. Any other import error still is."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "m.py").write_text(textwrap.dedent("""\
+        from pyspark.sql import functions as F
+
+        @F.udf("long")
+        def doubled(x):
+            return 2 * x
+        """))
+    parse_pipeline(textwrap.dedent(DOC.format(path="in", follow="false")), tmp_path)
+    (tmp_path / "m2.py").write_text("raise RuntimeError('broken at import')\n")
+    with pytest.raises(SpecError, match="spec.entryPoint: cannot import 'm2.py': RuntimeError: broken at import"):
+        parse_pipeline(textwrap.dedent(DOC.format(path="in", follow="false")).replace("m.py", "m2.py"), tmp_path)
