@@ -36,6 +36,8 @@ log = logging.getLogger("ftpipeline.operator.cluster")
 
 
 class KubernetesCluster(ClusterBackend):
+    detects = "its pod's deletion or failure"
+
     def __init__(self, core: client.CoreV1Api, body: Mapping[str, Any], run: str, defaults: Mapping[str, str],
                  clock: Callable[[], float] = time.monotonic, running: list[WorkerId] | None = None) -> None:
         self.core = core

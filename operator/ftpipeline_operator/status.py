@@ -205,8 +205,8 @@ class StatusReporter(Observer):
         self.condition("Progressing", True, "StepCommitted", f"step {step} committed")  # sent with the next patch
         self.update(urgent=urgent, phase="Running", committedStep=step, message="")
 
-    def on_worker_lost(self, worker: WorkerId) -> None:
-        reason = str(self.lost_reasons.get(worker, "lost"))
+    def on_worker_lost(self, worker: WorkerId, how: str = "") -> None:
+        reason = str(self.lost_reasons.get(worker) or how or "lost")
         self.ready = max(0, self.ready - 1)
         self.condition("Degraded", True, "WorkerLost", f"worker {worker}: {reason}")
         self.update(urgent=True, phase="Recovering", message=f"worker {worker} lost ({reason})",
@@ -225,6 +225,10 @@ class StatusReporter(Observer):
                                   "seconds": round(record.seconds, 4), "time": now_iso()})
         if self.on_recovered is not None:
             self.on_recovered(record)
+
+    def on_fenced(self, worker: WorkerId, what: str) -> None:
+        """A worker the run let go woke up (a healed partition) and was refused: nothing of it counts."""
+        self.event("Warning", "WorkerFenced", f"worker {worker} woke up after its recovery and was fenced off: {what}")
 
     def on_checkpoint(self, info: Mapping[str, Any]) -> None:
         self.event("Normal", "Checkpointed", f"checkpoint {info['epoch']} committed at step {info['boundary']} in "

@@ -42,7 +42,7 @@ from ftpipeline.obs.errors import one_line, redacted
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.obs.spans import busy_seconds, step_spans
-from ftpipeline.progress import LocalObserver, ProgressObserver
+from ftpipeline.progress import LEDGER, FaultLedger, LocalObserver, ProgressObserver
 from ftpipeline.servers import add_server_parsers
 from ftpipeline.spec.cores import master_for_process
 from ftpipeline.spec.load import SpecError, load_pipeline
@@ -82,6 +82,14 @@ def _overwriting(spec: PipelineSpec) -> PipelineSpec:
     return dataclasses.replace(spec, stages=stages)
 
 
+def _console() -> Console:
+    """The terminal's width on a terminal; elsewhere (a log file, a pipe, CI) lines as long as they are, so
+    no path or message is cut or wrapped. Log lines carry no code location."""
+    if sys.stdout.isatty():
+        return Console(log_path=False)
+    return Console(log_path=False, width=100_000, soft_wrap=True)
+
+
 def run_identity(name: str, pipeline_file: Path) -> str:
     """A local pipeline's identity: its name and a digest of its file's absolute path. ``--resume`` and
     ``--from-checkpoint`` (the same file, from any run directory) find its state again; a pipeline of
@@ -99,22 +107,35 @@ def _prepare_outputs(spec: PipelineSpec, console: Console) -> bool:
     return not problems
 
 
-def _summary(console: Console, spec: PipelineSpec, result: RunResult) -> None:
+def _summary(console: Console, spec: PipelineSpec, result: RunResult, earlier: dict[str, int]) -> None:
+    """The run's figures: each input row and dead letter once, and every fault, this run's and those of the
+    runs it resumed (``earlier``: the fault ledger's counts before it)."""
     table = Table(title=f"{spec.name}: {result.committed} steps committed", show_header=False)
     rate = result.source_rows / max(busy_seconds(step_spans(result.commit_at, result.step_seconds)), 1e-9)
     table.add_row("rows read", f"{result.source_rows:,} ({rate:,.0f} rows/s over the steps)")
     table.add_row("wall time", f"{result.seconds:.1f} s")
-    table.add_row("recoveries", str(len(result.recoveries)))
+
+    def before(kind: str) -> str:
+        return f" ({earlier[kind]} before the resume)" if earlier.get(kind) else ""
+
+    table.add_row("recoveries", f"{len(result.recoveries) + earlier.get('recovery', 0)}{before('recovery')}")
     for r in result.recoveries:
         to_commit = f"{r.to_commit_seconds:.2f} s" if r.to_commit_seconds is not None else "n/a"
         table.add_row(f"  lost {r.worker}", f"{r.strategy}: {r.seconds * 1000:.0f} ms, {len(r.tasks)} tasks, next commit "
                                             f"after {to_commit}, {r.buffered_rows:,} rows were buffered there")
+    rollbacks = len(result.rollbacks) + earlier.get("rollback", 0)
+    if rollbacks:
+        table.add_row("rollbacks", f"{rollbacks}{before('rollback')} (Redis came back empty)")
+    pauses = len(result.outages) + earlier.get("pause", 0)
+    table.add_row("control-plane pauses", f"{pauses}{before('pause')}")
+    for o in result.outages:
+        table.add_row(f"  {o['component']}", f"{o['seconds']:.2f} s out of reach, then {o['outcome']}")
     if result.checkpoints:
         last = result.checkpoints[-1]
         table.add_row("checkpoints", f"{len(result.checkpoints)} committed, newest at step {last['boundary']} "
                                      f"({last['bytes']:,} bytes)")
-    table.add_row("rows re-processed by recovery", f"{result.stats.get('replayed_rows', 0):,}")
-    dead = result.stats.get("dead_letters", 0)
+    table.add_row("rows re-processed by recovery", f"{result.stats.get('recomputed_rows', 0):,}")
+    dead = result.dead_letters
     table.add_row("dead letters", f"{dead:,}" + (f" -> {default_dead_letter_root(spec)}" if dead else ""))
     for stage in spec.stages:
         if stage.sink is not None:
@@ -130,6 +151,8 @@ def _result_json(result: RunResult) -> dict[str, Any]:
     return {
         "committed": result.committed,
         "source_rows": result.source_rows,
+        "dead_letters": result.dead_letters,
+        "rollbacks": [{**r.summary(), "to_commit_seconds": r.to_commit_seconds} for r in result.rollbacks],
         "seconds": result.seconds,
         "step_seconds": result.step_seconds,
         "stats": result.stats,
@@ -171,7 +194,7 @@ def _session_expirer(zk: KazooClient, hosts: str, console: Console) -> Callable[
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    console = Console()
+    console = _console()
     loaded = _load(console, args.pipeline)
     if loaded is None:
         return 2
@@ -223,7 +246,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                   f"Redis {'embedded' if private else redacted(session.redis_url)}, logs in {run_dir}")
     _warn_unbounded(console, spec)
     history = StepHistory(run_dir / HISTORY, fresh=not resuming) if any(s.kafka for s in spec.stages) else None
-    observer = ProgressObserver(console, spec.max_steps, history) if not args.no_progress else LocalObserver(history)
+    ledger = FaultLedger(run_dir / LEDGER, fresh=not resuming)
+    observer = (ProgressObserver(console, spec.max_steps, history, ledger) if not args.no_progress
+                else LocalObserver(console, history, ledger))
     coordinator = Coordinator(spec, session.store, session.tables, cluster, observer, faults, metrics,
                               pointer=session.pointer, commands=session.commands,
                               resume=resuming, resume_epoch=args.from_checkpoint)
@@ -265,8 +290,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.summary_json and failure is not None:
             Path(args.summary_json).write_text(json.dumps({"failed": failure}, indent=2, default=str))
         return code
-    _summary(console, spec, result)
-    summary = _result_json(result)
+    _summary(console, spec, result, ledger.earlier)
+    summary = _result_json(result) | {"earlier": ledger.earlier}
     if args.verify:
         try:
             ok, comparisons = _verify(console, spec, result.committed, run_dir)
@@ -319,7 +344,7 @@ def _verify(console: Console, spec: PipelineSpec, steps: int, work_dir: Path) ->
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    console = Console()
+    console = _console()
     spec = _load(console, args.pipeline, check_entry_point=not args.image_entry_point)
     if spec is None:
         return 2
@@ -336,7 +361,7 @@ def _warn_unbounded(console: Console, spec: PipelineSpec) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    console = Console()
+    console = _console()
     spec = _load(console, args.pipeline)
     if spec is None:
         return 2

@@ -9,11 +9,13 @@ plane faults) and, for a Kafka source, the offsets of every step
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from ftpipeline.coordinator.coordinator import Observer
 from ftpipeline.coordinator.recovery import RecoveryRecord
@@ -22,25 +24,97 @@ from ftpipeline.kafka.local import StepHistory
 from ftpipeline.lineage.naming import Slot, WorkerId
 
 
-class LocalObserver(Observer):
-    """What every local run keeps: the offsets of each step of a Kafka source (``kafka/local.py``)."""
+LEDGER = "faults.jsonl"  # in the run directory: every recovery, rollback and pause of the run, across resumes
 
-    def __init__(self, history: StepHistory | None) -> None:
+
+class FaultLedger:
+    """What the run went through, one JSON line per fault as it happens (so a coordinator killed mid-run
+    leaves it behind): a resumed run's summary counts the runs before it too. A fresh run starts it anew."""
+
+    def __init__(self, path: Path, fresh: bool) -> None:
+        self.path = path
+        if fresh:
+            path.unlink(missing_ok=True)
+        self.earlier = self.counts()  # what runs before this one (resumed) went through
+
+    def append(self, kind: str, **fields: Any) -> None:
+        with self.path.open("a") as out:
+            out.write(json.dumps({"kind": kind, **fields}, default=str) + "\n")
+
+    def counts(self) -> dict[str, int]:
+        """kind (recovery, rollback, pause) -> how many."""
+        found: dict[str, int] = {}
+        if self.path.exists():
+            for line in self.path.read_text().splitlines():
+                try:
+                    kind = str(json.loads(line)["kind"])
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line cut short by a kill
+                found[kind] = found.get(kind, 0) + 1
+        return found
+
+
+class LocalObserver(Observer):
+    """What every local run shows and keeps, with or without a progress bar: one line per fault and its
+    outcome (a worker lost and how it was found, its recovery, a zombie refused, ZooKeeper or Redis out of
+    reach and back, an aborted checkpoint), and the offsets of each step of a Kafka source
+    (``kafka/local.py``)."""
+
+    def __init__(self, console: Console, history: StepHistory | None, ledger: FaultLedger | None = None) -> None:
+        self.console = console
         self.history = history
+        self.ledger = ledger
+        self.recoveries = 0
+
+    def _line(self, text: str) -> None:
+        """One line, with the time (printed above the progress bar while there is one)."""
+        self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {text}")
 
     def on_step_recorded(self, step: int, offsets: dict[Slot, tuple[int, int]]) -> None:
         if self.history is not None:
             self.history.append(step, {slot.key(): o for slot, o in offsets.items()})
 
+    def on_worker_lost(self, worker: WorkerId, how: str = "") -> None:
+        self._line(f"[red]worker {worker} lost[/red]" + (f", found by {how}" if how else "")
+                         + ": planning its recovery")
+
+    def _record(self, kind: str, **fields: Any) -> None:
+        if self.ledger is not None:
+            self.ledger.append(kind, at=time.time(), **fields)
+
+    def on_recovery(self, record: RecoveryRecord) -> None:
+        self.recoveries += 1
+        self._record("recovery", worker=record.worker, strategy=record.strategy, seconds=round(record.seconds, 4))
+        self._line(f"[yellow]recovered {record.worker}[/yellow]: {record.describe()}; "
+                         "a replacement worker starts after the next commit")
+
+    def on_fenced(self, worker: WorkerId, what: str) -> None:
+        self._line(f"[yellow]worker {worker} woke up after its recovery and was fenced off[/yellow]: {what}")
+
+    def on_rollback(self, record: RecoveryRecord) -> None:
+        self._record("rollback", boundary=record.boundary or 0)
+        cut = f"the checkpoint at step {record.boundary}" if record.boundary else "the very beginning (no checkpoint)"
+        self._line(f"[yellow]rolled back[/yellow] to {cut}: every worker reopens it, and the steps after it "
+                   f"replay (up to step {record.replay_to}); output already released is not written again")
+
+    def on_control_plane(self, component: str, available: bool, message: str) -> None:
+        if not available:
+            self._record("pause", component=component)
+        self._line(f"[{'green' if available else 'red'}]{message}[/]")
+
+    def on_checkpoint_aborted(self, epoch: int, reason: str) -> None:
+        self._line(f"[yellow]checkpoint {epoch} aborted[/yellow]: {reason}; the next one starts when due")
+
 
 class ProgressObserver(LocalObserver):
-    """A rich progress bar: steps committed, rows/s, recoveries."""
+    """A rich progress bar: steps committed (over ``maxSteps`` when there is one, else a count and a
+    rate), rows/s, recoveries, a Kafka source's lag; and a line per worker joined and checkpoint."""
 
-    def __init__(self, console: Console, total_steps: int | None, history: StepHistory | None) -> None:
-        super().__init__(history)
-        self.console = console
+    def __init__(self, console: Console, total_steps: int | None, history: StepHistory | None,
+                 ledger: FaultLedger | None = None) -> None:
+        super().__init__(console, history, ledger)
         self.progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[count]}"),
             TextColumn("{task.fields[rate]}"), TextColumn("[yellow]{task.fields[info]}"), TimeElapsedColumn(),
             console=console,
         )
@@ -48,7 +122,6 @@ class ProgressObserver(LocalObserver):
         self.task: TaskID | None = None
         self.rows = 0
         self.first_step_at: float | None = None
-        self.recoveries = 0
         self.lag: int | None = None  # records a Kafka source has not read yet (none for other sources)
 
     def __enter__(self) -> ProgressObserver:
@@ -59,20 +132,31 @@ class ProgressObserver(LocalObserver):
         self.progress.stop()
 
     def on_workers_starting(self, workers: list[WorkerId]) -> None:
-        self.task = self.progress.add_task("starting workers", total=len(workers), rate="", info="warming up Spark")
+        self.task = self.progress.add_task("starting workers", total=len(workers), count=f"0/{len(workers)}",
+                                           rate="", info="warming up Spark")
 
     def on_worker_joined(self, worker: WorkerId, ready: int, total: int) -> None:
         if self.first_step_at is None and self.task is not None:
-            self.progress.update(self.task, completed=ready)
+            self.progress.update(self.task, completed=ready, count=f"{ready}/{total}")
         else:
-            self.console.log(f"worker {worker} joined ({ready} workers)")
+            self._line(f"worker {worker} joined ({ready} workers)")
 
     def on_step_started(self, step: int, reason: Reason, rows: int) -> None:
-        assert self.task is not None
-        if self.first_step_at is None:
+        if self.first_step_at is None:  # the workers' bar gives way to the steps' (a total only if known)
             self.first_step_at = time.monotonic()
-            self.progress.update(self.task, total=self.total_steps, completed=0, info="")
+            if self.task is not None:
+                self.progress.remove_task(self.task)
+            self.task = self.progress.add_task("steps", total=self.total_steps, count=self._count(0), rate="",
+                                               info="")
+        assert self.task is not None
         self.progress.update(self.task, description=f"step {step} ({reason.value})")
+
+    def _count(self, committed: int) -> str:
+        if self.total_steps is not None:
+            return f"{committed}/{self.total_steps} steps"
+        assert self.first_step_at is not None
+        per_s = committed / max(time.monotonic() - self.first_step_at, 1e-9)
+        return f"{committed} steps ({per_s:.1f}/s)"
 
     def on_source_lag(self, records: int) -> None:
         self.lag = records
@@ -81,25 +165,12 @@ class ProgressObserver(LocalObserver):
         assert self.task is not None and self.first_step_at is not None
         self.rows += rows
         rate = self.rows / max(time.monotonic() - self.first_step_at, 1e-9)
-        info = [f"{self.recoveries} recoveries"] if self.recoveries else []
+        info = [f"{self.recoveries} recover{'y' if self.recoveries == 1 else 'ies'}"] if self.recoveries else []
         if self.lag is not None:
             info.append(f"lag {self.lag:,} records")
-        self.progress.update(self.task, completed=step, rate=f"{rate:,.0f} rows/s", info=", ".join(info))
-
-    def on_worker_lost(self, worker: WorkerId) -> None:
-        self.console.log(f"[red]worker {worker} lost[/red]: planning lineage recovery")
-
-    def on_recovery(self, record: RecoveryRecord) -> None:
-        self.recoveries += 1
-        self.console.log(f"[yellow]recovered {record.worker}[/yellow]: {record.describe()}; "
-                         "a replacement worker starts after the next commit")
-
-    def on_control_plane(self, component: str, available: bool, message: str) -> None:
-        self.console.log(f"[{'green' if available else 'red'}]{message}[/]")
+        self.progress.update(self.task, completed=step, count=self._count(step), rate=f"{rate:,.0f} rows/s",
+                             info=", ".join(info))
 
     def on_checkpoint(self, info: dict[str, Any]) -> None:
-        self.console.log(f"checkpoint {info['epoch']} committed at step {info['boundary']} in {info['seconds']:.2f} s "
+        self._line(f"checkpoint {info['epoch']} committed at step {info['boundary']} in {info['seconds']:.2f} s "
                          f"({info['bytes']:,} bytes, {info['inflight']} in-flight messages)")
-
-    def on_checkpoint_aborted(self, epoch: int, reason: str) -> None:
-        self.console.log(f"[yellow]checkpoint {epoch} aborted[/yellow]: {reason}; the next one starts when due")

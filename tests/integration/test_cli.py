@@ -146,7 +146,8 @@ def test_a_recovery_replays_no_dead_letter_twice(tmp_path: Path) -> None:
     assert run.code == 0, run.output
     assert run.summary["recoveries"], run.output
     assert run.summary["stats"]["recovery_tasks"] > 0
-    assert run.summary["stats"]["dead_letters"] == malformed
+    assert run.summary["stats"]["dead_letters"] == malformed == run.summary["dead_letters"]
+    assert run.summary["source_rows"] == 100  # each input record once, the killed worker's too
     letters = [line for f in (tmp_path / "dead").rglob("*.jsonl") for line in f.read_text().splitlines()]
     assert len(letters) == malformed
     verdicts = {c["sink"]: c for c in run.summary["verify"]}

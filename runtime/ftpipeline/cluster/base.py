@@ -18,6 +18,8 @@ class ClusterBackend(abc.ABC):
     # The pipeline's credentials for worker traffic (``worker/tls.py``), issued by the backend that starts
     # the workers and handed to them; the coordinator calls workers with them. None: plain gRPC.
     credentials: Credentials | None = None
+    # the evidence a loss this backend reports is found by, as the terminal and the status word it
+    detects = "the cluster"
 
     @abc.abstractmethod
     def start_worker(self, worker: WorkerId) -> None:

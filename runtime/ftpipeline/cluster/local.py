@@ -46,7 +46,16 @@ class _Worker:
         return self.sidecar.pid
 
 
+def _signal(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
 class LocalCluster(ClusterBackend):
+    detects = "its processes ending"
+
     def __init__(
         self,
         run_dir: Path,
@@ -151,10 +160,10 @@ class LocalCluster(ClusterBackend):
         w = self.workers.get(worker)
         if w is None:
             return "never started"
-        codes = [f"{name} exited with code {p.returncode}" for name, p in (("sidecar", w.sidecar), ("executor", w.executor))
-                 if p.returncode is not None and p.returncode >= 0]
+        codes = [f"{name} exited with code {p.returncode}" if p.returncode >= 0 else f"{name} killed by {_signal(p.returncode)}"
+                 for name, p in (("sidecar", w.sidecar), ("executor", w.executor)) if p.returncode is not None]
         where = self.worker_dir(worker)
-        return f"{', '.join(codes) or 'killed'}; see {where / 'sidecar.log'} and {where / 'executor.log'}"
+        return f"{', '.join(codes) or 'killed'}; its logs are in {where}"
 
     def cannot_run(self, worker: WorkerId) -> str | None:
         w = self.workers.get(worker)

@@ -117,6 +117,7 @@ class CheckpointManager:
         self.wall: Callable[[], float] = time.time  # commit times in manifests (retention by age)
         self.discard_newer = False  # a resume from a named checkpoint deletes the later ones (the operator's restore)
         self.before_commit: Callable[[], None] | None = None  # fault injection (e.g. expire the session)
+        self.tally_at: Callable[[int], dict[str, int]] = lambda boundary: {}  # the run's counts up to a boundary
         self.on_aborted: Callable[[int, str], None] = lambda epoch, reason: None
 
     # --- when --------------------------------------------------------------
@@ -226,6 +227,7 @@ class CheckpointManager:
         manifest = cur.manifest(offsets, committed)
         manifest["parallelism"] = {s.name: s.parallelism for s in self.spec.stages}  # read by checkpoint/rescale.py
         manifest["time"] = round(self.wall(), 3)  # when committed (retention by age)
+        manifest["tally"] = self.tally_at(cur.boundary)  # rows read and dead letters up to it (tally.py)
         low = min([s.step for s in cur.snapshots.values()] + [cur.boundary])
         steps = {s: self.store.step(s) for s in range(low + 1, cur.boundary + 1)}
         missing = sorted(s for s, r in steps.items() if r is None)

@@ -62,6 +62,7 @@ from ftpipeline.coordinator.checkpoints import CheckpointManager
 from ftpipeline.control.redisclient import watch as redis_watch
 from ftpipeline.coordinator.detection import follow_deaths, inject_faults
 from ftpipeline.coordinator.errors import Interrupted, PipelineFailed, TaskFailed
+from ftpipeline.coordinator.tally import Tally
 from ftpipeline.coordinator.outages import ControlPlane
 from ftpipeline.coordinator.faults import FaultPlan
 from ftpipeline.coordinator.journal import Journal
@@ -98,11 +99,13 @@ class Observer:
     def on_step_recorded(self, step: int, offsets: dict[Slot, tuple[int, int]]) -> None: ...
     def on_source_lag(self, records: int) -> None: ...
     def on_step_committed(self, step: int, rows: int, seconds: float) -> None: ...
-    def on_worker_lost(self, worker: WorkerId) -> None: ...
+    def on_worker_lost(self, worker: WorkerId, how: str = "") -> None: ...  # how: what found the loss
     def on_recovery(self, record: RecoveryRecord) -> None: ...
     def on_checkpoint(self, info: dict[str, Any]) -> None: ...
     def on_checkpoint_aborted(self, epoch: int, reason: str) -> None: ...
     def on_control_plane(self, component: str, available: bool, message: str) -> None: ...
+    def on_fenced(self, worker: WorkerId, what: str) -> None: ...  # a worker let go tried to commit or write
+    def on_rollback(self, record: RecoveryRecord) -> None: ...  # the run rolled back by itself (Redis came back empty)
 
 
 @dataclass
@@ -119,6 +122,8 @@ class RunResult:
     buffers: list[dict[str, Any]] = field(default_factory=list)  # held bytes per worker, every few steps
     commit_at: list[float] = field(default_factory=list)          # seconds since start when each step committed
     outages: list[dict[str, Any]] = field(default_factory=list)   # ZooKeeper/Redis out of reach: how long, outcome
+    dead_letters: int = 0                                         # each malformed record once (tally.py)
+    rollbacks: list[RecoveryRecord] = field(default_factory=list)  # rolled back by itself (Redis came back empty)
 
 
 class Coordinator:
@@ -175,6 +180,7 @@ class Coordinator:
         self.ckpt = CheckpointManager(spec, self.graph, store, tables, pointer, self.metrics, clock, self.members,
                                       self.control)
         self.ckpt.on_aborted = self.observer.on_checkpoint_aborted
+        self.ckpt.tally_at = lambda boundary: self.tally.up_to(boundary)
         self.owner = f"coordinator-{uuid.uuid4().hex[:8]}"
         self.run_token = ""         # this run's, given to every worker it admits (admission.py)
         self.placement: dict[Channel, WorkerId] = {}
@@ -187,7 +193,8 @@ class Coordinator:
         self.recoveries: list[RecoveryRecord] = []
         self.last_progress = 0.0
         self._started_at = 0.0
-        self._source_rows = 0
+        self.tally = Tally()          # rows read and dead letters, each counted once (tally.py)
+        self.rollbacks: list[RecoveryRecord] = []  # the run rolled back by itself (a Redis that came back empty)
         self.awaiting_commit: list[RecoveryRecord] = []
         self._tasks_by_worker: dict[str, int] = {}
         self._replays: set[int] = set()
@@ -257,12 +264,17 @@ class Coordinator:
                 self._tasks_by_worker[event["w"]] = self._tasks_by_worker.get(event["w"], 0) + 1
                 self.last_progress = self.clock()
                 self._done_in_step[task.step] = self._done_in_step.get(task.step, 0) + 1
+                source = event["kind"] == "source"
+                first = self.tally.done(task.stage, task.channel, task.step, event["rows_in"] if source else 0,
+                                        int(event.get("dead", 0)))
+                if source and first:
+                    self.metrics.source_rows.inc(event["rows_in"])
                 if event["recovery"] or task.step <= self._replay_until:
                     self.metrics.replayed.inc(event["rows_in"])
                     self._recomputed_rows += event["rows_in"]
-                elif event["kind"] == "source":
-                    self._source_rows += event["rows_in"]
-                    self.metrics.source_rows.inc(event["rows_in"])
+        elif kind == "fenced":  # a zombie woke up: its commit, sink write or release was refused
+            log.warning("a worker let go was fenced off", extra={"worker": event["w"], "what": event["what"]})
+            self.observer.on_fenced(WorkerId(event["w"]), event["what"])
         elif kind == "failed" and event["id"] not in self.outstanding:  # superseded by a recovery's epoch
             log.warning("a superseded task failed: ignored", extra={"task": event["id"], "error": event["error"]})
         elif kind == "failed":
@@ -278,8 +290,8 @@ class Coordinator:
         elif kind == "joined" and event["w"] in self.members.joining:
             admit_newcomer(self, WorkerId(event["w"]))
 
-    def lost(self, dead: WorkerId, reason: str = "") -> None:
-        recover(self, dead, reason)
+    def lost(self, dead: WorkerId, reason: str = "", how: str = "") -> None:
+        recover(self, dead, reason, how)
 
     def rewind(self, record: RecoveryRecord, manifest: dict[str, Any] | None, gt_last: int) -> None:
         """After a rollback: progress is the cut's boundary; later steps replay from the step log."""
@@ -414,7 +426,9 @@ class Coordinator:
                 raise PipelineFailed(f"no progress for {self.stall_timeout_s:.0f}s; pending: {pending}")
         return RunResult(
             committed=self.committed,
-            source_rows=self._source_rows,
+            source_rows=self.tally.source_rows,
+            dead_letters=self.tally.dead_letters,
+            rollbacks=list(self.rollbacks),
             seconds=self.clock() - self._started_at,
             recoveries=self.recoveries,
             outages=list(self.control.outages),

@@ -70,7 +70,7 @@ def follow_deaths(c: Coordinator) -> None:
             c.probation[worker] = c.clock() + _rejoin_window_s(c)
             continue
         log.warning("worker declared dead in the command log", extra={"worker": worker, "by": by, "reason": reason})
-        _declare_dead(c, worker, f"reported by {by}: {reason}")
+        _declare_dead(c, worker, f"reported by its ring neighbour {by.split('.')[0]}")
     follow_rejoins(c)
 
 
@@ -104,7 +104,9 @@ def _declare_dead(c: Coordinator, worker: WorkerId, why: str) -> None:
     c.heartbeat_losses += 1
     c.metrics.heartbeat_losses.inc()
     c.cluster.declare_lost(worker, why)
-    c.lost(worker, "heartbeat expired")  # this reason tells the journal the ring closed around it already
+    how = (f"heartbeat expiry after {c.spec.heartbeat_timeout_ms} ms ({why}), and it did not answer; "
+           "it is killed to be sure")
+    c.lost(worker, "heartbeat expired", how)  # this reason tells the journal the ring closed around it already
     # then make sure: a hung pod or process must not linger. Fenced first (recovery took it out of the
     # run), so one that wakes up instead of dying (a healed partition) can commit nothing
     c.cluster.kill_worker(worker)

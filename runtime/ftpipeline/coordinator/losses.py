@@ -57,8 +57,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("ftpipeline.coordinator")
 
 
-def recover(c: Coordinator, dead: WorkerId, reason: str = "") -> None:
-    """``dead`` is gone (``reason``: how it was seen): recover on the survivors, or fail the run."""
+def recover(c: Coordinator, dead: WorkerId, reason: str = "", how: str = "") -> None:
+    """``dead`` is gone (``reason``: how it was seen, for the journal; ``how``: the same in a sentence, for
+    people, by default the backend's evidence): recover on the survivors, or fail the run."""
     detected = c.clock()
     if not c.members.knows(dead):
         return  # already handled: a loss can be seen twice (heartbeat expiry, then the process/pod)
@@ -66,7 +67,7 @@ def recover(c: Coordinator, dead: WorkerId, reason: str = "") -> None:
     cause = f"worker {dead} lost ({c.cluster.why(dead)})"  # what a spent restart budget names
     if c.members.lost_while_joining(dead, detected, c.committed, cause):
         return
-    c.observer.on_worker_lost(dead)
+    c.observer.on_worker_lost(dead, how or f"{c.cluster.detects} ({c.cluster.why(dead)})")
     if not c.spec.fault_tolerance:
         raise PipelineFailed(f"worker {dead} was lost and spec.faultTolerance is false: nothing to recover from")
     # a plan made on a Redis that came back empty would place every channel nowhere: rebuild it first
@@ -168,6 +169,7 @@ def resume_at_newest_checkpoint(c: Coordinator, reset: bool = False) -> None:
     # the resume point is what the workers have, which the log may not know yet (killed between
     # the checkpoint's commit and its command): the log says where this run really restarts
     reopen_everywhere(c, manifest, c.clock())
+    c.tally.restore(manifest)  # the counts up to its boundary; the steps after it are counted as they replay
     c.ckpt.last = manifest
     if newer and c.ckpt.discard_newer:  # a restore (the operator's): what came after it is not resumed again
         c.ckpt.discard(newer)
@@ -206,7 +208,9 @@ def rebuild_lost_store(c: Coordinator) -> None:
         restart_joining(c, joining, "Redis lost its registration while it was joining")
     c.tables.set_placement(c.placement)
     c.journal.restore_step_log()
-    reopen_everywhere(c, manifest, detected)
+    record = reopen_everywhere(c, manifest, detected)
+    c.rollbacks.append(record)
+    c.observer.on_rollback(record)
     c.store.commit(c.committed)
     c.last_progress = c.clock()
     c.control.recovered("redis", outcome="rebuilt",

@@ -110,10 +110,7 @@ class Background:
         while not s.stopping.is_set():
             if s.fenced is not None and not s.busy:
                 log.error("stopping: fenced off", extra={"worker": s.worker, "reason": s.fenced})
-                try:
-                    s.store.add_stats({"fenced_stops": 1})  # a zombie refused before it tried to commit
-                except Exception:  # a worker cut off from Redis stops all the same, uncounted
-                    pass
+                s.refused("it was stopped before it could commit anything", "fenced_stops")
                 s.stopping.set()
                 break
             try:

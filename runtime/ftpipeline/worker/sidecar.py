@@ -133,6 +133,7 @@ class Sidecar:
         self._ready = threading.Event()           # something may have made a queued task ready
         self.outputs = Outputs(worker, self.store, self.still_member, self.wake_up)  # the sinks' barriers
         self.fenced: str | None = None            # why this worker no longer belongs to the run (a zombie)
+        self._refusals_told: set[str] = set()     # the kinds of refusal the coordinator heard of
         chaos = os.environ.get("FTPIPELINE_CHAOS")  # "seed,max delay ms": see _pick
         self._chaos = (random.Random(int(chaos.split(",")[0]) * 1000 + zlib.crc32(worker.encode()) % 1000),
                        int(chaos.split(",")[1]) / 1000) if chaos else None
@@ -303,11 +304,24 @@ class Sidecar:
         ones may still try to commit, and the lineage tables refuse them."""
         self.fenced = reason
 
+    def refused(self, what: str, stat: str, counted: bool = False) -> None:
+        """This worker, let go by the run, tried ``what`` and was refused: counted in ``stat`` (unless the
+        refusal ``counted`` it already), and told to the coordinator (its terminal line, an Event), once per
+        kind. A worker cut off from Redis is refused all the same, uncounted."""
+        try:
+            if not counted:
+                self.store.add_stats({stat: 1})
+            if stat not in self._refusals_told:
+                self._refusals_told.add(stat)
+                self.store.send({"t": "fenced", "w": self.worker, "what": what})
+        except Exception as exc:
+            log.warning("a refusal not reported", extra={"worker": self.worker, "error": str(exc)})
+
     def _do_may_write(self, body: dict[str, Any]) -> dict[str, Any]:
         """Asked by the Spark process before it writes to a sink: only a member of the run may."""
         if self.tables.is_member(self.worker):
             return {"ok": True}
-        self.store.add_stats({"fenced_sink_writes": 1})
+        self.refused("its sink write was refused", "fenced_sink_writes")
         log.error("fenced: sink write refused", extra={"worker": self.worker, "reason": self.fenced})
         return {"ok": False}
 
@@ -346,7 +360,8 @@ class Sidecar:
                 consumed=[] if keeps_inputs else inputs,
                 state_step=task.step if stateful else None,
                 event={"t": "done", "w": self.worker, "id": task.id, "step": task.step, "kind": task.kind.value,
-                       "rows_in": rows_in, "rows_out": sum(r for _, r, *_ in body["outputs"]), "recovery": task.recovery},
+                       "rows_in": rows_in, "rows_out": sum(r for _, r, *_ in body["outputs"]), "recovery": task.recovery,
+                       "dead": int(body.get("dead_letters", 0))},
                 stats=stats,
                 clock=clock.encode(),
                 dead_letters=int(body.get("dead_letters", 0)),
@@ -364,6 +379,7 @@ class Sidecar:
             self.buffer.unindex(body["outputs"])
         if result == -1:
             log.error("fenced", extra={"worker": self.worker, "task": task.id})
+            self.refused(f"its late commit of task {task.id} was refused", "fenced_commits", counted=True)
             self.stopping.set()
         elif result == -2:  # not fenced: Redis restarted empty, and the coordinator rolls the run back
             log.warning("the lineage store lost its state: completion dropped, the rollback re-runs it",

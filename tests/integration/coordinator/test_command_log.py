@@ -54,6 +54,9 @@ def test_a_stopped_worker_is_found_by_its_heartbeat_and_recovered(
     assert run.summary["stats"]["heartbeat_losses"] == 1
     [recovery] = run.summary["recoveries"]
     assert recovery["worker"] == worker
+    # the terminal says how it was found, not only that it was lost (a kill says: its processes ending)
+    assert f"worker {worker} lost, found by heartbeat expiry after 2000 ms" in " ".join(run.output.split()), run.output
+    assert run.summary["source_rows"] == 12 * 12000
     state, _ = log_state(zookeeper, pipeline)
     [(_, lost, reason)] = state.left[-1:]
     assert (lost, reason) == (worker, "heartbeat expired")
@@ -79,6 +82,10 @@ def test_a_zombie_worker_that_wakes_up_after_its_epoch_is_refused(
     sidecar_log = (tmp_path / "run" / "workers" / "w2" / "sidecar.log").read_text()
     # it did wake up, and was refused: by its commit's fencing, or by the peer once its session was gone
     assert '"message": "fenced"' in sidecar_log, sidecar_log[-2000:]
+    said = " ".join(run.output.split())
+    assert "worker w2 lost, found by heartbeat expiry after 2000 ms" in said, run.output
+    assert "worker w2 woke up after its recovery and was fenced off" in said, run.output
+    assert run.summary["source_rows"] == 12 * 20000
     [result] = compare(spark, load_pipeline(pipeline), 12)
     assert result.duplicates == 0, result
     assert result.equal, result
@@ -122,6 +129,7 @@ def test_a_killed_coordinator_resumes_from_the_log(
         resumed = run_cli(pipeline, run_dir, "--resume")
         assert resumed.code == 0, resumed.output
         assert resumed.summary["committed"] == steps
+        assert resumed.summary["source_rows"] == steps * 6000  # the run before the resume's rows too, each once
         ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
         # nothing orphaned is left (workers of this run: their --dir lies in its run directory)
         assert not [line for line in ps.splitlines() if "ftpipeline.worker" in line and str(run_dir) in line]
@@ -135,6 +143,7 @@ def test_a_killed_coordinator_resumes_from_the_log(
     resumed = run_cli(pipeline, run_dir, *servers, "--resume")
     assert resumed.code == 0, resumed.output
     assert resumed.summary["committed"] == steps
+    assert resumed.summary["source_rows"] == steps * 6000
     after, _ = log_state(zookeeper, pipeline)
     assert after.committed == steps
     assert after.run_epoch == before.run_epoch + 1 and after.epoch > before.epoch  # the old epoch is fenced

@@ -82,6 +82,12 @@ def _run_through(tmp_path: Path, servers: tuple[EmbeddedZooKeeper, TcpProxy, Emb
         assert outages[0]["seconds"] >= seconds * 0.8 and outages[0]["outcome"] == "resumed", outages
     [comparison] = compare(spark, load_pipeline(pipeline), STEPS)
     assert comparison.duplicates == 0 and comparison.equal, comparison
+    # the terminal says so, and the summary counts each input row once whatever the outage did
+    said = " ".join(output.replace("│", " ").split())
+    assert f"{component} unreachable, the run is paused until it answers" in said, output
+    assert f"{component} answers again after" in said, output
+    assert result["source_rows"] == STEPS * 3000, result["source_rows"]
+    assert f"rows read {STEPS * 3000:,}" in said and f"control-plane pauses {len(result['outages'])}" in said, output
     return result
 
 
@@ -121,6 +127,8 @@ def test_a_redis_that_comes_back_empty_is_rebuilt_even_without_a_checkpoint(
     run replays from step 1, the sinks dropping what they already released, and goes on."""
     result = _run_through(tmp_path, servers, "redis-lost", 2, spark, checkpoint_every=0)
     assert [o["outcome"] for o in result["outages"] if o["component"] == "redis"][-1] == "rebuilt"
+    [rollback] = result["rollbacks"]  # counted, and the steps it replayed count as re-processed, not as read
+    assert rollback["boundary"] in (0, None) and result["stats"]["recomputed_rows"] > 0, result
 
 
 def test_unwritable_checkpoint_storage_aborts_checkpoints_not_the_run(

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from rich.console import Console
 
 from ftpipeline.barrier.delta import spark_settings
 from ftpipeline.cluster.local import LocalCluster
@@ -38,7 +39,7 @@ PARALLELISM = {"events": 2, "clean": 2, "per-user": 2, "output": 2}
 def _coordinator(spec: PipelineSpec, cluster: LocalCluster, resume: bool, stop_at: int | None = None
                  ) -> tuple[Coordinator, Session]:
     session = open_session(spec, resume)
-    coordinator = Coordinator(spec, session.store, session.tables, cluster, LocalObserver(None),
+    coordinator = Coordinator(spec, session.store, session.tables, cluster, LocalObserver(Console(), None),
                               metrics=RunMetrics(spec.name), pointer=session.pointer, commands=session.commands,
                               resume=resume, stall_timeout_s=300,
                               should_stop=lambda: "operator stopping" if stop_at and coordinator.committed >= stop_at

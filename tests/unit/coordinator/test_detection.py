@@ -97,7 +97,7 @@ class FakeCoordinator:
     def client(self, worker: WorkerId) -> Worker:
         return self._clients[worker]
 
-    def lost(self, worker: WorkerId, reason: str) -> None:
+    def lost(self, worker: WorkerId, reason: str, how: str = "") -> None:
         assert worker not in self.cluster.killed, "fenced (recovered around) before it is killed or woken"
         self.lost_workers.append(worker)
 

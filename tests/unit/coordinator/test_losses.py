@@ -44,6 +44,8 @@ class Members(Recorder):
 
 
 class Cluster:
+    detects = "its processes ending"
+
     def why(self, worker: WorkerId) -> str:
         return "exited"
 

@@ -1,0 +1,35 @@
+"""Each input row and dead letter counted once: re-runs, replays and resumes add nothing."""
+
+from __future__ import annotations
+
+from ftpipeline.coordinator.tally import Tally
+
+
+def test_a_re_run_or_replayed_task_counts_nothing_and_a_never_reported_one_counts_at_its_re_run() -> None:
+    tally = Tally()
+    assert tally.done("src", 0, 1, 100, 2)
+    assert tally.done("src", 1, 1, 100, 0)
+    assert tally.done("agg", 0, 1, 0, 0)
+    assert not tally.done("src", 0, 1, 100, 2)     # a recovery re-ran it, or a rollback replayed it
+    assert tally.done("src", 0, 2, 100, 1)         # its first run never reported (its worker died): counted once
+    assert (tally.source_rows, tally.dead_letters) == (300, 3)
+
+
+def test_a_checkpoint_carries_the_counts_up_to_its_boundary_and_a_resume_starts_from_them() -> None:
+    before = Tally()
+    for step in range(1, 6):
+        before.done("src", 0, step, 10, step % 2)
+    manifest = {"boundary": 3, "tally": before.up_to(3)}
+    assert manifest["tally"] == {"source_rows": 30, "dead_letters": 2, "step": 3}
+    resumed = Tally()
+    resumed.restore(manifest)
+    assert not resumed.done("src", 0, 3, 10, 1)    # before the cut: already counted in the manifest
+    for step in (4, 5, 6):
+        assert resumed.done("src", 0, step, 10, step % 2)
+    assert (resumed.source_rows, resumed.dead_letters) == (60, 3)
+
+
+def test_a_checkpoint_without_counts_starts_from_zero() -> None:
+    tally = Tally()
+    tally.restore({"boundary": 4})
+    assert tally.done("src", 0, 1, 10, 0) and tally.source_rows == 10
