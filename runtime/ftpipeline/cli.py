@@ -9,18 +9,19 @@ validated completely before anything starts, so a bad file costs no JVM.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import faulthandler
 import json
 import logging
+import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from kazoo.client import KazooClient
 
@@ -29,7 +30,7 @@ from ftpipeline.barrier.delta import spark_settings
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.cluster.local import LocalCluster
 from ftpipeline.commandlog.zkclient import connect as zk_connect
-from ftpipeline.coordinator.coordinator import Coordinator, PipelineFailed, RunResult
+from ftpipeline.coordinator.coordinator import Coordinator, PipelineFailed
 from ftpipeline.coordinator.errors import TaskFailed
 from ftpipeline.coordinator.faults import FaultPlan
 from ftpipeline.coordinator.session import open_session
@@ -37,16 +38,17 @@ from ftpipeline.dataflow.deadletter import default_dead_letter_root
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.embedded.kafka import EmbeddedKafka
 from ftpipeline.kafka.local import HISTORY, StepHistory, needs_private, produce_file, topics_of, with_private
+from ftpipeline.kafka.topics import topic_problems
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.obs.errors import one_line, redacted
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.obs.metrics import RunMetrics
-from ftpipeline.obs.spans import busy_seconds, step_spans
 from ftpipeline.progress import LEDGER, FaultLedger, LocalObserver, ProgressObserver
 from ftpipeline.servers import add_server_parsers
 from ftpipeline.spec.cores import master_for_process
 from ftpipeline.spec.load import SpecError, load_pipeline
 from ftpipeline.spec.model import PipelineSpec, StageSpec
+from ftpipeline.summary import print_summary, result_json
 from ftpipeline.worker.session import build_session
 
 
@@ -107,65 +109,6 @@ def _prepare_outputs(spec: PipelineSpec, console: Console) -> bool:
     return not problems
 
 
-def _summary(console: Console, spec: PipelineSpec, result: RunResult, earlier: dict[str, int]) -> None:
-    """The run's figures: each input row and dead letter once, and every fault, this run's and those of the
-    runs it resumed (``earlier``: the fault ledger's counts before it)."""
-    table = Table(title=f"{spec.name}: {result.committed} steps committed", show_header=False)
-    rate = result.source_rows / max(busy_seconds(step_spans(result.commit_at, result.step_seconds)), 1e-9)
-    table.add_row("rows read", f"{result.source_rows:,} ({rate:,.0f} rows/s over the steps)")
-    table.add_row("wall time", f"{result.seconds:.1f} s")
-
-    def before(kind: str) -> str:
-        return f" ({earlier[kind]} before the resume)" if earlier.get(kind) else ""
-
-    table.add_row("recoveries", f"{len(result.recoveries) + earlier.get('recovery', 0)}{before('recovery')}")
-    for r in result.recoveries:
-        to_commit = f"{r.to_commit_seconds:.2f} s" if r.to_commit_seconds is not None else "n/a"
-        table.add_row(f"  lost {r.worker}", f"{r.strategy}: {r.seconds * 1000:.0f} ms, {len(r.tasks)} tasks, next commit "
-                                            f"after {to_commit}, {r.buffered_rows:,} rows were buffered there")
-    rollbacks = len(result.rollbacks) + earlier.get("rollback", 0)
-    if rollbacks:
-        table.add_row("rollbacks", f"{rollbacks}{before('rollback')} (Redis came back empty)")
-    pauses = len(result.outages) + earlier.get("pause", 0)
-    table.add_row("control-plane pauses", f"{pauses}{before('pause')}")
-    for o in result.outages:
-        table.add_row(f"  {o['component']}", f"{o['seconds']:.2f} s out of reach, then {o['outcome']}")
-    if result.checkpoints:
-        last = result.checkpoints[-1]
-        table.add_row("checkpoints", f"{len(result.checkpoints)} committed, newest at step {last['boundary']} "
-                                     f"({last['bytes']:,} bytes)")
-    table.add_row("rows re-processed by recovery", f"{result.stats.get('recomputed_rows', 0):,}")
-    dead = result.dead_letters
-    table.add_row("dead letters", f"{dead:,}" + (f" -> {default_dead_letter_root(spec)}" if dead else ""))
-    for stage in spec.stages:
-        if stage.sink is not None:
-            table.add_row(f"sink {stage.name}", str(stage.sink.path))
-        elif stage.kafka_sink is not None:
-            table.add_row(f"sink {stage.name}", f"topic {stage.kafka_sink.topic} at {redacted(spec.kafka_bootstrap)}")
-        elif stage.delta_sink is not None:
-            table.add_row(f"sink {stage.name}", f"Delta table {stage.delta_sink.path}")
-    console.print(table)
-
-
-def _result_json(result: RunResult) -> dict[str, Any]:
-    return {
-        "committed": result.committed,
-        "source_rows": result.source_rows,
-        "dead_letters": result.dead_letters,
-        "rollbacks": [{**r.summary(), "to_commit_seconds": r.to_commit_seconds} for r in result.rollbacks],
-        "seconds": result.seconds,
-        "step_seconds": result.step_seconds,
-        "stats": result.stats,
-        "tasks_by_worker": result.tasks_by_worker,
-        "joins": result.joins,
-        "checkpoints": result.checkpoints,
-        "outages": result.outages,
-        "buffers": result.buffers,
-        "commit_at": result.commit_at,
-        "recoveries": [{**r.summary(), "to_commit_seconds": r.to_commit_seconds} for r in result.recoveries],
-    }
-
-
 def _load(console: Console, path: Path, check_entry_point: bool = True) -> PipelineSpec | None:
     """The validated spec, or None after printing every problem with its field path."""
     try:
@@ -211,12 +154,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_dir = (args.run_dir or Path.cwd() / ".ftpipeline" / spec.name).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     spec = dataclasses.replace(spec, identity=run_identity(spec.name, args.pipeline))
-    setup_json_logging(args.log_level, run_dir / "coordinator.log")
+    setup_json_logging(args.log_level, run_dir / "coordinator.log", fresh=not resuming)
     broker = None
     try:
         spec, broker = _kafka(console, spec, args, run_dir, resuming)
     except (OSError, RuntimeError, ValueError) as exc:
         console.print(f"[red]error:[/red] {one_line(exc)}")
+        return 2
+    missing = topic_problems(spec)  # a topic that is not there: said now, not a run waiting for ever
+    if missing:
+        for problem in missing:
+            console.print(f"[red]error:[/red] {problem}")
+        if broker is not None:
+            broker.stop()
         return 2
     if not resuming and not _prepare_outputs(spec, console):
         if broker is not None:
@@ -290,8 +240,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.summary_json and failure is not None:
             Path(args.summary_json).write_text(json.dumps({"failed": failure}, indent=2, default=str))
         return code
-    _summary(console, spec, result, ledger.earlier)
-    summary = _result_json(result) | {"earlier": ledger.earlier}
+    print_summary(console, spec, result, ledger.earlier)
+    summary = result_json(result) | {"earlier": ledger.earlier}
     if args.verify:
         try:
             ok, comparisons = _verify(console, spec, result.committed, run_dir)
@@ -328,12 +278,27 @@ def _produce_arg(text: str) -> tuple[str, str]:
     return topic, path
 
 
+@contextlib.contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """File descriptor 2 points to ``path`` inside: a process started then (Spark's JVM) keeps writing there."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with path.open("ab") as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def _verify(console: Console, spec: PipelineSpec, steps: int, work_dir: Path) -> tuple[bool, list[Any]]:
     from ftpipeline.oracle import verify
 
     with console.status("computing the oracle: the same pipeline as one plain PySpark batch job"):
         work_dir.mkdir(parents=True, exist_ok=True)
-        spark = build_session("local[2]", {}, work_dir, "ftpipeline-oracle")
+        with _stderr_to(work_dir / "oracle.log"):  # the JVM's banner lines go to its log, not the terminal
+            spark = build_session("local[2]", {}, work_dir, "ftpipeline-oracle")
         try:
             comparisons = verify(spark, spec, steps, default_dead_letter_root(spec), work_dir / HISTORY)
         finally:
@@ -347,6 +312,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     console = _console()
     spec = _load(console, args.pipeline, check_entry_point=not args.image_entry_point)
     if spec is None:
+        return 2
+    missing = topic_problems(spec)  # only with spec.kafka.bootstrapServers: a private broker's are made by run
+    for problem in missing:
+        console.print(f"[red]error:[/red] {problem}")
+    if missing:
         return 2
     console.print(f"{args.pipeline}: valid ({len(spec.stages)} stages, {spec.workers} workers)")
     _warn_unbounded(console, spec)
@@ -377,8 +347,21 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ftpipeline")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ftpipeline", description="Fault-tolerant PySpark pipelines.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run a pipeline on this machine (workers as local processes)",
@@ -386,60 +369,71 @@ def build_parser() -> argparse.ArgumentParser:
                                      "against the file's directory. With checkpoints configured, SIGUSR1 asks "
                                      "for a checkpoint now.")
     run.add_argument("pipeline", type=Path, help="FTPipeline YAML file")
-    run.add_argument("--workers", type=int, help="override spec.workers")
-    run.add_argument("--steps", type=int, help="stop after this many committed steps (overrides spec.steps.maxSteps)")
-    run.add_argument("--redis-url", help="use this Redis (redis://host:port, unix:///path, or over TLS "
-                                         "rediss://host:port/0?ssl_ca_certs=CA.pem) instead of a private one")
-    run.add_argument("--zookeeper", metavar="HOSTS", help="use this ZooKeeper (host:port,..., over TLS "
-                                                          "host:port,...?ca=CA.pem) instead of a private one")
-    run.add_argument("--kafka", metavar="ENDPOINT", help="use this Kafka cluster (host:port,..., or sasl-ssl://user:"
-                                                         "password@hosts?ca=CA.pem; see spec.kafka.bootstrapServers)")
-    run.add_argument("--checkpoint-every", type=int, metavar="N", help="checkpoint every N steps (overrides spec.checkpoint)")
-    run.add_argument("--strategy", choices=["lineage", "checkpoint", "auto"], help="override spec.recovery.strategy")
-    run.add_argument("--mode", choices=["lockstep", "pipelined"], help="override spec.steps.mode")
-    run.add_argument("--window", type=int, help="pipelined: uncommitted steps in flight (overrides spec.steps.window)")
-    run.add_argument("--no-chaining", action="store_true",
-                     help="run every stage as a task of its own (sets spec.chaining to false)")
-    run.add_argument("--plaintext-workers", action="store_true",
-                     help="worker traffic without mutual TLS (to measure what TLS costs; anything that reaches a "
-                          "worker's port can then steer it)")
-    run.add_argument("--no-plan-reuse", action="store_true",
-                     help="call the pipeline's functions for every task (sets spec.reusePlans to false)")
-    run.add_argument("--resume", action="store_true",
-                     help="continue a previous run of this pipeline from its newest checkpoint on disk")
-    run.add_argument("--from-checkpoint", type=int, metavar="EPOCH",
-                     help="like --resume, from this committed checkpoint instead of the newest")
-    run.add_argument("--overwrite", action="store_true",
-                     help="replace existing output and dead-letter files (every sink's existingOutput: overwrite)")
-    run.add_argument("--verify", action="store_true",
-                     help="afterwards, compare the output row for row with the oracle (one plain PySpark batch job)")
-    run.add_argument("--produce", action="append", type=_produce_arg, metavar="TOPIC=FILE",
-                     help="before a fresh run, write each non-blank line of FILE to TOPIC as a record (repeatable)")
-    run.add_argument("--kill-at-step", type=int, metavar="S",
-                     help="fault injection: SIGKILL a worker while step S is running")
-    run.add_argument("--kill-after-tasks", type=int, default=2, metavar="N",
-                     help="with --kill-at-step: kill once N tasks of that step completed (default 2: mid-step)")
-    run.add_argument("--kill-after", type=float, metavar="SECONDS",
-                     help="fault injection: SIGKILL a worker this long after the run started")
-    run.add_argument("--kill-during-checkpoint", action="store_true",
-                     help="fault injection: SIGKILL a worker while a checkpoint is being taken (at or after --kill-at-step)")
-    run.add_argument("--kill-worker", metavar="ID", help="which worker to kill (w0, w1, ...); default: seeded random")
-    run.add_argument("--fault", choices=["kill", "stop", "zombie"], default="kill",
-                     help="what the fault injection does to the worker: kill (SIGKILL, default); stop (SIGSTOP: "
-                          "alive but silent, found by its heartbeat); zombie (stop, and the kill never reaches it, "
-                          "so it wakes up after its recovery and must be fenced off)")
-    run.add_argument("--expire-zookeeper-session", action="store_true",
-                     help="fault injection: expire the coordinator's ZooKeeper session during a checkpoint commit")
-    run.add_argument("--seed", type=int, default=0, help="seed for choosing the worker to kill (default 0)")
-    run.add_argument("--run-dir", type=Path, help="where logs, buffers and the embedded Redis live "
-                                                  "(default: ./.ftpipeline/NAME)")
-    run.add_argument("--metrics-port", type=int, help="serve Prometheus metrics of the coordinator on this port")
-    run.add_argument("--summary-json", type=Path, metavar="FILE", help="write the run's figures to FILE as JSON")
-    run.add_argument("--no-progress", action="store_true", help="no progress bar (plain output)")
-    run.add_argument("--log-level", default="INFO", help="coordinator log level (log file in the run directory)")
+    common = run.add_argument_group("the run")
+    common.add_argument("--steps", type=int, help="stop after this many committed steps (overrides spec.steps.maxSteps)")
+    common.add_argument("--workers", type=int, help="override spec.workers")
+    common.add_argument("--verify", action="store_true",
+                        help="afterwards, compare the output row for row with the oracle (one plain PySpark batch job)")
+    common.add_argument("--overwrite", action="store_true",
+                        help="replace existing output and dead-letter files (every sink's existingOutput: overwrite)")
+    common.add_argument("--resume", action="store_true",
+                        help="continue a previous run of this pipeline from its newest checkpoint on disk")
+    common.add_argument("--from-checkpoint", type=int, metavar="EPOCH",
+                        help="like --resume, from this committed checkpoint instead of the newest")
+    common.add_argument("--produce", action="append", type=_produce_arg, metavar="TOPIC=FILE",
+                        help="before a fresh run, write each non-blank line of FILE to TOPIC as a record (repeatable)")
+    common.add_argument("--run-dir", type=Path, help="where logs, buffers and the embedded Redis live "
+                                                     "(default: ./.ftpipeline/NAME)")
+    output = run.add_argument_group("what it shows and keeps")
+    output.add_argument("--no-progress", action="store_true", help="no progress bar (plain lines, one per fault)")
+    output.add_argument("--summary-json", type=Path, metavar="FILE", help="write the run's figures to FILE as JSON")
+    output.add_argument("--metrics-port", type=int, help="serve Prometheus metrics of the coordinator on this port")
+    output.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS,
+                        help="level of coordinator.log in the run directory (default: INFO)")
+    servers = run.add_argument_group("servers (default: private ones, started for the run)")
+    servers.add_argument("--redis-url", help="use this Redis (redis://host:port, unix:///path, or over TLS "
+                                             "rediss://host:port/0?ssl_ca_certs=CA.pem) instead of a private one")
+    servers.add_argument("--zookeeper", metavar="HOSTS", help="use this ZooKeeper (host:port,..., over TLS "
+                                                              "host:port,...?ca=CA.pem) instead of a private one")
+    servers.add_argument("--kafka", metavar="ENDPOINT", help="use this Kafka cluster (host:port,..., or sasl-ssl://"
+                                                             "user:password@hosts?ca=CA.pem; see spec.kafka.bootstrapServers)")
+    tuning = run.add_argument_group("execution (overrides of the spec)")
+    tuning.add_argument("--checkpoint-every", type=int, metavar="N", help="checkpoint every N steps (overrides spec.checkpoint)")
+    tuning.add_argument("--strategy", choices=["lineage", "checkpoint", "auto"], help="override spec.recovery.strategy")
+    tuning.add_argument("--mode", choices=["lockstep", "pipelined"], help="override spec.steps.mode")
+    tuning.add_argument("--window", type=int, help="pipelined: uncommitted steps in flight (overrides spec.steps.window)")
+    tuning.add_argument("--no-chaining", action="store_true",
+                        help="run every stage as a task of its own (sets spec.chaining to false)")
+    tuning.add_argument("--no-plan-reuse", action="store_true",
+                        help="call the pipeline's functions for every task (sets spec.reusePlans to false)")
+    tuning.add_argument("--plaintext-workers", action="store_true",
+                        help="worker traffic without mutual TLS (to measure what TLS costs; anything that reaches a "
+                             "worker's port can then steer it)")
+    faults = run.add_argument_group("fault injection (to see a recovery)")
+    faults.add_argument("--kill-at-step", type=int, metavar="S",
+                        help="SIGKILL a worker while step S is running")
+    faults.add_argument("--kill-after-tasks", type=int, default=2, metavar="N",
+                        help="with --kill-at-step: kill once N tasks of that step completed (default 2: mid-step)")
+    faults.add_argument("--kill-after", type=float, metavar="SECONDS",
+                        help="SIGKILL a worker this long after the run started")
+    faults.add_argument("--kill-during-checkpoint", action="store_true",
+                        help="SIGKILL a worker while a checkpoint is being taken (at or after --kill-at-step)")
+    faults.add_argument("--kill-worker", metavar="ID", help="which worker to kill (w0, w1, ...); default: seeded random")
+    faults.add_argument("--fault", choices=["kill", "stop", "zombie"], default="kill",
+                        help="what is done to the worker: kill (SIGKILL, default); stop (SIGSTOP: alive but silent, "
+                             "found by its heartbeat); zombie (stop, and the kill never reaches it, so it wakes up "
+                             "after its recovery and must be fenced off)")
+    faults.add_argument("--expire-zookeeper-session", action="store_true",
+                        help="expire the coordinator's ZooKeeper session during a checkpoint commit")
+    faults.add_argument("--seed", type=int, default=0, help="seed for choosing the worker to kill (default 0)")
     run.set_defaults(func=cmd_run)
 
-    validate = sub.add_parser("validate", help="check a pipeline file without running it")
+    validate = sub.add_parser("validate", help="check a pipeline file without running it",
+                              description="Check an FTPipeline file as run and the operator would, without running "
+                                          "it: the schema, the dataflow (stage names, cycles, partitioning), the "
+                                          "entry point and the functions the stages name, the input directories, "
+                                          "and, with spec.kafka.bootstrapServers, that the topics exist. Every "
+                                          "problem is printed with its field path; the exit code is 2 if any.")
     validate.add_argument("pipeline", type=Path, help="FTPipeline YAML file")
     validate.add_argument("--image-entry-point", action="store_true",
                           help="the entry point lives in spec.image: do not import it here (Kubernetes pipelines)")

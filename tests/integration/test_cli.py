@@ -74,13 +74,12 @@ def enrich(df):
 def explode(df):
     raise ValueError("bad day")
 
-@F.udf(returnType=LongType())
-def checked(amount):
-    if amount == 310:
-        raise ValueError(f"amount {amount} is over the limit")
-    return amount
-
 def explode_later(df):
+    @F.udf(returnType=LongType())
+    def checked(amount):
+        if amount == 310:
+            raise ValueError(f"amount {amount} is over the limit")
+        return amount
     return df.withColumn("checked", checked("amount_cents"))
 '''
 
@@ -154,6 +153,7 @@ def test_a_recovery_replays_no_dead_letter_twice(tmp_path: Path) -> None:
     assert verdicts["dead letters"]["equal"] and verdicts["dead letters"]["actual_rows"] == malformed
     assert verdicts["out"]["equal"]
     assert f"dead letters: equals the oracle: {malformed} records" in " ".join(run.output.split())
+    assert "Setting default log level" not in run.output and "incubator" not in run.output  # the JVM's, in its log
 
 
 @pytest.mark.parametrize(("function", "said", "line"), [

@@ -148,3 +148,27 @@ def test_a_broker_killed_and_restarted_mid_run_is_waited_for_and_the_output_equa
         broker.stop()
     assert proc.returncode == 0, output[-4000:]
     verified(output, json.loads(summary.read_text()))
+
+
+def test_a_topic_that_does_not_exist_fails_validate_and_run_at_once_naming_the_field(tmp_path: Path,
+                                                                                   kafka_bootstrap: str) -> None:
+    """A source topic misspelt: nothing would ever arrive, and the run would wait for ever. Both commands say
+    so in seconds, naming the field and the topic; no worker starts and no topic is created."""
+    import yaml
+
+    pipeline, _ = kafka_clickstream(tmp_path, "kmissing", kafka_bootstrap)
+    doc = yaml.safe_load(pipeline.read_text())
+    doc["spec"]["stages"][0]["source"]["kafka"]["topic"] = "kmissing-clikcs"
+    pipeline.write_text(yaml.safe_dump(doc))
+    wanted = "spec.stages[0].source.kafka.topic: topic 'kmissing-clikcs' does not exist on"
+    started = time.monotonic()
+    checked = subprocess.run([sys.executable, "-m", "ftpipeline.cli", "validate", str(pipeline)],
+                             capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 2 and wanted in " ".join(checked.stdout.split()), checked.stdout + checked.stderr
+    assert "kmissing-clicks" in checked.stdout  # what the cluster has, for a misspelt name
+    run = run_cli(pipeline, tmp_path / "run", timeout_s=120)
+    assert run.code == 2 and wanted in " ".join(run.output.split()), run.output
+    assert time.monotonic() - started < 60
+    assert not (tmp_path / "run" / "workers").exists()
+    topics = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=10).topics
+    assert "kmissing-clikcs" not in topics

@@ -17,6 +17,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from ftpipeline.kafka.client import TIMEOUT_S, config, describe, send
+from ftpipeline.obs.errors import redacted
+from ftpipeline.spec.model import PipelineSpec
+from ftpipeline.spec.problems import Problem
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,31 @@ class Record:
 def _headers(raw: Any) -> tuple[tuple[str, bytes], ...]:
     pairs = raw.items() if isinstance(raw, dict) else raw or ()
     return tuple((str(k), v.encode() if isinstance(v, str) else v or b"") for k, v in pairs)
+
+
+LOOK_S = 10.0  # how long a start-up check waits for the cluster's answer
+
+
+def topic_problems(spec: PipelineSpec, timeout_s: float = LOOK_S) -> list[Problem]:
+    """Each Kafka topic the pipeline reads or writes that the cluster does not have, naming its field: a
+    source would wait for ever on a topic that is not there, and a sink's transactions would fail at its
+    first release. Checked where the cluster is reachable before anything starts: ``ftpipeline run`` and
+    ``validate`` (with ``spec.kafka.bootstrapServers`` set), and each worker at start-up on Kubernetes
+    (``worker/exits.py``). A cluster that does not answer is one problem, naming the endpoint."""
+    wanted = {f"spec.stages[{i}].{'source.kafka' if s.kafka else 'sink.kafka'}.topic":
+              (s.kafka or s.kafka_sink).topic  # type: ignore[union-attr]
+              for i, s in enumerate(spec.stages) if s.kafka is not None or s.kafka_sink is not None}
+    if not wanted or not spec.kafka_bootstrap:
+        return []
+    try:
+        existing = AdminClient(config(spec.kafka_bootstrap)).list_topics(timeout=timeout_s).topics
+    except KafkaException as exc:
+        return [Problem("spec.kafka.bootstrapServers",
+                        f"{redacted(spec.kafka_bootstrap)} did not answer within {timeout_s:.0f} s: {describe(exc)}")]
+    return [Problem(field, f"topic {topic!r} does not exist on {redacted(spec.kafka_bootstrap)}"
+                           + (f" (it has: {', '.join(sorted(t for t in existing if not t.startswith('_'))[:10])})"
+                              if existing else ""))
+            for field, topic in wanted.items() if topic not in existing]
 
 
 def create_topics(bootstrap: str, partitions: dict[str, int]) -> list[str]:

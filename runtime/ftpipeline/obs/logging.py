@@ -15,8 +15,11 @@ from pathlib import Path
 from pythonjsonlogger.json import JsonFormatter
 
 
-def setup_json_logging(level: str | None = None, path: Path | None = None) -> None:
-    handler: logging.Handler = logging.FileHandler(path) if path else logging.StreamHandler(sys.stderr)
+def setup_json_logging(level: str | None = None, path: Path | None = None, fresh: bool = False) -> None:
+    """Log to ``path`` (``fresh``: started anew, as a fresh run's log is; else appended to, as a resumed
+    run's is), or to stderr."""
+    handler: logging.Handler = (logging.FileHandler(path, mode="w" if fresh else "a") if path
+                                else logging.StreamHandler(sys.stderr))
     handler.setFormatter(JsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s", rename_fields={"levelname": "level"}))
     root = logging.getLogger()
     for old in list(root.handlers):

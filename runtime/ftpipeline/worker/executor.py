@@ -67,6 +67,7 @@ from ftpipeline.lineage.naming import Channel, ObjectName, Task, TaskKind
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.spec.inputs import input_problems
+from ftpipeline.kafka.topics import topic_problems
 from ftpipeline.spec.load import entry_problems, load_entry_module, worker_spec
 from ftpipeline.spec.model import PipelineSpec, StageKind, StageSpec
 from ftpipeline.state.backend import KeyedState, make_backend
@@ -388,7 +389,7 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> Non
         if config is None:
             time.sleep(0.1)
     spec = worker_spec(config)
-    wrong = entry_problems(spec) + input_problems(spec)
+    wrong = entry_problems(spec) + input_problems(spec) + topic_problems(spec)
     if wrong:  # the operator sees neither the image nor the volumes: say which field, not a late task error
         cannot_run("invalid pipeline: " + "; ".join(map(str, wrong)), work_dir)
     module = load_entry_module(spec.entry_point, spec.base_dir)

@@ -52,6 +52,7 @@ def test_a_file_a_follow_source_and_an_unreadable_directory(tmp_path: Path) -> N
         assert "cannot be read" in input_problems(spec(tmp_path, "in"))[0].message  # type: ignore[arg-type]
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # PySpark's, on a UDF without pandas installed
 def test_a_module_that_imports_only_with_spark_running_is_left_to_the_workers(tmp_path: Path) -> None:
     """``@udf("long")`` at module level needs a Spark session at import; validate has none (workers import it
     after theirs starts, and check it then), so it is no problem here. Any other import error still is."""
