@@ -472,8 +472,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics-port", type=int, help="serve Prometheus metrics of the coordinator on this port")
     run.add_argument("--summary-json", type=Path, metavar="FILE", help="write the run's figures to FILE as JSON")
     run.add_argument("--ui-port", type=int, metavar="PORT",
-                     help="serve the run report live on http://127.0.0.1:PORT/ (0: any free port) while the run goes on "
-                          "(report.html is written into the run directory either way)")
+                     help="serve the run report live on http://127.0.0.1:PORT/ (0: any free port) while the run "
+                          "goes on (report.html is written into the run directory either way)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar (plain output)")
     run.add_argument("--log-level", default="INFO", help="coordinator log level (log file in the run directory)")
     run.set_defaults(func=cmd_run)

@@ -78,10 +78,12 @@ def graph_figure(graph: dict[str, Any]) -> go.Figure:
             text=[f"<b>{c['key']}</b> on {worker}" + (f" (was {c['initial_worker']})" if m else "")
                   for c, m in zip(chans, moved)],
             hovertext=[f"channel {c['key']}<br>runs on {worker}"
-                       + (f"<br>moved from {c['initial_worker']} by a recovery" if m else "") for c, m in zip(chans, moved)],
+                       + (f"<br>moved from {c['initial_worker']} by a recovery" if m else "")
+                       for c, m in zip(chans, moved)],
             hoverinfo="text",
             marker={"size": 30, "color": colours.get(worker, OUTAGE),
-                    "line": {"width": [4 if m else 1 for m in moved], "color": [RECOVERY if m else "#323F4B" for m in moved]}},
+                    "line": {"width": [4 if m else 1 for m in moved],
+                             "color": [RECOVERY if m else "#323F4B" for m in moved]}},
         ))
     columns = len(graph["stages"])
     fig.update_layout(

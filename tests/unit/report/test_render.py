@@ -96,12 +96,14 @@ def test_the_graph_figure_labels_each_channel_with_its_worker_and_each_edge_with
     nodes = {t.name: list(t.text) for t in fig.data if t.name.startswith("worker")}
     assert nodes == {"worker w0": ["<b>events.0</b> on w0", "<b>per-user.0</b> on w0",
                                    "<b>per-user.1</b> on w0 (was w1)"],
-                     "worker w2": ["<b>events.1</b> on w2 (was w1)", "<b>events.2</b> on w2", "<b>per-user.2</b> on w2"]}
+                     "worker w2": ["<b>events.1</b> on w2 (was w1)", "<b>events.2</b> on w2",
+                                   "<b>per-user.2</b> on w2"]}
     [edges] = [t for t in fig.data if t.name == "hash edge"]
     assert len(edges.x) == 9 * 3  # each of 3 x 3 links: two ends and a break
     labels = {a.name: a.text for a in fig.layout.annotations}
     assert labels["edge-label"] == "hash on user_id"
-    assert "<b>events + clean</b>" in [a.text.split("<br>")[0] for a in fig.layout.annotations if a.name == "stage-label"]
+    stages = [a.text.split("<br>")[0] for a in fig.layout.annotations if a.name == "stage-label"]
+    assert stages == ["<b>events + clean</b>", "<b>per-user + output</b>"]
 
 
 def test_headline_figures(spec: PipelineSpec, clock: Clock) -> None:
