@@ -18,7 +18,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-__all__ = ["graph_figure", "timeline_figure", "recovery_hover", "PALETTE"]
+__all__ = ["graph_figure", "timeline_figure", "recovery_hover", "recovery_label", "PALETTE"]
 
 # one colour per worker, in the order they appear (w0, w1, ...); more workers than colours wrap around
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#72B7B2", "#EECA3B", "#9D755D", "#FF9DA6")
@@ -96,10 +96,17 @@ def graph_figure(graph: dict[str, Any]) -> go.Figure:
     return fig
 
 
+def recovery_label(r: dict[str, Any]) -> str:
+    """What the band of a recovery (or a rollback, which loses no worker) is labelled with."""
+    if r["kind"] == "rollback":
+        return f"rollback to step {r['boundary'] or 0}"
+    return f"recovery of {r['worker']} ({r['strategy']})"
+
+
 def recovery_hover(r: dict[str, Any]) -> str:
     """One recovery as the timeline's hover text says it: worker, strategy, tasks re-run, ms, time to commit."""
     to_commit = f"{r['to_commit_seconds']:.2f} s" if r.get("to_commit_seconds") is not None else "no commit yet"
-    return (f"<b>recovery of {r['worker']}</b> ({r['strategy']})<br>detected at {r['detected']:.2f} s<br>"
+    return (f"<b>{recovery_label(r)}</b><br>detected at {r['detected']:.2f} s<br>"
             f"{r['tasks']} tasks re-run on {r['survivors']} survivor{'' if r['survivors'] == 1 else 's'}<br>"
             f"planned in {r['seconds'] * 1000:.0f} ms<br>next commit after {to_commit}")
 
@@ -188,16 +195,18 @@ def _events_lane(fig: go.Figure, snap: dict[str, Any], now: float, row: int) -> 
     workers = snap["workers"]
     if workers:
         symbols = {"workers-starting": "circle-open", "workers-kept": "circle-open", "worker-joined": "circle",
-                   "worker-lost": "x"}
+                   "worker-lost": "x", "worker-fenced": "hexagon-open"}
         texts = []
         for w in workers:
             who = ", ".join(w["workers"]) if "workers" in w else w["worker"]
-            texts.append(f"{w['kind'].replace('-', ' ')}: {who} at {w['t']:.2f} s")
+            why = w.get("how") or w.get("what") or ""
+            texts.append(f"{w['kind'].replace('-', ' ')}: {who} at {w['t']:.2f} s" + (f"<br>{why}" if why else ""))
         fig.add_trace(go.Scatter(
             x=[w["t"] for w in workers], y=["workers"] * len(workers), mode="markers", name="workers",
             hovertext=texts, hoverinfo="text",
             marker={"symbol": [symbols[w["kind"]] for w in workers], "size": 11,
-                    "color": [RECOVERY if w["kind"] == "worker-lost" else PALETTE[0] for w in workers]}),
+                    "color": [RECOVERY if w["kind"] in ("worker-lost", "worker-fenced") else PALETTE[0]
+                              for w in workers]}),
             row=row, col=1)
 
 
@@ -236,5 +245,5 @@ def _marks(fig: go.Figure, snap: dict[str, Any], now: float) -> None:
                       y0=0, y1=1, fillcolor=RECOVERY, opacity=0.15, line={"width": 0}, layer="below",
                       name=f"recovery {r['worker']}")
         fig.add_annotation(x=r["detected"], y=1.0, xref="x", yref="paper", yanchor="bottom", xanchor="left",
-                           showarrow=False, text=f"recovery of {r['worker']} ({r['strategy']})",
+                           showarrow=False, text=recovery_label(r),
                            hovertext=recovery_hover(r), font={"color": RECOVERY, "size": 12}, name="recovery-label")

@@ -58,15 +58,17 @@ setTimeout(function () {
 
 def headline(snap: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The figures at the top of the page: (value, what it is)."""
-    done = [s for s in snap["steps"] if s["committed"] is not None]
-    recoveries = snap["recoveries"]
-    figures = [(f"{len({s['step'] for s in done}):,}", "steps committed"),
-               (f"{sum(int(s['rows']) for s in done):,}", "rows in committed steps"),
+    rows = {s["step"]: int(s["rows"]) for s in snap["steps"] if s["committed"] is not None}  # a replay once
+    recoveries = [r for r in snap["recoveries"] if r["kind"] == "recovery"]
+    rollbacks = [r for r in snap["recoveries"] if r["kind"] == "rollback"]
+    figures = [(f"{len(rows):,}", "steps committed"), (f"{sum(rows.values()):,}", "rows in committed steps"),
                (f"{float(snap['elapsed']):.1f} s", "wall time"),
                (str(len(recoveries)), "recoveries" if len(recoveries) != 1 else "recovery")]
     waits = [r["to_commit_seconds"] for r in recoveries if r["to_commit_seconds"] is not None]
     if waits:
         figures.append((f"{max(waits):.2f} s", "longest loss to next commit"))
+    if rollbacks:
+        figures.append((str(len(rollbacks)), "rollbacks" if len(rollbacks) != 1 else "rollback"))
     checkpoints = [c for c in snap["checkpoints"] if c["kind"] == "checkpoint"]
     figures.append((str(len(checkpoints)), "checkpoints"))
     if snap["outages"]:
@@ -82,13 +84,13 @@ def _table(header: list[str], rows: list[list[object]]) -> str:
 
 def _recovery_table(snap: Mapping[str, Any]) -> str:
     if not snap["recoveries"]:
-        return "<p>No worker was lost.</p>"
+        return "<p>No worker was lost, and the run never rolled back.</p>"
     rows: list[list[object]] = []
     for r in snap["recoveries"]:
         to_commit = f"{r['to_commit_seconds']:.2f} s" if r["to_commit_seconds"] is not None else "none yet"
         moved = ", ".join(f"{c} to {w}" for c, w in sorted(r["moves"].items())) or "none"
-        rows.append([r["worker"], r["strategy"], f"{r['detected']:.2f} s", r["tasks"], f"{r['seconds'] * 1000:.0f}",
-                     to_commit, moved, r["description"]])
+        rows.append([r["worker"] or "none (a rollback)", r["strategy"], f"{r['detected']:.2f} s", r["tasks"],
+                     f"{r['seconds'] * 1000:.0f}", to_commit, moved, r["description"]])
     return _table(["worker lost", "strategy", "detected at", "tasks re-run", "ms", "to next commit",
                    "channels moved", "what it did"], rows)
 

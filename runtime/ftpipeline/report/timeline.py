@@ -175,21 +175,33 @@ class Timeline(Observer):
     def on_step_committed(self, step: int, rows: int, seconds: float) -> None:
         self._add("step-committed", step=step, rows=rows, seconds=round(seconds, 4))
 
-    def on_worker_lost(self, worker: WorkerId, *args: Any, **details: Any) -> None:
-        """Whatever else the coordinator says about the loss (how it was found...) is kept as it comes."""
+    def on_worker_lost(self, worker: WorkerId, how: str = "", *args: Any, **details: Any) -> None:
+        """``how``: what found the loss; anything else the coordinator may pass one day is kept as it comes."""
         extra: dict[str, Any] = dict(details)
         if args:
             extra["args"] = list(args)
-        self._add("worker-lost", worker=worker, **extra)
+        self._add("worker-lost", worker=worker, how=how, **extra)
+
+    def on_fenced(self, worker: WorkerId, what: str) -> None:
+        self._add("worker-fenced", worker=worker, what=what)
 
     def on_recovery(self, record: RecoveryRecord) -> None:
+        self._recovered("recovery", record, record.describe())
+
+    def on_rollback(self, record: RecoveryRecord) -> None:
+        """The run rolled back by itself (Redis came back empty): drawn as a recovery with no worker lost."""
+        cut = f"the checkpoint at step {record.boundary}" if record.boundary else "the very beginning"
+        self._recovered("rollback", record, f"rolled back to {cut}: every worker reopened it and the steps after "
+                                            f"it replay (up to step {record.replay_to})")
+
+    def _recovered(self, kind: str, record: RecoveryRecord, description: str) -> None:
         t = self.now()
         event = self._add(
-            "recovery", worker=record.worker, strategy=record.strategy, epoch=record.epoch,
-            detected=round(max(t - record.seconds, 0.0), 4), seconds=round(record.seconds, 4),
+            kind, worker=record.worker or "", strategy=record.strategy if kind == "recovery" else "rollback",
+            epoch=record.epoch, detected=round(max(t - record.seconds, 0.0), 4), seconds=round(record.seconds, 4),
             tasks=len(record.tasks), survivors=len({w for w, _ in record.tasks}), lost_rows=record.lost_rows,
             planned_rows=record.planned_rows, boundary=record.boundary, moves=record.moves,
-            rebuilt=list(record.rebuilt), description=record.describe())
+            rebuilt=list(record.rebuilt), description=description)
         with self._lock:
             self._records.append((event, record))
             if record.placement:
@@ -207,10 +219,18 @@ class Timeline(Observer):
         self._add("control-plane", component=component, available=available, message=message)
 
     # --- reading -----------------------------------------------------------
-    def _recoveries(self, records: list[tuple[dict[str, Any], RecoveryRecord]]) -> list[dict[str, Any]]:
+    @staticmethod
+    def _recoveries(records: list[tuple[dict[str, Any], RecoveryRecord]],
+                    events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Recoveries and rollbacks, each with its next commit: as the coordinator measured it once the next
+        step committed, else the first commit this timeline saw after it (None: none yet)."""
+        commits = [e["t"] for e in events if e["kind"] == "step-committed"]
         out = []
         for event, record in records:
-            to_commit = record.to_commit_seconds  # set by the coordinator once the next step committed
+            to_commit = record.to_commit_seconds
+            if to_commit is None:
+                later = [t for t in commits if t >= event["t"]]
+                to_commit = later[0] - event["detected"] if later else None
             entry = dict(event)
             entry["to_commit_seconds"] = round(to_commit, 4) if to_commit is not None else None
             entry["next_commit"] = round(event["detected"] + to_commit, 4) if to_commit is not None else None
@@ -238,11 +258,11 @@ class Timeline(Observer):
             "ended": ended,
             "graph": static_graph(self._graph, placement, initial) if self._graph is not None else None,
             "steps": steps_of(events),
-            "recoveries": self._recoveries(records),
+            "recoveries": self._recoveries(records, events),
             "checkpoints": [e for e in events if e["kind"] in ("checkpoint", "checkpoint-aborted")],
             "outages": pair_outages(events),
             "workers": [e for e in events if e["kind"] in ("workers-starting", "workers-kept", "worker-joined",
-                                                           "worker-lost")],
+                                                           "worker-lost", "worker-fenced")],
             "lag": [{"t": e["t"], "records": e["records"]} for e in events if e["kind"] == "source-lag"],
             "events": events,
         }

@@ -106,6 +106,18 @@ def test_the_graph_figure_labels_each_channel_with_its_worker_and_each_edge_with
     assert stages == ["<b>events + clean</b>", "<b>per-user + output</b>"]
 
 
+def test_a_rollback_is_labelled_as_one_and_counted_apart_from_recoveries(spec: PipelineSpec, clock: Clock) -> None:
+    snap = _snap(spec, clock)
+    snap["recoveries"].append({**snap["recoveries"][0], "kind": "rollback", "worker": "", "strategy": "rollback",
+                               "boundary": 2, "detected": 9.0, "next_commit": 10.0})
+    fig = timeline_figure(snap)
+    assert [a.text for a in fig.layout.annotations if a.name == "recovery-label"] == [
+        "recovery of w1 (lineage)", "rollback to step 2"]
+    figures = {k: v for v, k in headline(snap)}
+    assert figures["recovery"] == "1" and figures["rollback"] == "1"
+    assert "<td>none (a rollback)</td><td>rollback</td>" in page(snap)
+
+
 def test_headline_figures(spec: PipelineSpec, clock: Clock) -> None:
     figures = dict((k, v) for v, k in headline(_snap(spec, clock)))
     assert figures == {"steps committed": "5", "rows in committed steps": "14,500", "wall time": "8.6 s",

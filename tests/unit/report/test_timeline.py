@@ -6,6 +6,7 @@ import json
 import threading
 from typing import Any
 
+from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.trigger import Reason
 from ftpipeline.lineage.naming import Channel
 from ftpipeline.report.timeline import Timeline, pair_outages, steps_of
@@ -105,12 +106,39 @@ def test_a_timeline_without_a_spec_has_no_graph() -> None:
     assert Timeline().snapshot()["graph"] is None
 
 
-def test_worker_lost_keeps_whatever_else_the_coordinator_passes() -> None:
+def test_worker_lost_keeps_how_it_was_found_and_whatever_else_the_coordinator_passes() -> None:
     timeline = Timeline()
-    timeline.on_worker_lost(W1, "heartbeat", detected_by="ring", seconds=1.5)
-    [event] = timeline.snapshot()["events"]
-    assert event == {"t": event["t"], "kind": "worker-lost", "worker": "w1", "detected_by": "ring", "seconds": 1.5,
-                     "args": ["heartbeat"]}
+    timeline.on_worker_lost(W1, "heartbeat expiry after 6000 ms")
+    timeline.on_worker_lost(W2, "its processes ended", "later", ring="w0", seconds=1.5)
+    first, second = timeline.snapshot()["events"]
+    assert first == {"t": first["t"], "kind": "worker-lost", "worker": "w1", "how": "heartbeat expiry after 6000 ms"}
+    assert second == {"t": second["t"], "kind": "worker-lost", "worker": "w2", "how": "its processes ended",
+                      "ring": "w0", "seconds": 1.5, "args": ["later"]}
+
+
+def test_a_fenced_worker_is_a_worker_event() -> None:
+    timeline = Timeline()
+    timeline.on_fenced(W1, "its commit of step 4 was refused")
+    [event] = timeline.snapshot()["workers"]
+    assert (event["kind"], event["worker"]) == ("worker-fenced", "w1")
+    assert event["what"] == "its commit of step 4 was refused"
+
+
+def test_a_rollback_is_a_recovery_with_no_worker_ending_at_the_next_commit_seen(spec: PipelineSpec,
+                                                                               clock: Clock) -> None:
+    timeline = Timeline(spec, clock=clock)
+    clock.advance(5.0)
+    record = RecoveryRecord(None, "checkpoint", 3, (), {}, clock.now, seconds=0.5,  # type: ignore[arg-type]
+                            boundary=6, replay_to=9)
+    timeline.on_rollback(record)  # the coordinator measures no next commit for it
+    clock.advance(2.0)
+    timeline.on_step_started(7, Reason.REPLAY, 100)
+    clock.advance(1.0)
+    timeline.on_step_committed(7, 100, 1.0)
+    [r] = timeline.snapshot()["recoveries"]
+    assert (r["kind"], r["worker"], r["strategy"], r["boundary"]) == ("rollback", "", "rollback", 6)
+    assert r["detected"] == 4.5 and r["next_commit"] == 8.0 and r["to_commit_seconds"] == 3.5
+    assert r["description"].startswith("rolled back to the checkpoint at step 6")
 
 
 def test_finish_ends_the_clock_of_the_snapshot(clock: Clock) -> None:
