@@ -35,6 +35,9 @@ def test_the_timeline_figure_has_a_trace_for_each_kind_of_event(spec: PipelineSp
     duration = fig.data[0]
     assert list(duration.y) == [0.5, 0.5, 1.45, 0.4, 0.4]
     assert list(fig.data[1].y) == [3000, 3000, 2500, 3000, 3000]
+    commits = list(fig.data[1].x)  # bars most of the usual gap between commits wide
+    gaps = sorted(b - a for a, b in zip(commits, commits[1:]))
+    assert fig.data[1].width == 0.7 * gaps[len(gaps) // 2]
     # every row shares the one time axis
     assert fig.layout.xaxis.matches == fig.layout.xaxis2.matches == "x3"  # the bottom row's
 
