@@ -44,6 +44,7 @@ from ftpipeline.obs.errors import one_line, redacted
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.progress import LEDGER, FaultLedger, LocalObserver, ProgressObserver
+from ftpipeline.report import Fanout, LiveServer, Timeline, serve, write_report
 from ftpipeline.servers import add_server_parsers
 from ftpipeline.spec.cores import master_for_process
 from ftpipeline.spec.load import SpecError, load_pipeline
@@ -199,9 +200,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     ledger = FaultLedger(run_dir / LEDGER, fresh=not resuming)
     observer = (ProgressObserver(console, spec.max_steps, history, ledger) if not args.no_progress
                 else LocalObserver(console, history, ledger))
-    coordinator = Coordinator(spec, session.store, session.tables, cluster, observer, faults, metrics,
+    timeline, ui = _timeline(console, spec, args.ui_port)
+    coordinator = Coordinator(spec, session.store, session.tables, cluster, Fanout(observer, timeline), faults, metrics,
                               pointer=session.pointer, commands=session.commands,
                               resume=resuming, resume_epoch=args.from_checkpoint)
+    timeline.follow_placement(lambda: coordinator.placement)
     if args.expire_zookeeper_session and session.zk is not None and session.zookeeper is not None:
         coordinator.ckpt.before_commit = _session_expirer(session.zk, session.zookeeper, console)
     if session.pointer is not None:  # "checkpoint now": kill -USR1 <pid of ftpipeline run>
@@ -239,6 +242,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if code:
         if args.summary_json and failure is not None:
             Path(args.summary_json).write_text(json.dumps({"failed": failure}, indent=2, default=str))
+        _report(console, run_dir, spec, timeline, ui, code, None, (failure or {}).get("message", ""))
         return code
     print_summary(console, spec, result, ledger.earlier)
     summary = result_json(result) | {"earlier": ledger.earlier}
@@ -252,7 +256,39 @@ def cmd_run(args: argparse.Namespace) -> int:
         code = 0 if ok else 1
     if args.summary_json:
         Path(args.summary_json).write_text(json.dumps(summary, indent=2, default=str))
+    _report(console, run_dir, spec, timeline, ui, code, summary)
     return code
+
+
+def _timeline(console: Console, spec: PipelineSpec, ui_port: int | None) -> tuple[Timeline, LiveServer | None]:
+    """The run report's timeline (``report/``), and with ``--ui-port`` its live page."""
+    timeline = Timeline(spec)
+    if ui_port is None:
+        return timeline, None
+    try:
+        ui = serve(timeline, ui_port)
+    except OSError as exc:  # a port in use costs the live page, not the run
+        console.print(f"[yellow]warning:[/yellow] no live report on port {ui_port}: {one_line(exc)}")
+        return timeline, None
+    console.print(f"live report: {ui.url}", soft_wrap=True)
+    return timeline, ui
+
+
+def _report(console: Console, run_dir: Path, spec: PipelineSpec, timeline: Timeline, ui: LiveServer | None,
+            code: int, summary: dict[str, Any] | None, why: str = "") -> None:
+    """``report.html`` in the run directory, at the end of every run that started, whatever its outcome
+    (``why``: what made it fail, if known)."""
+    if ui is not None:
+        ui.summary = summary
+    outcome = {0: "succeeded", 130: "interrupted"}.get(code, "failed")
+    timeline.finish(outcome, why or (f"exit code {code}" if code else ""))
+    try:
+        path = write_report(run_dir, timeline, spec, summary)
+    except Exception as exc:  # the report must not change the run's outcome
+        logging.getLogger("ftpipeline").exception("the run report was not written")
+        console.print(f"[yellow]warning:[/yellow] the run report was not written: {one_line(exc)}")
+        return
+    console.print(f"report: {path}", soft_wrap=True)
 
 
 def _kafka(console: Console, spec: PipelineSpec, args: argparse.Namespace, run_dir: Path,
@@ -388,6 +424,9 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--no-progress", action="store_true", help="no progress bar (plain lines, one per fault)")
     output.add_argument("--summary-json", type=Path, metavar="FILE", help="write the run's figures to FILE as JSON")
     output.add_argument("--metrics-port", type=int, help="serve Prometheus metrics of the coordinator on this port")
+    output.add_argument("--ui-port", type=int, metavar="PORT",
+                        help="serve the run report live on http://127.0.0.1:PORT/ (0: any free port) while the run "
+                             "goes on (report.html is written into the run directory either way)")
     output.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS,
                         help="level of coordinator.log in the run directory (default: INFO)")
     servers = run.add_argument_group("servers (default: private ones, started for the run)")
