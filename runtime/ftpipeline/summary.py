@@ -23,6 +23,8 @@ def print_summary(console: Console, spec: PipelineSpec, result: RunResult, earli
     """The run's figures: each input row and dead letter once, and every fault, this run's and those of the
     runs it resumed (``earlier``: the fault ledger's counts before it)."""
     table = Table(title=f"{spec.name}: {result.committed} steps committed", show_header=False)
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")  # a path too long for the terminal wraps; it is never cut
     rate = result.source_rows / max(busy_seconds(step_spans(result.commit_at, result.step_seconds)), 1e-9)
     table.add_row("rows read", f"{result.source_rows:,} ({rate:,.0f} rows/s over the steps)")
     table.add_row("wall time", f"{result.seconds:.1f} s")

@@ -233,23 +233,28 @@ def _start_ups(workers: list[dict[str, Any]], now: float) -> list[tuple[float, f
 
 def _marks(fig: go.Figure, snap: dict[str, Any], now: float) -> None:
     """Bands and lines over every row: a recovery from detection to the next commit, an outage while it
-    lasted, a checkpoint when it committed."""
+    lasted, a checkpoint when it committed. Set in one layout update: plotly checks every shape already
+    there at each ``add_shape``, which made a long run's page take seconds (bench/report_charts.py)."""
+    shapes: list[dict[str, Any]] = []
+    labels: list[dict[str, Any]] = []
+    over = {"xref": "x", "yref": "paper", "y0": 0, "y1": 1}
+    top = {"y": 1.0, "xref": "x", "yref": "paper", "yanchor": "bottom", "xanchor": "left", "showarrow": False}
     for o in snap["outages"]:
         end = o["end"] if o["end"] is not None else now
-        fig.add_shape(type="rect", xref="x", yref="paper", x0=o["start"], x1=max(end, o["start"] + 0.05), y0=0, y1=1,
-                      fillcolor=OUTAGE, opacity=0.18, line={"width": 0}, layer="below", name=f"outage {o['component']}")
-        fig.add_annotation(x=o["start"], y=1.0, xref="x", yref="paper", yanchor="bottom", xanchor="left",
-                           showarrow=False, text=f"{o['component']} outage", font={"color": OUTAGE, "size": 11},
-                           name="outage-label")
+        shapes.append({"type": "rect", **over, "x0": o["start"], "x1": max(end, o["start"] + 0.05),
+                       "fillcolor": OUTAGE, "opacity": 0.18, "line": {"width": 0}, "layer": "below",
+                       "name": f"outage {o['component']}"})
+        labels.append({**top, "x": o["start"], "text": f"{o['component']} outage",
+                       "font": {"color": OUTAGE, "size": 11}, "name": "outage-label"})
     for c in snap["checkpoints"]:
         if c["kind"] == "checkpoint":
-            fig.add_shape(type="line", xref="x", yref="paper", x0=c["t"], x1=c["t"], y0=0, y1=1,
-                          line={"color": CHECKPOINT, "width": 1, "dash": "dot"}, name=f"checkpoint {c.get('epoch')}")
+            shapes.append({"type": "line", **over, "x0": c["t"], "x1": c["t"],
+                           "line": {"color": CHECKPOINT, "width": 1, "dash": "dot"}, "name": f"checkpoint {c.get('epoch')}"})
     for r in snap["recoveries"]:
         end = r["next_commit"] if r["next_commit"] is not None else max(now, r["detected"])
-        fig.add_shape(type="rect", xref="x", yref="paper", x0=r["detected"], x1=max(end, r["detected"] + 0.05),
-                      y0=0, y1=1, fillcolor=RECOVERY, opacity=0.15, line={"width": 0}, layer="below",
-                      name=f"recovery {r['worker']}")
-        fig.add_annotation(x=r["detected"], y=1.0, xref="x", yref="paper", yanchor="bottom", xanchor="left",
-                           showarrow=False, text=recovery_label(r),
-                           hovertext=recovery_hover(r), font={"color": RECOVERY, "size": 12}, name="recovery-label")
+        shapes.append({"type": "rect", **over, "x0": r["detected"], "x1": max(end, r["detected"] + 0.05),
+                       "fillcolor": RECOVERY, "opacity": 0.15, "line": {"width": 0}, "layer": "below",
+                       "name": f"recovery {r['worker']}"})
+        labels.append({**top, "x": r["detected"], "text": recovery_label(r), "hovertext": recovery_hover(r),
+                       "font": {"color": RECOVERY, "size": 12}, "name": "recovery-label"})
+    fig.update_layout(shapes=[*fig.layout.shapes, *shapes], annotations=[*fig.layout.annotations, *labels])

@@ -18,7 +18,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from ftpipeline.commandlog.zkclient import connect as zk_connect
@@ -26,6 +25,8 @@ from ftpipeline.commandlog.zkclient import parse_connect
 from ftpipeline.commandlog.zklog import ROOT, base_path
 from ftpipeline.coordinator.session import open_session
 from ftpipeline.spec.load import load_pipeline
+
+from ..commandlog.test_zkaccess import _snapshot
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "clickstream" / "pipeline.yaml"
 
@@ -35,14 +36,6 @@ def _network_address() -> str | None:
     out = subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True, check=False).stdout or "[]"
     return next((a["local"] for i in json.loads(out) if i.get("ifname") != "lo"
                  for a in i.get("addr_info", []) if not a["local"].startswith("127.")), None)
-
-
-def _tree(client: KazooClient, path: str) -> dict[str, bytes]:
-    data, _ = client.get(path)
-    found = {path: data}
-    for child in client.get_children(path):
-        found.update(_tree(client, f"{path}/{child}"))
-    return found
 
 
 def test_a_stranger_cannot_reach_or_touch_the_private_zookeeper(tmp_path: Path, redis_url: str,
@@ -59,7 +52,7 @@ def test_a_stranger_cannot_reach_or_touch_the_private_zookeeper(tmp_path: Path, 
         assert host == "127.0.0.1"
         base = base_path(spec.store_key)
         session.zk.create(f"{base}/probe", b"the pipeline's own")
-        before = _tree(session.zk, base)
+        before = _snapshot(session.zk, base)
 
         address = _network_address()
         if address is None:
@@ -78,7 +71,7 @@ def test_a_stranger_cannot_reach_or_touch_the_private_zookeeper(tmp_path: Path, 
         finally:
             stranger.stop()
             stranger.close()
-        assert _tree(session.zk, base) == before
+        assert _snapshot(session.zk, base) == before
         assert not session.zk.exists("/elsewhere")
     finally:
         session.close()
