@@ -107,8 +107,9 @@ class LocalObserver(Observer):
 
 
 class ProgressObserver(LocalObserver):
-    """A rich progress bar: steps committed (over ``maxSteps`` when there is one, else a count and a
-    rate), rows/s, recoveries, a Kafka source's lag; and a line per worker joined and checkpoint."""
+    """A rich progress bar: steps committed over the total when one is known (``maxSteps``, or bounded
+    sources' remaining input), else a count and a rate; rows/s, recoveries, a Kafka source's lag; and a line
+    per worker joined and checkpoint."""
 
     def __init__(self, console: Console, total_steps: int | None, history: StepHistory | None,
                  ledger: FaultLedger | None = None) -> None:
@@ -160,6 +161,12 @@ class ProgressObserver(LocalObserver):
 
     def on_source_lag(self, records: int) -> None:
         self.lag = records
+
+    def on_steps_expected(self, total: int) -> None:
+        """Every source ends, and where is known (a directory, a topic read to its end): a total to show."""
+        self.total_steps = total
+        if self.task is not None and self.first_step_at is not None:
+            self.progress.update(self.task, total=total)
 
     def on_step_committed(self, step: int, rows: int, seconds: float) -> None:
         assert self.task is not None and self.first_step_at is not None

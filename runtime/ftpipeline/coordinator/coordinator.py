@@ -98,6 +98,7 @@ class Observer:
     def on_step_started(self, step: int, reason: Reason, rows: int) -> None: ...
     def on_step_recorded(self, step: int, offsets: dict[Slot, tuple[int, int]]) -> None: ...
     def on_source_lag(self, records: int) -> None: ...
+    def on_steps_expected(self, total: int) -> None: ...  # bounded sources: the steps the run will have
     def on_step_committed(self, step: int, rows: int, seconds: float) -> None: ...
     def on_worker_lost(self, worker: WorkerId, how: str = "") -> None: ...  # how: what found the loss
     def on_recovery(self, record: RecoveryRecord) -> None: ...
@@ -355,6 +356,9 @@ class Coordinator:
             self.metrics.lag(slot.stage, slot.index, records)
         if self._streams:
             self.observer.on_source_lag(sum(lag.values()))
+        left = self.sources.steps_left()
+        if left is not None:  # every source ends, and the reports say when
+            self.observer.on_steps_expected(min(step + left, self.spec.max_steps or step + left))
         self.triggered = step
         self._force_step = False
         epoch = self.ckpt.epoch

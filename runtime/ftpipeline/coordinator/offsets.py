@@ -99,6 +99,31 @@ class SourceOffsets:
                 out[slot] = max(0, report.start + report.n - self.next.get(slot, report.start))
         return out
 
+    def steps_left(self) -> int | None:
+        """Steps still to come before every source is read to its end, as of the newest reports; None while
+        that end is not known: a generator, a followed directory, a topic without ``endingOffsets: latest``,
+        or a slot that has not reported yet. A directory's channels read a fixed share a step, so its count
+        is exact; a topic's steps share ``maxRecordsPerStep``, so its count is what its backlog needs."""
+        left = 0
+        for stage in self.graph.sources():
+            if (stage.generator is not None or (stage.file is not None and stage.file.follow)
+                    or (stage.kafka is not None and stage.kafka.ending != "latest")):
+                return None
+            lag = {s: n for s, n in self.lag().items() if s.stage == stage.name}
+            if stage.kafka is not None:
+                if not lag:
+                    return None
+                cap = stage.kafka.max_records_per_step
+                backlog = sum(lag.values())
+                left = max(left, -(-backlog // cap) if cap else int(backlog > 0))
+                continue
+            if len(lag) < stage.parallelism:
+                return None
+            total = rows_per_step(stage)
+            left = max(left, max(-(-n // max(1, channel_share(total, stage.parallelism, s.index)))
+                                 for s, n in lag.items()))
+        return left
+
     def plan(self) -> Plan:
         """The offsets of the next step."""
         plan = Plan()

@@ -58,3 +58,10 @@ def test_without_a_progress_bar_each_fault_still_gets_a_line(tmp_path: Path) -> 
     resumed = FaultLedger(tmp_path / "faults.jsonl", fresh=False)
     assert resumed.earlier == {"pause": 1}
     assert FaultLedger(tmp_path / "faults.jsonl", fresh=True).earlier == {}
+
+
+def test_bounded_sources_give_the_counter_its_total() -> None:
+    observer = ProgressObserver(Console(file=io.StringIO()), None, None)
+    observer.on_steps_expected(9)  # a directory read to its end: the coordinator knows its steps
+    _run_steps(observer, 6)
+    assert "6/9 steps" in _shown(observer)

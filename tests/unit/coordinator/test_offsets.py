@@ -95,3 +95,24 @@ def test_shares_never_exceed_the_limit_or_a_backlog_and_use_what_they_can(backlo
     assert all(0 <= got[s] <= n for s, n in slots.items())
     assert sum(got.values()) == min(limit, sum(slots.values()))
     assert got == shares(dict(reversed(list(slots.items()))), limit)  # the order of reports does not matter
+
+
+def test_a_directory_read_to_its_end_knows_its_steps_left_once_every_channel_reported() -> None:
+    o = SourceOffsets(graph(FILES))  # 10 rows a step: 5 per channel
+    o.received(Slot("in", 0), 0, 23, False)
+    assert o.steps_left() is None  # channel 1 has not reported
+    o.received(Slot("in", 1), 0, 7, False)
+    assert o.steps_left() == 5  # channel 0: 23 rows at 5 a step
+    o.recorded(o.plan().offsets)
+    assert o.steps_left() == 4
+    assert SourceOffsets(graph(FILES.replace("rowsPerStep: 10", "rowsPerStep: 10, follow: true"))).steps_left() is None
+
+
+def test_a_topic_knows_its_steps_left_only_when_read_to_its_end() -> None:
+    bounded = SourceOffsets(graph(KAFKA.replace("maxRecordsPerStep", "endingOffsets: latest, maxRecordsPerStep")))
+    bounded.received(Slot("in", 0), 0, 250, False)
+    bounded.received(Slot("in", 1), 0, 120, False)
+    assert bounded.steps_left() == 4  # 370 records at 100 a step
+    endless = SourceOffsets(graph(KAFKA))
+    endless.received(Slot("in", 0), 0, 250, False)
+    assert endless.steps_left() is None
