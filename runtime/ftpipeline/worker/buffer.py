@@ -30,6 +30,7 @@ import json
 import os
 import shutil
 import threading
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -122,13 +123,18 @@ class ObjectBuffer:
         self._members: dict[Path, set[str]] = {}        # bundle -> its objects not yet collected
 
     def reset(self) -> None:
+        """Forget every object. A task of the run being reopened may still be writing into the directories
+        (the Spark process is not stopped for it): they are moved aside first, so its late file lands in
+        the old directory or fails, and removing them never races with it."""
         with self._lock:
             self._where.clear()
             self._members.clear()
         for d in (self.objects, self.cache):
             if d.exists():
-                shutil.rmtree(d)
-            d.mkdir(parents=True)
+                aside = d.with_name(f".{d.name}-{uuid.uuid4().hex[:8]}")
+                os.replace(d, aside)
+                shutil.rmtree(aside, ignore_errors=True)
+            d.mkdir(parents=True, exist_ok=True)
 
     # --- the Spark process -------------------------------------------------
     def put_bundle(self, key: str, objects: dict[str, pa.Table]) -> list[list[object]]:
