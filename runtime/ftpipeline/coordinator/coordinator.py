@@ -394,6 +394,7 @@ class Coordinator:
         if manifest is not None:
             self.journal.append("checkpoint-committed", epoch=int(manifest["epoch"]), boundary=int(manifest["boundary"]))
             self.metrics.checkpoint_step.set(manifest["boundary"])
+            self.tally.settle(int(manifest["boundary"]))
             self.observer.on_checkpoint(self.ckpt.history[-1])
         age = self.ckpt.age()
         if age is not None:

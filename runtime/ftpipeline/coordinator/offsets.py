@@ -105,11 +105,12 @@ class SourceOffsets:
         or a slot that has not reported yet. A directory's channels read a fixed share a step, so its count
         is exact; a topic's steps share ``maxRecordsPerStep``, so its count is what its backlog needs."""
         left = 0
+        lags = self.lag()
         for stage in self.graph.sources():
             if (stage.generator is not None or (stage.file is not None and stage.file.follow)
                     or (stage.kafka is not None and stage.kafka.ending != "latest")):
                 return None
-            lag = {s: n for s, n in self.lag().items() if s.stage == stage.name}
+            lag = {s: n for s, n in lags.items() if s.stage == stage.name}
             if stage.kafka is not None:
                 if not lag:
                     return None

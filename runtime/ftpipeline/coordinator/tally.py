@@ -19,7 +19,8 @@ so a resumed run starts from them and counts the steps it replays once too.
     (none) --resume from a checkpoint--> COUNTING from its manifest's counts (the steps up to its boundary)
     COUNTING --a completion of a key not seen--> COUNTING (+ its rows, + its dead letters)
     COUNTING --a completion of a key seen before--> COUNTING (unchanged)
-    COUNTING --a checkpoint at boundary B--> its manifest carries the counts of steps <= B
+    COUNTING --a checkpoint at boundary B--> its manifest carries the counts of steps <= B, and
+                                             they fold into the base (only later steps stay keyed)
 """
 
 from __future__ import annotations
@@ -67,8 +68,17 @@ class Tally:
         """Counting again from a checkpoint (None: the very beginning): every step after it is counted anew."""
         counts = (manifest or {}).get("tally") or {}
         boundary = int((manifest or {}).get("boundary", 0))
-        self.base_rows = int(counts.get("source_rows", 0))
-        self.base_dead = int(counts.get("dead_letters", 0))
-        self.base_step = boundary if counts else 0  # a checkpoint of an older version carries no counts
-        self._rows = {k: n for k, n in self._rows.items() if k[2] > self.base_step}
-        self._dead = {k: n for k, n in self._dead.items() if k[2] > self.base_step}
+        self._rebase(int(counts.get("source_rows", 0)), int(counts.get("dead_letters", 0)),
+                     boundary if counts else 0)  # a checkpoint of an older version carries no counts
+
+    def settle(self, boundary: int) -> None:
+        """A checkpoint at ``boundary`` committed: no step up to it runs again for the run's figures (a
+        rollback goes back to it at the earliest), so its keys fold into the base and the tally stays as
+        small as the steps after the newest checkpoint."""
+        counts = self.up_to(boundary)
+        self._rebase(counts["source_rows"], counts["dead_letters"], boundary)
+
+    def _rebase(self, rows: int, dead: int, step: int) -> None:
+        self.base_rows, self.base_dead, self.base_step = rows, dead, step
+        self._rows = {k: n for k, n in self._rows.items() if k[2] > step}
+        self._dead = {k: n for k, n in self._dead.items() if k[2] > step}

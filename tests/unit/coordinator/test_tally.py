@@ -33,3 +33,15 @@ def test_a_checkpoint_without_counts_starts_from_zero() -> None:
     tally = Tally()
     tally.restore({"boundary": 4})
     assert tally.done("src", 0, 1, 10, 0) and tally.source_rows == 10
+
+
+def test_a_committed_checkpoint_folds_its_steps_into_the_base_and_the_counts_stay() -> None:
+    tally = Tally()
+    for step in range(1, 7):
+        tally.done("src", 0, step, 10, 1)
+    tally.settle(4)
+    assert (tally.source_rows, tally.dead_letters) == (60, 6)
+    assert len(tally._rows) == 2  # steps 5 and 6 only
+    assert not tally.done("src", 0, 3, 10, 1)  # a step up to the checkpoint never counts again
+    assert not tally.done("src", 0, 5, 10, 1)
+    assert tally.up_to(5) == {"source_rows": 50, "dead_letters": 5, "step": 5}
