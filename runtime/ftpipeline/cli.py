@@ -196,7 +196,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(f"[bold]{spec.name}[/bold]: {len(spec.stages)} stages, {spec.workers} workers, "
                   f"Redis {'embedded' if private else redacted(session.redis_url)}, logs in {run_dir}")
     _warn_unbounded(console, spec)
-    history = StepHistory(run_dir / HISTORY, fresh=not resuming) if any(s.kafka for s in spec.stages) else None
+    history = (StepHistory(run_dir / HISTORY, fresh=not resuming)  # what --verify needs of the steps' inputs
+               if any(s.kafka for s in spec.stages) or spec.event_time else None)
     ledger = FaultLedger(run_dir / LEDGER, fresh=not resuming)
     observer = (ProgressObserver(console, spec.max_steps, history, ledger) if not args.no_progress
                 else LocalObserver(console, history, ledger))

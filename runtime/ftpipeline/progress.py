@@ -70,9 +70,10 @@ class LocalObserver(Observer):
         """One line, with the time (printed above the progress bar while there is one)."""
         self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {text}")
 
-    def on_step_recorded(self, step: int, offsets: dict[Slot, tuple[int, int]]) -> None:
+    def on_step_recorded(self, step: int, offsets: dict[Slot, tuple[int, int]],
+                         watermark: int | None = None) -> None:
         if self.history is not None:
-            self.history.append(step, {slot.key(): o for slot, o in offsets.items()})
+            self.history.append(step, {slot.key(): o for slot, o in offsets.items()}, watermark)
 
     def on_worker_lost(self, worker: WorkerId, how: str = "") -> None:
         self._line(f"[red]worker {worker} lost[/red]" + (f", found by {how}" if how else "")

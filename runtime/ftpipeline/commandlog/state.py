@@ -88,6 +88,7 @@ class ClusterState:
     committed: int = 0
     # offsets of every step after the resume point (committed or not): a resume re-runs them exactly
     started: Mapping[int, Mapping[str, tuple[int, int]]] = field(default_factory=dict)
+    marks: Mapping[int, int] = field(default_factory=dict)      # the watermark of each started step that has one
     frontier: Mapping[str, int] = field(default_factory=dict)   # where each source channel continues
     checkpoint: Mapping[str, int] | None = None         # {"epoch", "boundary"} of the resume point
     recoveries: int = 0
@@ -137,6 +138,7 @@ class ClusterState:
             "left": [list(x) for x in self.left], "run_epoch": self.run_epoch, "epoch": self.epoch,
             "committed": self.committed,
             "started": {str(s): {c: list(o) for c, o in offs.items()} for s, offs in self.started.items()},
+            "marks": {str(s): w for s, w in self.marks.items()},
             "frontier": dict(self.frontier), "checkpoint": dict(self.checkpoint) if self.checkpoint else None,
             "recoveries": self.recoveries, "suspended": self.suspended,
             "duplicate_commits": self.duplicate_commits, "conflicting_starts": self.conflicting_starts,
@@ -151,6 +153,7 @@ class ClusterState:
             left=tuple((str(a), str(b), str(c)) for a, b, c in d["left"]), run_epoch=int(d["run_epoch"]),
             epoch=int(d["epoch"]), committed=int(d["committed"]),
             started={int(s): {c: (int(o[0]), int(o[1])) for c, o in offs.items()} for s, offs in d["started"].items()},
+            marks={int(s): int(w) for s, w in d.get("marks", {}).items()},
             frontier={c: int(v) for c, v in d["frontier"].items()},
             checkpoint={k: int(v) for k, v in d["checkpoint"].items()} if d["checkpoint"] else None,
             recoveries=int(d["recoveries"]), suspended=bool(d["suspended"]),
@@ -214,18 +217,22 @@ def _accept(s: ClusterState, peer: str) -> ClusterState:
                    notified=s.notified - {peer})
 
 
-def _start_step(s: ClusterState, step: int, offsets: Mapping[str, Any]) -> ClusterState:
+def _start_step(s: ClusterState, step: int, offsets: Mapping[str, Any], watermark: Any) -> ClusterState:
     offs = {c: (int(v[0]), int(v[1])) for c, v in offsets.items()}
+    mark = int(watermark) if watermark is not None else None
     known = s.started.get(step)
     if known is not None:  # a replay: it must be the same step as before
-        return s if dict(known) == offs else replace(s, conflicting_starts=s.conflicting_starts + 1)
+        same = dict(known) == offs and s.marks.get(step) == mark
+        return s if same else replace(s, conflicting_starts=s.conflicting_starts + 1)
     if step <= max(s.committed, (s.checkpoint or {}).get("boundary", 0)):
         return s  # older than what is kept
     started = {**s.started, step: offs}
+    marks = {**s.marks, step: mark} if mark is not None else dict(s.marks)
     if len(started) > STEPS_KEPT:
         started = dict(sorted(started.items())[-STEPS_KEPT:])
+        marks = {k: v for k, v in marks.items() if k in started}
     frontier = {**s.frontier, **{c: hi for c, (_, hi) in offs.items()}}
-    return replace(s, started=started, frontier=frontier)
+    return replace(s, started=started, marks=marks, frontier=frontier)
 
 
 def _commit_step(s: ClusterState, step: int) -> ClusterState:
@@ -267,13 +274,14 @@ def apply(s: ClusterState, cmd: Command) -> ClusterState:
             boundary = (s.checkpoint or {}).get("boundary", 0)
             s = replace(s, committed=min(s.committed, boundary))
     elif k == "step-started":
-        s = _start_step(s, int(b["step"]), b["offsets"])
+        s = _start_step(s, int(b["step"]), b["offsets"], b.get("watermark"))
     elif k == "step-committed":
         s = _commit_step(s, int(b["step"]))
     elif k == "checkpoint-committed":
         boundary = int(b["boundary"])  # the new resume point: steps up to it are never re-run
         s = replace(s, checkpoint={"epoch": int(b["epoch"]), "boundary": boundary},
-                    started={k: v for k, v in s.started.items() if k > boundary})
+                    started={k: v for k, v in s.started.items() if k > boundary},
+                    marks={k: v for k, v in s.marks.items() if k > boundary})
     elif k == "recovery":
         s = replace(s, epoch=max(s.epoch, int(b["epoch"])), recoveries=s.recoveries + 1)
         if b.get("strategy") == "checkpoint":  # rolled back (or resumed) to a cut: later steps commit again

@@ -40,15 +40,20 @@ class StepRecord:
     step: int
     offsets: dict[Channel, tuple[int, int]]
     reason: str
+    watermark: int | None = None  # event time (us) the step runs with (``eventtime/``); None: none yet
 
     def to_json(self) -> str:
-        return json.dumps({"step": self.step, "reason": self.reason,
-                           "offsets": {c.key(): list(o) for c, o in self.offsets.items()}})
+        doc: dict[str, Any] = {"step": self.step, "reason": self.reason,
+                               "offsets": {c.key(): list(o) for c, o in self.offsets.items()}}
+        if self.watermark is not None:
+            doc["watermark"] = self.watermark
+        return json.dumps(doc)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> StepRecord:
         doc = json.loads(text)
-        return cls(doc["step"], {Channel.parse(c): (o[0], o[1]) for c, o in doc["offsets"].items()}, doc["reason"])
+        return cls(doc["step"], {Channel.parse(c): (o[0], o[1]) for c, o in doc["offsets"].items()}, doc["reason"],
+                   doc.get("watermark"))
 
 
 class RunStore:
@@ -104,6 +109,13 @@ class RunStore:
     def step(self, step: int) -> StepRecord | None:
         raw = self.r.hget(self.k("steps"), str(step))
         return StepRecord.from_json(raw) if raw else None
+
+    def watermarks(self, steps: range) -> dict[int, int | None]:
+        """The recorded watermark of each of ``steps`` (one round trip; a step not recorded: None)."""
+        if not steps:
+            return {}
+        raws = self.r.hmget(self.k("steps"), [str(s) for s in steps])
+        return {s: (json.loads(raw).get("watermark") if raw else None) for s, raw in zip(steps, raws)}
 
     def next_offsets(self) -> dict[Channel, int]:
         return {Channel.parse(_s(c)): int(v) for c, v in self.r.hgetall(self.k("offsets")).items()}

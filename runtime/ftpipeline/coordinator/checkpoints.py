@@ -118,6 +118,7 @@ class CheckpointManager:
         self.discard_newer = False  # a resume from a named checkpoint deletes the later ones (the operator's restore)
         self.before_commit: Callable[[], None] | None = None  # fault injection (e.g. expire the session)
         self.tally_at: Callable[[int], dict[str, int]] = lambda boundary: {}  # the run's counts up to a boundary
+        self.event_time_at: Callable[[int], dict[str, Any]] = lambda boundary: {}  # the watermark's cut (eventtime/)
         self.on_aborted: Callable[[int, str], None] = lambda epoch, reason: None
 
     # --- when --------------------------------------------------------------
@@ -240,6 +241,9 @@ class CheckpointManager:
             return None
         manifest["steps"] = {str(s): {c.key(): list(o) for c, o in r.offsets.items()}
                              for s, r in steps.items() if r is not None}
+        if self.spec.event_time:  # each step's watermark, and the channels' event times up to the boundary
+            manifest["watermarks"] = {str(s): r.watermark for s, r in steps.items() if r is not None}
+            manifest["event_time"] = self.event_time_at(cur.boundary)
         try:
             if self.before_commit is not None:
                 self.before_commit()

@@ -73,6 +73,8 @@ from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.release import release_committed
 from ftpipeline.coordinator.trigger import Reason, StepTrigger
 from ftpipeline.dataflow.graph import Graph
+from ftpipeline.eventtime.columns import END_OF_INPUT
+from ftpipeline.eventtime.watermarks import Watermarks
 from ftpipeline.lineage.naming import Channel, Slot, Task, TaskKind, WorkerId
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.obs.errors import one_line
@@ -96,7 +98,8 @@ class Observer:
     def on_workers_kept(self, workers: list[WorkerId], why_not: str | None) -> None: ...
     def on_worker_joined(self, worker: WorkerId, ready: int, total: int) -> None: ...
     def on_step_started(self, step: int, reason: Reason, rows: int) -> None: ...
-    def on_step_recorded(self, step: int, offsets: dict[Slot, tuple[int, int]]) -> None: ...
+    def on_step_recorded(self, step: int, offsets: dict[Slot, tuple[int, int]],
+                         watermark: int | None = None) -> None: ...
     def on_source_lag(self, records: int) -> None: ...
     def on_steps_expected(self, total: int) -> None: ...  # bounded sources: the steps the run will have
     def on_step_committed(self, step: int, rows: int, seconds: float) -> None: ...
@@ -124,6 +127,8 @@ class RunResult:
     commit_at: list[float] = field(default_factory=list)          # seconds since start when each step committed
     outages: list[dict[str, Any]] = field(default_factory=list)   # ZooKeeper/Redis out of reach: how long, outcome
     dead_letters: int = 0                                         # each malformed record once (tally.py)
+    late_records: int = 0                                         # each record behind the watermark once
+    watermark: int | None = None                                  # the last step's (eventtime/), us
     rollbacks: list[RecoveryRecord] = field(default_factory=list)  # rolled back by itself (Redis came back empty)
 
 
@@ -182,6 +187,8 @@ class Coordinator:
                                       self.control)
         self.ckpt.on_aborted = self.observer.on_checkpoint_aborted
         self.ckpt.tally_at = lambda boundary: self.tally.up_to(boundary)
+        self.watermarks = Watermarks(self.graph.sources(), clock)  # each step's, recorded with it (eventtime/)
+        self.ckpt.event_time_at = self.watermarks.cut
         self.owner = f"coordinator-{uuid.uuid4().hex[:8]}"
         self.run_token = ""         # this run's, given to every worker it admits (admission.py)
         self.placement: dict[Channel, WorkerId] = {}
@@ -267,9 +274,13 @@ class Coordinator:
                 self._done_in_step[task.step] = self._done_in_step.get(task.step, 0) + 1
                 source = event["kind"] == "source"
                 first = self.tally.done(task.stage, task.channel, task.step, event["rows_in"] if source else 0,
-                                        int(event.get("dead", 0)))
+                                        int(event.get("dead", 0)), int(event.get("late", 0)))
                 if source and first:
                     self.metrics.source_rows.inc(event["rows_in"])
+                if first:
+                    self.metrics.late_records.inc(int(event.get("late", 0)))
+                if source:
+                    self.watermarks.observe(task.ref, task.step, event.get("tmax"), event["rows_in"])
                 if event["recovery"] or task.step <= self._replay_until:
                     self.metrics.replayed.inc(event["rows_in"])
                     self._recomputed_rows += event["rows_in"]
@@ -305,6 +316,7 @@ class Coordinator:
         self._release_failing_since = 0.0
         offsets = (manifest or {}).get("offsets", {})
         self.sources.reset({Slot.parse(c): int(v) for c, v in offsets.items()})
+        self.watermarks.restore((manifest or {}).get("event_time"), boundary)
         self.store.set_offsets(self.sources.next)
         self._checked_log_for = -1
         # messages carry the reopened cut's epoch until the next checkpoint, which gets a fresh number
@@ -328,12 +340,15 @@ class Coordinator:
             self._checked_log_for = step
             self._replays.discard(step)
             recorded = self.store.step(step)
-            if recorded is not None:  # the step log has it: re-run with exactly those offsets
+            if recorded is not None:  # the step log has it: re-run with exactly those offsets (and watermark)
                 trigger.replay(True)
-                self._trigger(trigger, step, Reason.REPLAY, recorded.offsets)
+                self._trigger(trigger, step, Reason.REPLAY, recorded.offsets, recorded.watermark)
                 return
         plan = self.sources.plan()
         self._exhausted = plan.reported and plan.exhausted
+        if self._exhausted and self.watermarks.end():  # one last step: every window is final
+            self._trigger(trigger, step, Reason.END_OF_INPUT, plan.offsets, END_OF_INPUT)
+            return
         if self._exhausted or not plan.reported:
             return
         now = self.clock()
@@ -341,16 +356,27 @@ class Coordinator:
         reason = trigger.due(now)
         if reason is None and self._force_step:
             reason = Reason.CHECKPOINT
+        watermark = self.watermarks.next()
+        if reason is None and watermark != self.watermarks.current and trigger.idle_for(now, self.spec.trigger.timer_ms):
+            reason = Reason.WATERMARK  # no records, but windows may close (a channel went idle)
         if reason is not None:
-            self._trigger(trigger, step, reason, plan.offsets)
+            self._trigger(trigger, step, reason, plan.offsets, watermark)
 
-    def _trigger(self, trigger: StepTrigger, step: int, reason: Reason, offsets: dict[Channel, tuple[int, int]]) -> None:
+    def _trigger(self, trigger: StepTrigger, step: int, reason: Reason, offsets: dict[Channel, tuple[int, int]],
+                 watermark: int | None) -> None:
         now = self.clock()
-        self.store.record_step(StepRecord(step, offsets, reason.value))  # before the step runs
+        self.store.record_step(StepRecord(step, offsets, reason.value, watermark))  # before the step runs
         # in the command log while the tasks run; settled before anything else is logged (journal.py)
-        self.journal.append_ahead("step-started", step=step, offsets={c.key(): list(o) for c, o in offsets.items()})
+        self.journal.append_ahead("step-started", step=step, offsets={c.key(): list(o) for c, o in offsets.items()},
+                                  **({"watermark": watermark} if watermark is not None else {}))
+        self.watermarks.record(step, watermark)
+        if watermark is not None and watermark != END_OF_INPUT:
+            self.metrics.watermark.set(watermark / 1e6)
+        behind = self.watermarks.lag_seconds()
+        if behind is not None:
+            self.metrics.event_time_lag.set(behind)
         self.sources.recorded(offsets)
-        self.observer.on_step_recorded(step, offsets)
+        self.observer.on_step_recorded(step, offsets, watermark)
         lag = self.sources.lag()
         for slot, records in lag.items():
             self.metrics.lag(slot.stage, slot.index, records)
@@ -395,6 +421,7 @@ class Coordinator:
             self.journal.append("checkpoint-committed", epoch=int(manifest["epoch"]), boundary=int(manifest["boundary"]))
             self.metrics.checkpoint_step.set(manifest["boundary"])
             self.tally.settle(int(manifest["boundary"]))
+            self.watermarks.settle(int(manifest["boundary"]))
             self.observer.on_checkpoint(self.ckpt.history[-1])
         age = self.ckpt.age()
         if age is not None:
@@ -403,7 +430,8 @@ class Coordinator:
     def _finished(self) -> bool:
         if self.spec.max_steps is not None and self.committed >= self.spec.max_steps:
             return True
-        return self._exhausted and self.triggered == self.committed and not self.outstanding
+        return (self._exhausted and not self.watermarks.end() and self.triggered == self.committed
+                and not self.outstanding)
 
     def run(self) -> RunResult:
         self._started_at = self.clock()
@@ -433,6 +461,8 @@ class Coordinator:
             committed=self.committed,
             source_rows=self.tally.source_rows,
             dead_letters=self.tally.dead_letters,
+            late_records=self.tally.late,
+            watermark=self.watermarks.current,
             rollbacks=list(self.rollbacks),
             seconds=self.clock() - self._started_at,
             recoveries=self.recoveries,

@@ -197,11 +197,12 @@ class Journal:
         log (a private Redis keeps nothing; one that restarted empty lost it)."""
         if self.follower is None:
             return
+        marks = self.follower.state.marks
         for step, offsets in sorted(self.follower.state.started.items()):
             recorded = self.store.step(step)
             logged = {Channel.parse(c): (lo, hi) for c, (lo, hi) in offsets.items()}
-            if recorded is None or recorded.offsets != logged:
-                self.store.record_step(StepRecord(step, logged, Reason.REPLAY.value))
+            if recorded is None or recorded.offsets != logged or recorded.watermark != marks.get(step):
+                self.store.record_step(StepRecord(step, logged, Reason.REPLAY.value, marks.get(step)))
 
     def close_ring_around(self, dead: WorkerId, reason: str) -> None:
         """The coordinator saw ``dead`` go (process exit, pod deleted): close the ring around it now

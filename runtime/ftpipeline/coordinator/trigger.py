@@ -27,6 +27,8 @@ class Reason(str, enum.Enum):
     TIMER = "timer"
     TICK = "tick"
     CHECKPOINT = "checkpoint"
+    WATERMARK = "watermark"        # no new records, but the watermark moved (a channel went idle): windows close
+    END_OF_INPUT = "end-of-input"  # every source ended: one last step makes every window final
 
 
 @dataclass
@@ -67,6 +69,10 @@ class StepTrigger:
         self._first_record_at = None
         self._last_step_at = now
         self._replay = False
+
+    def idle_for(self, now: float, ms: int) -> bool:
+        """Has no step been triggered for ``ms``?"""
+        return (now - self._last_step_at) * 1000 >= ms
 
     def due(self, now: float) -> Reason | None:
         if self._replay:

@@ -80,6 +80,11 @@ class Graph:
     def is_stateful(self, stage: str) -> bool:
         return self._stages[stage].kind is StageKind.AGGREGATE
 
+    def on_event_time(self, stage: str) -> bool:
+        """Does a task of ``stage`` need the watermark of its step (a window)?"""
+        op = self._stages[stage].aggregate
+        return op is not None and op.window is not None
+
     def task_kind(self, stage: str) -> TaskKind:
         return _TASK_KIND[self._stages[stage].kind]
 

@@ -79,9 +79,12 @@ class StepHistory:
         if fresh:
             path.unlink(missing_ok=True)
 
-    def append(self, step: int, offsets: Mapping[str, tuple[int, int]]) -> None:
+    def append(self, step: int, offsets: Mapping[str, tuple[int, int]], watermark: int | None = None) -> None:
+        doc: dict[str, object] = {"step": step, "offsets": {k: list(v) for k, v in offsets.items()}}
+        if watermark is not None:
+            doc["watermark"] = watermark
         with self.path.open("a") as out:
-            out.write(json.dumps({"step": step, "offsets": {k: list(v) for k, v in offsets.items()}}) + "\n")
+            out.write(json.dumps(doc) + "\n")
 
     @staticmethod
     def read(path: Path) -> dict[int, dict[str, tuple[int, int]]]:
@@ -92,3 +95,13 @@ class StepHistory:
                 doc = json.loads(line)
                 steps[int(doc["step"])] = {k: (int(v[0]), int(v[1])) for k, v in doc["offsets"].items()}
         return steps
+
+    @staticmethod
+    def watermarks(path: Path) -> dict[int, int | None]:
+        """step -> the watermark it ran with (``eventtime/``); the last line of a step wins."""
+        marks: dict[int, int | None] = {}
+        if path.exists():
+            for line in path.read_text().splitlines():
+                doc = json.loads(line)
+                marks[int(doc["step"])] = doc.get("watermark")
+        return marks

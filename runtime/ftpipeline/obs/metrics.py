@@ -53,6 +53,13 @@ class _Families:
         self.dead_letters = Counter("ftpipeline_dead_letter_records_total",
                                     "Malformed records sent to the dead-letter output.", labels,
                                     registry=registry)
+        self.late_records = Counter("ftpipeline_late_records_total",
+                                    "Records behind the watermark that a window or a deduplication did not take "
+                                    "(sent to its late-data output), each counted once.", labels, registry=registry)
+        self.watermark = Gauge("ftpipeline_watermark_seconds", "Event time (seconds since the epoch) of the newest "
+                               "step's watermark.", labels, registry=registry)
+        self.event_time_lag = Gauge("ftpipeline_event_time_lag_seconds", "How far the watermark is behind the newest "
+                                    "event time the sources read.", labels, registry=registry)
         self.checkpoints = Counter("ftpipeline_checkpoints_total", "Checkpoints, by outcome (committed, aborted, commit_failed).",
                                    ["pipeline", "outcome"], registry=registry)
         self.checkpoint_seconds = Histogram(
@@ -118,6 +125,9 @@ class RunMetrics:
         self.replayed = f.replayed.labels(pipeline)
         self.source_rows = f.source_rows.labels(pipeline)
         self.dead_letters = f.dead_letters.labels(pipeline)
+        self.late_records = f.late_records.labels(pipeline)
+        self.watermark = f.watermark.labels(pipeline)
+        self.event_time_lag = f.event_time_lag.labels(pipeline)
         self.checkpoints = f.checkpoints
         self.checkpoint_seconds = f.checkpoint_seconds.labels(pipeline)
         self.checkpoint_bytes = f.checkpoint_bytes.labels(pipeline)

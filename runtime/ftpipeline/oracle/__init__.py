@@ -66,6 +66,28 @@ def _released(spark: Any, spec: PipelineSpec, expect: Expected, steps: int, work
     return out
 
 
+def _late(spark: Any, spec: PipelineSpec, expect: Expected, steps: int, work: Path) -> list[Comparison]:
+    """Each window's late-data output (``operators/late.py``) against the late rows the oracle expects."""
+    from pyspark.sql import functions as F
+
+    out = []
+    for name, frame in expect.late.items():
+        op = spec.stage(name).aggregate
+        root = op.window.late_data if op is not None and op.window is not None else None
+        if root is None:
+            continue
+        files = sorted((root / name).glob("step=*/*.parquet"))
+        types = dict(frame.dtypes)
+        if files:
+            actual = spark.read.option("basePath", str(root / name)).parquet(*map(str, files))
+            actual = actual.filter(F.col("step") <= steps).select(*[F.col(c).cast(types[c]) for c in frame.columns])
+        else:
+            actual = frame.limit(0)
+        rows = sum(pq.ParquetFile(p).metadata.num_rows for p in files)
+        out.append(compare_frames(f"late data of {name}", frame, actual, rows, work))
+    return out
+
+
 def compare(spark: Any, spec: PipelineSpec, steps: int, history: Path | None = None) -> list[Comparison]:
     """Compare every sink's released output for steps 1..``steps`` with the oracle (``history``: the run's
     step history, for a Kafka source)."""
@@ -79,6 +101,7 @@ def verify(spark: Any, spec: PipelineSpec, steps: int, dead_letter_root: Path,
     with tempfile.TemporaryDirectory(prefix="ftpipeline-oracle-") as work:
         expect = expected(spark, spec, steps, Path(work), history)
         out = _released(spark, spec, expect, steps, Path(work))
+        out += _late(spark, spec, expect, steps, Path(work))
     sources = {s.name for s in spec.stages if s.file is not None or s.kafka is not None}
     if sources or any(s.kind is StageKind.AGGREGATE for s in spec.stages):
         out.append(compare_letters(expect.letters, read_dead_letters(dead_letter_root, steps), sources))

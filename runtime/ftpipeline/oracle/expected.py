@@ -17,6 +17,8 @@ source from the offsets the run recorded for each step, then:
   independently; with a TTL, a key's steps are cut into sessions wherever
   more than ttl steps separate two of them, and totals run per session;
   rows with a null key are its dead letters;
+- an event-time window becomes the batch job ``windows.py`` describes, with
+  the watermark of each step the run recorded;
 - a sink's expected rows are those of its input, per step.
 """
 
@@ -35,6 +37,8 @@ from ftpipeline.dataflow.plans import scannable
 from ftpipeline.dataflow.sources import channel_share, make_reader, rows_per_step
 from ftpipeline.oracle.files import STEP, Letter, read_file_stage
 from ftpipeline.oracle.kafka import read_kafka_stage
+from ftpipeline.oracle.windows import windowed
+from ftpipeline.kafka.local import StepHistory
 from ftpipeline.spec.load import load_entry_module
 from ftpipeline.spec.model import PipelineSpec, StageKind
 
@@ -52,6 +56,7 @@ def canonical(record: str) -> str:
 class Expected:
     sinks: dict[str, Any]                             # sink -> DataFrame with a ``step`` column
     letters: list[Letter] = field(default_factory=list)
+    late: dict[str, Any] = field(default_factory=dict)  # window stage -> its late rows, with a ``step`` column
 
 
 def _generated_rows(spec: PipelineSpec, stage_name: str, module: Any, steps: int) -> pa.Table:
@@ -86,6 +91,9 @@ def expected(spark: Any, spec: PipelineSpec, steps: int, work: Path | None = Non
     graph = Graph(spec)
     frames: dict[str, Any] = {}
     letters: list[Letter] = []
+    late: dict[str, Any] = {}  # a window's expected late rows (oracle/windows.py)
+    marks = StepHistory.watermarks(history) if history is not None else {}
+    marks = {s: m for s, m in marks.items() if s <= steps}
     for name in graph.order:
         stage = spec.stage(name)
         if stage.kind is StageKind.SOURCE:
@@ -110,6 +118,8 @@ def expected(spark: Any, spec: PipelineSpec, steps: int, work: Path | None = Non
             if STEP not in df.columns:
                 raise ValueError(f"stage {name!r}: {stage.function}() dropped the {STEP} column; "
                                  "the oracle needs row-wise transforms that keep unknown columns")
+        elif stage.aggregate is not None and stage.aggregate.window is not None:
+            df, late[name] = windowed(spark, df, stage, marks, letters)
         elif stage.kind is StageKind.AGGREGATE:
             op = stage.aggregate
             assert op is not None
@@ -138,7 +148,8 @@ def expected(spark: Any, spec: PipelineSpec, steps: int, work: Path | None = Non
             merge = {"count": F.sum, "sum": F.sum, "min": F.min, "max": F.max}
             df = partial.select(*keys, STEP, *[merge[a.op](F.col(a.name)).over(running).alias(a.name) for a in op.aggregations])
         frames[name] = df
-    return Expected({s.name: _union_inputs(frames, s) for s in graph.sinks()}, letters)
+    return Expected({s.name: _union_inputs(frames, s) for s in graph.sinks()}, letters,
+                    {n: df.withColumnRenamed(STEP, "step") for n, df in late.items()})
 
 
 def expected_outputs(spark: Any, spec: PipelineSpec, steps: int) -> dict[str, Any]:

@@ -24,12 +24,14 @@ def _columns(stage: Mapping[str, Any]) -> set[str] | None:
     totals); None when only its code does (a generator, a transform)."""
     if "aggregate" in stage:
         agg = stage["aggregate"]
-        return {*agg["keyBy"], *(a["name"] for a in agg["aggregations"])}
+        windows = ("window_start", "window_end") if "window" in agg else ()
+        return {*agg["keyBy"], *windows, *(a["name"] for a in agg["aggregations"])}
     source = stage.get("source") or {}
+    stamped = {source["eventTime"]["column"]} if source.get("eventTime", {}).get("recordTimestamp") else set()
     if source.get("kafka", {}).get("format") == "raw":
-        return set(RAW_KAFKA_COLUMNS)
+        return set(RAW_KAFKA_COLUMNS) | stamped
     schema = source.get("file", source.get("kafka", {})).get("schema")
-    return set(schema) if schema else None
+    return set(schema) | stamped if schema else None
 
 
 def column_problems(stages: list[Mapping[str, Any]], index: Mapping[str, int]) -> list[tuple[str, str]]:

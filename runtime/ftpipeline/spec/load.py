@@ -50,6 +50,7 @@ from ftpipeline.spec.cel import violations
 from ftpipeline.spec.inputs import input_problems
 from ftpipeline.spec.problems import Problem as Problem, SpecError as SpecError  # re-exported: the loader raises it
 from ftpipeline.spec.columns import column_problems
+from ftpipeline.spec import eventtime
 from ftpipeline.spec.schema import (
     DEFAULT_CHECKPOINT_STEPS,
     DEFAULT_MAX_IN_MEMORY_BYTES,
@@ -172,6 +173,8 @@ def _dataflow_problems(spec: Mapping[str, Any]) -> list[Problem]:
         problems.extend(_size_problems(stages))
     if not problems:
         problems.extend(Problem(path, message) for path, message in column_problems(stages, index))
+    if not problems:
+        problems.extend(eventtime.problems(stages, index))
     return problems
 
 
@@ -295,7 +298,7 @@ def _resolve(base_dir: Path, path: str) -> Path:
 def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
     spec = doc["spec"]
     stages = []
-    for raw in spec["stages"]:
+    for at, raw in enumerate(spec["stages"]):
         kind = _stage_kind(raw)
         parallelism = raw.get("parallelism", 1)
         edges = []
@@ -331,6 +334,7 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
                 tuple(a["keyBy"]),
                 tuple(Aggregation(x["name"], x["op"], x.get("column")) for x in a["aggregations"]),
                 a.get("ttl", {}).get("steps", 0),
+                eventtime.window(spec["stages"], at, lambda path: _resolve(base_dir, path)),
             )
         elif "kafka" in raw["sink"]:
             k = raw["sink"]["kafka"]
@@ -343,7 +347,8 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
             sink = ParquetSink(_resolve(base_dir, raw["sink"]["parquet"]["path"]),
                                raw["sink"].get("existingOutput", "fail"))
         stages.append(StageSpec(raw["name"], kind, parallelism, tuple(edges), generator, file, function, aggregate, sink,
-                                kafka=kafka, kafka_sink=kafka_sink, delta_sink=delta_sink))
+                                kafka=kafka, kafka_sink=kafka_sink, delta_sink=delta_sink,
+                                event_time=eventtime.event_time(raw)))
     steps = spec.get("steps", {})
     trig = steps.get("trigger", {})
     budget = spec.get("recovery", {}).get("restartBudget", {})

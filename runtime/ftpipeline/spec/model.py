@@ -78,10 +78,35 @@ class Aggregation:
 
 
 @dataclass(frozen=True)
+class EventTime:
+    """A source's event time (``eventtime/``); durations in microseconds."""
+
+    column: str
+    max_out_of_orderness_us: int = 0
+    idle_timeout_us: int = 0          # 0: a channel is never idle
+    record_timestamp: bool = False    # Kafka: the column holds each record's timestamp
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """Event-time windows of an aggregate (``operators/window.py``); durations in microseconds."""
+
+    kind: str                         # tumbling | sliding | session
+    time_column: str
+    size_us: int = 0                  # tumbling and sliding
+    slide_us: int = 0                 # sliding (tumbling: size)
+    gap_us: int = 0                   # session
+    allowed_lateness_us: int = 0
+    emit: str = "append"              # append | update
+    late_data: Path | None = None     # where late records go (None: counted and dropped)
+
+
+@dataclass(frozen=True)
 class AggregateOp:
     key_by: tuple[str, ...]
     aggregations: tuple[Aggregation, ...]
     ttl_steps: int = 0  # a key not updated in this many steps is forgotten (0: never)
+    window: WindowSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +149,7 @@ class StageSpec:
     kafka: KafkaSource | None = None
     kafka_sink: KafkaSink | None = None
     delta_sink: DeltaSink | None = None
+    event_time: EventTime | None = None  # a source's
 
     @property
     def is_sink(self) -> bool:
@@ -219,6 +245,11 @@ class PipelineSpec:
     @property
     def uses_kafka(self) -> bool:
         return any(s.kafka is not None or s.kafka_sink is not None for s in self.stages)
+
+    @property
+    def event_time(self) -> bool:
+        """Does any source declare event time (so every step records a watermark)?"""
+        return any(s.event_time is not None for s in self.stages)
 
     @property
     def uses_delta(self) -> bool:

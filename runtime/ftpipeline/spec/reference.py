@@ -29,6 +29,8 @@ EXAMPLES = {
     "sink.parquet": "examples/orders-files/",
     "sink.kafka": "examples/kafka-clickstream/",
     "sink.delta": "examples/kafka-orders-delta/",
+    "source.eventTime": "examples/page-views/",
+    "aggregate.window": "examples/page-views/",
 }
 
 
@@ -37,8 +39,10 @@ def _kinds() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     props = STAGE_SCHEMA["properties"]
     sink = props["sink"]["properties"]
     shared = {k: v for k, v in sink.items() if "properties" not in v}  # existingOutput: every sink's
-    return ([(f"source.{k}", v, {}) for k, v in props["source"]["properties"].items()]
-            + [(f"sink.{k}", v, shared) for k, v in sink.items() if "properties" in v])
+    return ([(f"source.{k}", v, {}) for k, v in props["source"]["properties"].items() if k != "eventTime"]
+            + [(f"sink.{k}", v, shared) for k, v in sink.items() if "properties" in v]
+            + [("source.eventTime", props["source"]["properties"]["eventTime"], {}),
+               ("aggregate.window", props["aggregate"]["properties"]["window"], {})])
 
 
 def _cell(text: str) -> str:

@@ -3,6 +3,7 @@ sinks (Parquet, Kafka), as ``schema.py`` embeds it in ``spec.stages``."""
 
 from __future__ import annotations
 
+from ftpipeline.spec.durations import PATTERN as DURATION_PATTERN
 from ftpipeline.spec.nodes import (
     FUNCTION_PATTERN,
     NAME_PATTERN,
@@ -84,11 +85,63 @@ _KAFKA_SOURCE = obj(
     ["topic"],
 )
 
+def _duration(description: str) -> Schema:
+    return string(description + " A whole number and a unit: ms, s, m (or min), h, d.", pattern=DURATION_PATTERN)
+
+
+_EVENT_TIME = obj(
+    "The event time of the source's records, and the watermark it drives. Each channel's "
+    "watermark is the largest event time it has read less maxOutOfOrderness; the pipeline's is the smallest "
+    "over every source channel that is not idle, recorded with each step before its tasks run.",
+    {
+        "column": string("Column holding each record's event time: a timestamp, or a long of milliseconds "
+                         "since the epoch.", pattern=FUNCTION_PATTERN),
+        "recordTimestamp": {"type": "boolean", "description": "Kafka only: fill the column with each record's "
+                            "timestamp (milliseconds) instead of reading it from the record.", "default": False},
+        "watermark": obj(
+            "How far behind the largest event time read the watermark stays.",
+            {"maxOutOfOrderness": _duration("Records at most this much older than the newest one read are "
+                                            "still on time.")},
+            ["maxOutOfOrderness"],
+        ),
+        "idleTimeout": _duration("A channel that reads no record for this long (wall clock) stops holding the "
+                                 "watermark back until it reads again, as Flink's withIdleness. Unset: never idle."),
+    },
+    ["column"],
+)
+
+_LATE_DATA = obj(
+    "Where records behind the watermark go instead of being dropped: each step's late records of each channel "
+    "as one Parquet file, with the reason and the watermark they missed.",
+    {"path": string("Directory; relative paths are resolved against the pipeline file.", minLength=1)},
+    ["path"],
+)
+
+_WINDOW = obj(
+    "Event-time windows: the aggregate runs per key and window instead of per key. "
+    "Exactly one of tumbling, sliding.",
+    {
+        "tumbling": obj("Fixed windows that do not overlap.", {"size": _duration("Window length.")}, ["size"]),
+        "sliding": obj("Windows of size that start every slide (hopping); size a multiple of slide.",
+                       {"size": _duration("Window length."), "slide": _duration("Distance between starts.")},
+                       ["size", "slide"]),
+        "timeColumn": string("Event-time column the windows are cut on (default: the eventTime column of the "
+                             "sources upstream).", pattern=FUNCTION_PATTERN),
+        "allowedLateness": _duration("How long after its end a window still takes records (default 0)."),
+        "emit": string("append: each window once, when the watermark passes its end plus allowedLateness. "
+                       "update: every step that changed a window emits its current row.",
+                       enum=["append", "update"], default="append"),
+        "lateData": _LATE_DATA,
+    },
+    rules=[one_of("tumbling", "sliding")],
+)
+
 _AGGREGATION = obj(
     "One aggregate column of the running state.",
     {
         "name": string("Output column.", pattern=FUNCTION_PATTERN),
-        "op": string("Aggregate function; count ignores column.", enum=["count", "sum", "min", "max"]),
+        "op": string("Aggregate function; count ignores column. avg, first and last (by event time) need a "
+                     "window.", enum=["count", "sum", "min", "max", "avg", "first", "last"]),
         "column": string("Input column (required except for count)."),
     },
     ["name", "op"],
@@ -119,7 +172,7 @@ STAGE_SCHEMA: Schema = obj(
         "inputs": {"type": "array", "description": "Upstream stages.", "maxItems": 16, "items": _INPUT},
         "source": obj(
             "Replayable input. Exactly one of generator, file, kafka.",
-            {"generator": _GENERATOR, "file": _FILE, "kafka": _KAFKA_SOURCE},
+            {"generator": _GENERATOR, "file": _FILE, "kafka": _KAFKA_SOURCE, "eventTime": _EVENT_TIME},
             rules=[one_of("generator", "file", "kafka")],
         ),
         "transform": obj(
@@ -128,14 +181,15 @@ STAGE_SCHEMA: Schema = obj(
             ["function"],
         ),
         "aggregate": obj(
-            "Keyed running aggregation. Each step emits the rows of the keys it touched, "
-            "with their totals so far (update mode). Rows with a null key go to the "
-            "dead-letter output.",
+            "Keyed aggregation. Without a window, a running one: each step emits the rows of the keys it "
+            "touched, with their totals so far (update mode). With a window, per key and event-time window. "
+            "Rows with a null key go to the dead-letter output.",
             {
                 "keyBy": {"type": "array", "description": "Key columns.", "minItems": 1, "maxItems": 16,
                           "items": {"type": "string"}},
                 "aggregations": {"type": "array", "description": "Aggregate columns.", "minItems": 1, "maxItems": 64,
                                  "items": _AGGREGATION},
+                "window": _WINDOW,
                 "ttl": obj(
                     "State time-to-live: a key not updated for longer is forgotten (its next row starts new "
                     "totals) and leaves the state and its checkpoints.",

@@ -24,7 +24,11 @@ A state's life::
          background: the snapshot in checkpoint storage) -> ... -> close
 
 Each row carries the step that last updated it (:data:`STEP`): the state's
-TTL reads it, and eviction removes the rows it finds expired.
+TTL reads it, and eviction removes the rows it finds expired. A state may be
+*indexed* by one integer column (``index``): the step for a TTL, the time a
+window fires for a window's state (``operators/window.py``, Flink's timers).
+``expire`` then takes the rows below a bound in that column and costs what
+it takes, not what the state holds.
 """
 
 from __future__ import annotations
@@ -65,6 +69,10 @@ class KeyedState(Protocol):
         """Delete the rows last updated before ``before_step``; answer how many."""
         ...
 
+    def expire(self, before: int) -> pa.Table:
+        """Delete and return the rows whose index column is below ``before`` (a state created with an index)."""
+        ...
+
     def scan(self) -> Iterator[pa.RecordBatch]:
         """Every row, in no particular order."""
         ...
@@ -85,13 +93,14 @@ class KeyedState(Protocol):
 class StateBackend(Protocol):
     name: str
 
-    def create(self, channel: str, schema: pa.Schema, keys: list[str], indexed: bool = False) -> KeyedState:
-        """An empty state; ``indexed``: its rows will be evicted by step (it has a TTL), so a backend
-        that can keeps an index that makes eviction cost what it evicts."""
+    def create(self, channel: str, schema: pa.Schema, keys: list[str], index: str | None = None) -> KeyedState:
+        """An empty state; ``index``: the int64 column its rows leave by (``STEP`` for a TTL, a window's
+        firing time), so a backend that can keeps an index that makes ``evict``/``expire`` cost what
+        they remove."""
         ...
 
     def restore(self, channel: str, storage: CheckpointStorage, path: str, keys: list[str],
-                step: int, indexed: bool = False) -> KeyedState | None:
+                step: int, index: str | None = None) -> KeyedState | None:
         """The state a snapshot in ``storage`` holds (None for an empty one, ``path == ""``);
         ``keys`` and ``step`` describe a snapshot written before its rows carried them."""
         ...

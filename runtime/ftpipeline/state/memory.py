@@ -23,9 +23,11 @@ _ORDER = "__ftp_order"
 
 
 class MemoryState:
-    def __init__(self, schema: pa.Schema, keys: list[str], table: pa.Table | None = None) -> None:
+    def __init__(self, schema: pa.Schema, keys: list[str], table: pa.Table | None = None,
+                 index: str | None = None) -> None:
         self.schema = schema
         self.keys = keys
+        self.index = index
         self.table = table if table is not None else schema.empty_table()
 
     def get(self, keys: pa.Table) -> pa.Table:
@@ -50,6 +52,14 @@ class MemoryState:
             self.table = self.table.filter(pc.invert(expired))
         return count
 
+    def expire(self, before: int) -> pa.Table:
+        assert self.index is not None, "expire needs a state created with an index"
+        gone = pc.fill_null(pc.less(self.table.column(self.index), before), False)
+        taken = self.table.filter(gone)
+        if taken.num_rows:
+            self.table = self.table.filter(pc.invert(gone))
+        return taken
+
     def scan(self) -> Iterator[pa.RecordBatch]:
         yield from self.table.to_batches()
 
@@ -70,14 +80,14 @@ class MemoryState:
 class MemoryBackend:
     name = "memory"
 
-    def create(self, channel: str, schema: pa.Schema, keys: list[str], indexed: bool = False) -> MemoryState:
-        return MemoryState(schema, keys)
+    def create(self, channel: str, schema: pa.Schema, keys: list[str], index: str | None = None) -> MemoryState:
+        return MemoryState(schema, keys, index=index)
 
     def restore(self, channel: str, storage: CheckpointStorage, path: str, keys: list[str],
-                step: int, indexed: bool = False) -> MemoryState | None:
+                step: int, index: str | None = None) -> MemoryState | None:
         if not path:
             return None
         from ftpipeline.state.snapshots import read_rows
 
         schema, keys, batches = read_rows(storage, path, keys, step)
-        return MemoryState(schema, keys, pa.Table.from_batches(list(batches), schema=schema))
+        return MemoryState(schema, keys, pa.Table.from_batches(list(batches), schema=schema), index)

@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -52,6 +53,8 @@ BLOCK_CACHE_BYTES = 256 << 20   # one cache for every channel of the process
 WRITE_BUFFER_BYTES = 32 << 20   # per channel; a checkpoint flushes it
 SCAN_BATCH = 65536
 BY_STEP = "by_step"  # with a TTL: a column family of (step, key), so eviction walks only the expired
+BY_TIME = "by_time"  # indexed by another column (a window's firing time): (value, key), signed
+_SIGN = np.uint64(1 << 63)
 
 
 def _options(cache: Any) -> Any:
@@ -81,7 +84,7 @@ def _schema_of(text: str) -> pa.Schema:
 
 class RocksState:
     def __init__(self, directory: Path, schema: pa.Schema, keys: list[str], options: Any,
-                 origin: dict[str, str] | None = None, indexed: bool = False) -> None:
+                 origin: dict[str, str] | None = None, index: str | None = None) -> None:
         from rocksdict import Rdict, WriteOptions
 
         self.directory = directory
@@ -91,10 +94,11 @@ class RocksState:
         self.key_codec = RowCodec(pa.schema([schema.field(k) for k in keys]))
         self.instance = uuid.uuid4().hex[:12]  # table file numbers restart in every instance
         self.origin = dict(origin or {})        # table file -> its shared path, once uploaded
-        self.indexed = indexed
-        self.db = Rdict(str(directory), options, column_families={BY_STEP: options} if indexed else None)
-        self.by_step = self.db.get_column_family(BY_STEP) if indexed else None
-        self.by_step_handle = self.db.get_column_family_handle(BY_STEP) if indexed else None
+        self.index = index
+        family = BY_STEP if index == STEP else BY_TIME
+        self.db = Rdict(str(directory), options, column_families={family: options} if index else None)
+        self.by_step = self.db.get_column_family(family) if index else None
+        self.by_step_handle = self.db.get_column_family_handle(family) if index else None
         quiet = WriteOptions()
         quiet.disable_wal = True  # type: ignore[assignment,method-assign]  # a property; the stub says method
         self.db.set_write_options(quiet)
@@ -127,11 +131,18 @@ class RocksState:
         keys = self._key_bytes(rows)
         for key, value in zip(keys, self.rows.encode(rows)):
             batch.put(key, value)
-        if self.indexed:  # (step, key) entries; one left by an earlier update is dropped at eviction
-            steps = rows.column(STEP).to_numpy(zero_copy_only=False).astype(">u8").tobytes()  # steps are never negative
+        if self.index:  # (value, key) entries; one left by an earlier update is dropped when it expires
+            values = self._order(rows.column(self.index).to_numpy(zero_copy_only=False))
             for i, key in enumerate(keys):
-                batch.put(steps[i * 8:(i + 1) * 8] + key, b"", self.by_step_handle)
+                batch.put(values[i * 8:(i + 1) * 8] + key, b"", self.by_step_handle)
         self.db.write(batch)
+
+    def _order(self, values: np.ndarray) -> bytes:
+        """Index bytes that sort as the values do: steps (never negative) as they are, anything else with
+        its sign bit flipped."""
+        if self.index == STEP:
+            return bytes(values.astype(">u8").tobytes())
+        return bytes((values.astype(np.int64).view(np.uint64) ^ _SIGN).astype(">u8").tobytes())
 
     def delete(self, keys: pa.Table) -> None:
         from rocksdict import WriteBatch
@@ -146,7 +157,7 @@ class RocksState:
         over the index entries older than ``before_step`` only: what changed, not what is held."""
         from rocksdict import WriteBatch
 
-        if self.by_step is None:
+        if self.index != STEP:
             evicted = 0
             for batch in self.scan():
                 table = pa.Table.from_batches([batch])
@@ -155,27 +166,36 @@ class RocksState:
                     self.delete(expired)
                     evicted += expired.num_rows
             return evicted
-        bound = max(before_step, 0).to_bytes(8, "big")
-        candidates: list[Any] = []
+        return int(self.expire(max(before_step, 0)).num_rows)
+
+    def expire(self, before: int) -> pa.Table:
+        """A walk over the index entries below ``before``: each names a key whose row is taken if its
+        index column is still below ``before`` (not updated to a later value since)."""
+        from rocksdict import WriteBatch
+
+        assert self.by_step is not None, "expire needs a state created with an index"
+        bound = self._order(np.array([before], np.int64))
+        candidates: dict[bytes, None] = {}
         for raw in self.by_step.keys():
             entry = cast(bytes, raw)
             if entry[:8] >= bound:
                 break
-            candidates.append(entry[8:])
+            candidates[entry[8:]] = None
         if not candidates:
-            return 0
-        found = cast(list[bytes | None], self.db.get(candidates))
-        present = [(k, v) for k, v in zip(candidates, found) if v is not None]
-        steps = self.rows.decode([v for _, v in present]).column(STEP).to_pylist() if present else []
+            return self.schema.empty_table()
+        keys: list[Any] = list(candidates)
+        found = cast(list[bytes | None], self.db.get(keys))
+        present = [(k, v) for k, v in zip(keys, found) if v is not None]
+        rows = self.rows.decode([v for _, v in present])
+        taken = pc.fill_null(pc.less(rows.column(self.index), before), False) if present else None
         batch = WriteBatch(raw_mode=True)
-        evicted = 0
-        for (key, _), step in zip(present, steps):
-            if step < before_step:  # not updated since this entry was written
+        for (key, _), gone in zip(present, taken.to_pylist() if taken is not None else []):
+            if gone:
                 batch.delete(key)
-                evicted += 1
-        batch.delete_range(bytes(8), bound, self.by_step_handle)
+        batch.delete_range(self._order(np.array([np.iinfo(np.int64).min], np.int64)) if self.index != STEP
+                           else bytes(8), bound, self.by_step_handle)
         self.db.write(batch)
-        return evicted
+        return rows.filter(taken) if taken is not None else self.schema.empty_table()
 
     def scan(self) -> Iterator[pa.RecordBatch]:
         chunk: list[bytes] = []
@@ -253,11 +273,11 @@ class RocksBackend:
         self.root.mkdir(parents=True, exist_ok=True)
         return self.root / f"{channel}-{uuid.uuid4().hex[:8]}"
 
-    def create(self, channel: str, schema: pa.Schema, keys: list[str], indexed: bool = False) -> RocksState:
-        return RocksState(self._directory(channel), schema, keys, self.options, indexed=indexed)
+    def create(self, channel: str, schema: pa.Schema, keys: list[str], index: str | None = None) -> RocksState:
+        return RocksState(self._directory(channel), schema, keys, self.options, index=index)
 
     def restore(self, channel: str, storage: CheckpointStorage, path: str, keys: list[str],
-                step: int, indexed: bool = False) -> RocksState | None:
+                step: int, index: str | None = None) -> RocksState | None:
         if not path:
             return None
         source = storage.root / path
@@ -266,7 +286,7 @@ class RocksBackend:
             from ftpipeline.state.snapshots import read_rows
 
             schema, keys, batches = read_rows(storage, path, keys, step)
-            state = RocksState(directory, schema, keys, self.options, indexed=indexed)
+            state = RocksState(directory, schema, keys, self.options, index=index)
             for batch in batches:
                 state.put(pa.Table.from_batches([batch]))
             return state
@@ -281,5 +301,5 @@ class RocksBackend:
             except OSError:  # another filesystem (a mounted volume): copy
                 shutil.copyfile(storage.root / shared, directory / name)
         return RocksState(directory, _schema_of(doc["schema"]), list(doc["keys"]), self.options, doc["files"],
-                          indexed=indexed)
+                          index=index)
 

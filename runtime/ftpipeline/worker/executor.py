@@ -63,6 +63,10 @@ from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.partition import hashing, split, wanted
 from ftpipeline.dataflow.plans import Plans
 from ftpipeline.dataflow.sources import DeadLetter, SourceReader, make_reader, read_ranges
+from ftpipeline.eventtime.columns import largest
+from ftpipeline.operators.base import Operator, StepContext
+from ftpipeline.operators.late import write_late
+from ftpipeline.operators.window import WindowOperator
 from ftpipeline.lineage.naming import Channel, ObjectName, Task, TaskKind
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.logging import setup_json_logging
@@ -70,7 +74,7 @@ from ftpipeline.spec.inputs import input_problems
 from ftpipeline.kafka.topics import topic_problems
 from ftpipeline.spec.load import entry_problems, load_entry_module, worker_spec
 from ftpipeline.spec.model import PipelineSpec, StageKind, StageSpec
-from ftpipeline.state.backend import KeyedState, make_backend
+from ftpipeline.state.backend import STEP, KeyedState, make_backend
 from ftpipeline.worker.buffer import ObjectBuffer, read_ipc
 from ftpipeline.worker.exits import cannot_run
 from ftpipeline.worker.rekey import restore_rescaled
@@ -117,6 +121,9 @@ class TaskRunner:
         self.dead_letters = default_dead_letter_root(spec)
         self.storage = CheckpointStorage(spec.checkpoint_root, spec.store_key)
         self.backend = make_backend(spec.state_backend, buffer.root)
+        self.operators: dict[str, Operator] = {  # keyed stateful stages other than a running aggregate
+            s.name: WindowOperator(s.name, s.aggregate) for s in self.graph.spec.stages
+            if s.aggregate is not None and s.aggregate.window is not None}
         self.states: dict[Channel, KeyedState | None] = {}
         self.state_steps: dict[Channel, int] = {}
         self.evicted = 0  # keys forgotten by TTL since the last task reported
@@ -173,7 +180,7 @@ class TaskRunner:
 
     def _evict(self, ch: Channel, state: KeyedState, step: int) -> None:
         op = self.graph.stage(ch.stage).aggregate
-        if op is not None and op.ttl_steps:
+        if op is not None and op.ttl_steps and ch.stage not in self.operators:
             self.evicted += state.evict(step - op.ttl_steps)
 
     def open(self, states: dict[str, dict[str, Any]]) -> None:
@@ -190,14 +197,21 @@ class TaskRunner:
                 state.close()
         self.states = {}
 
+    def _index(self, stage: str) -> tuple[list[str], str | None]:
+        """The key columns of a stage's state, and the column it is indexed by."""
+        operator = self.operators.get(stage)
+        if operator is not None:
+            return operator.keys, operator.index
+        op = self.graph.stage(stage).aggregate
+        assert op is not None, f"{stage} keeps no state"
+        return list(op.key_by), STEP if op.ttl_steps else None
+
     def _restore(self, ch: Channel, path: str, step: int) -> KeyedState | None:
-        op = self.graph.stage(ch.stage).aggregate
-        assert op is not None, f"{ch.key()} has a snapshot but no aggregate"
+        keys, index = self._index(ch.stage)
         rescaled = rescale.parse(path)  # the stage's parallelism changed since the checkpoint
         if rescaled is not None:
-            return restore_rescaled(self.spark, self.backend, self.storage, ch, rescaled, list(op.key_by), step,
-                                    indexed=op.ttl_steps > 0)
-        return self.backend.restore(ch.key(), self.storage, path, list(op.key_by), step, indexed=op.ttl_steps > 0)
+            return restore_rescaled(self.spark, self.backend, self.storage, ch, rescaled, keys, step, index)
+        return self.backend.restore(ch.key(), self.storage, path, keys, step, index)
 
     def _inputs(self, inputs: list[list[Any]]) -> tuple[pa.Table | None, int]:
         tables = [read_ipc(Path(path), int(batch)) for _, path, batch in inputs]
@@ -206,14 +220,21 @@ class TaskRunner:
         table = pa.concat_tables(tables, promote_options="permissive")
         return table, table.num_rows
 
-    def run(self, task: Task, inputs: list[list[Any]]) -> dict[str, Any]:
+    def run(self, task: Task, inputs: list[list[Any]], watermarks: dict[int, int | None] | None = None) -> dict[str, Any]:
         stage = self.graph.stage(task.stage)
         dead: list[DeadLetter] = []
+        late = 0
+        event_max: int | None = None
         table, rows_in = self._inputs(inputs)
         if task.kind is TaskKind.SOURCE:
             assert task.ranges is not None
             batch = read_ranges(self.readers[task.stage], task.step, task.ranges)
             table, dead, rows_in = batch.table, batch.dead_letters, task.source_rows
+            if stage.event_time is not None:  # what the watermark is made of (eventtime/)
+                event_max = largest(table, stage.event_time.column, f"stage {stage.name!r} source.eventTime.column")
+        elif task.stage in self.operators and task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD):
+            marks = {int(s): w for s, w in (watermarks or {}).items()}  # JSON keys are text
+            table, dead, late = self._operate(task, inputs, marks)
         elif task.kind is TaskKind.REBUILD and stage.aggregate is not None and stage.aggregate.ttl_steps:
             table, dead = self._rebuild_by_step(task, inputs, stage.aggregate)
         elif task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD):
@@ -241,7 +262,7 @@ class TaskRunner:
         evicted, self.evicted = self.evicted, 0
         staged, self.staged = self.staged, []
         return {"task": task.to_json(), "outputs": outputs, "rows_in": rows_in, "dead_letters": len(dead),
-                "evicted": evicted, "staged": staged}
+                "evicted": evicted, "staged": staged, "late": late, "event_max": event_max}
 
     def _chain(self, task: Task, stage: StageSpec, table: pa.Table) -> pa.Table | spill.Written | None:
         """The rest of the chain after its head's own work, as one program run by Spark
@@ -334,7 +355,7 @@ class TaskRunner:
             if part.num_rows == 0:
                 return (None, []) if task.kind is TaskKind.REBUILD else (part.select([*op.key_by, *(a.name for a in op.aggregations)]), dead)
             state = self.backend.create(task.ref.key(), agg.state_schema(part, op), list(op.key_by),
-                                       indexed=op.ttl_steps > 0)
+                                        STEP if op.ttl_steps else None)
             self.states[task.ref] = state
         updated = agg.merge(state, part, op, task.step)
         if task.kind is TaskKind.REBUILD:
@@ -342,6 +363,38 @@ class TaskRunner:
         if op.ttl_steps and task.step % EVICT_EVERY == 0:
             self._evict(task.ref, state, task.step)
         return updated, dead
+
+    def _operate(self, task: Task, inputs: list[list[Any]],
+                 watermarks: dict[int, int | None]) -> tuple[pa.Table | None, list[DeadLetter], int]:
+        """A step of a keyed operator (``operators/``); a rebuild runs each of its steps in turn, with the
+        watermark each ran with, emitting nothing: the state it leaves is the state after its last step."""
+        operator = self.operators[task.stage]
+        keys, index = self._index(task.stage)
+        if task.kind is TaskKind.REBUILD:
+            old = self.states.pop(task.ref, None)
+            if old is not None:
+                old.close()
+            self.states[task.ref] = self._restore(task.ref, task.base, 0) if task.base else None
+        holder = _Holder(self, task.ref, keys, index)
+        by_step: dict[int, list[list[Any]]] = {}
+        for entry in inputs:
+            by_step.setdefault(ObjectName.parse(entry[0]).seq, []).append(entry)
+        emitted = None
+        for step in task.steps:
+            table, _ = self._inputs(by_step.get(step, []))
+            assert table is not None, f"{task.id}: no input objects for step {step}"
+            ctx = StepContext(step, watermarks.get(step), emit=task.kind is not TaskKind.REBUILD, where=task.ref.key())
+            emitted = operator.process(holder, table, ctx)
+            self.evicted += emitted.evicted if ctx.emit else 0
+        self.state_steps[task.ref] = task.step
+        if emitted is None or task.kind is TaskKind.REBUILD:
+            return None, [], 0
+        late = emitted.late.num_rows if emitted.late is not None else 0
+        window = self.graph.stage(task.stage).aggregate
+        target = window.window.late_data if window is not None and window.window is not None else None
+        if late and target is not None:
+            write_late(target, task.stage, task.step, task.channel, emitted.late)
+        return emitted.rows, emitted.dead, late
 
     def _rebuild_by_step(self, task: Task, inputs: list[list[Any]], op: Any) -> tuple[None, list[DeadLetter]]:
         """A rebuild under a TTL folds its inputs step by step, as the steps did: whether a key
@@ -356,6 +409,21 @@ class TaskRunner:
         self.state_steps[task.ref] = task.step
         self.evicted = 0  # already counted when the steps first ran
         return None, []
+
+
+class _Holder:
+    """A channel's state for an operator: the runner's, created on first use with the operator's keys."""
+
+    def __init__(self, runner: TaskRunner, channel: Channel, keys: list[str], index: str | None) -> None:
+        self.runner, self.channel, self.keys, self.index = runner, channel, keys, index
+
+    def get(self) -> KeyedState | None:
+        return self.runner.states.get(self.channel)
+
+    def create(self, schema: pa.Schema) -> KeyedState:
+        state = self.runner.backend.create(self.channel.key(), schema, self.keys, self.index)
+        self.runner.states[self.channel] = state
+        return state
 
 
 def _compose(program: list[Callable[[Any], Any]]) -> Callable[[Any], Any]:
@@ -434,7 +502,7 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> Non
         task = Task.from_json(reply["task"])
         started = time.monotonic()
         try:
-            result = runner.run(task, reply["inputs"])
+            result = runner.run(task, reply["inputs"], reply.get("watermarks"))
         except Fenced as exc:
             log.error("fenced", extra={"task": task.id, "error": str(exc)})
             continue

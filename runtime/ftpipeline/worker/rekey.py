@@ -38,7 +38,7 @@ def targets(spark: Any, table: pa.Table, keys: list[str], parallelism: int) -> p
 
 
 def restore_rescaled(spark: Any, backend: StateBackend, storage: CheckpointStorage, channel: Channel,
-                     rescaled: Rescaled, keys: list[str], step: int, indexed: bool) -> KeyedState | None:
+                     rescaled: Rescaled, keys: list[str], step: int, index: str | None) -> KeyedState | None:
     """The state of ``channel`` at ``step``: the rows of every old snapshot whose keys its input edges send it,
     hashed on the edges' own columns in their order (``rescaled.keys``); None when there are none. ``keys``:
     the state's key columns."""
@@ -53,6 +53,6 @@ def restore_rescaled(spark: Any, backend: StateBackend, storage: CheckpointStora
             mine = table.filter(pc.equal(routed, channel.index))
             if mine.num_rows:
                 if state is None:
-                    state = backend.create(channel.key(), schema, key_columns, indexed)
+                    state = backend.create(channel.key(), schema, key_columns, index)
                 state.put(mine)
     return state

@@ -361,7 +361,8 @@ class Sidecar:
                 state_step=task.step if stateful else None,
                 event={"t": "done", "w": self.worker, "id": task.id, "step": task.step, "kind": task.kind.value,
                        "rows_in": rows_in, "rows_out": sum(r for _, r, *_ in body["outputs"]), "recovery": task.recovery,
-                       "dead": int(body.get("dead_letters", 0))},
+                       "dead": int(body.get("dead_letters", 0)), "late": int(body.get("late", 0)),
+                       **({"tmax": body["event_max"]} if body.get("event_max") is not None else {})},
                 stats=stats,
                 clock=clock.encode(),
                 dead_letters=int(body.get("dead_letters", 0)),
@@ -452,6 +453,8 @@ class Sidecar:
                 reply: dict[str, Any] = {"task": task.to_json(), "inputs": inputs}
                 if not task.recovery:
                     reply.update(self._consume(task, names, inputs))
+            if graph.on_event_time(task.stage):  # the watermark of each step it runs (eventtime/)
+                reply["watermarks"] = self.store.watermarks(task.steps)
             return reply
         return None
 

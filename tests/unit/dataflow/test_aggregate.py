@@ -286,7 +286,7 @@ def test_a_key_idle_past_its_ttl_starts_new_totals_whenever_eviction_runs(
         batches: list[list[str]], ttl: int, evict_every: int) -> None:
     op = AggregateOp(("user",), (Aggregation("n", "count"),), ttl_steps=ttl)
     schema = pa.schema([("user", pa.string()), (ROWS, pa.int64()), ("n", pa.int64())])
-    state = BACKEND[0].create("agg.0", aggregate.state_schema(partial(schema=schema), op), ["user"], indexed=True)
+    state = BACKEND[0].create("agg.0", aggregate.state_schema(partial(schema=schema), op), ["user"], index=STEP)
     model: dict[str, tuple[int, int]] = {}  # key -> (count, last step)
     for step, batch in enumerate(batches, start=1):
         counts = {k: batch.count(k) for k in set(batch)}

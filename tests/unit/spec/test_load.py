@@ -258,10 +258,10 @@ def test_stage_parallelism_below_minimum() -> None:
             "random",
         ),
         (
-            lambda d: d["spec"]["stages"][2]["aggregate"]["aggregations"][1].update(op="avg"),
+            lambda d: d["spec"]["stages"][2]["aggregate"]["aggregations"][1].update(op="median"),
             "spec.stages[2].aggregate.aggregations[1].op",
-            "count, sum, min, max",
-            "avg",
+            "count, sum, min, max, avg, first, last",
+            "median",
         ),
         (
             lambda d: d["spec"]["stages"][0].update(

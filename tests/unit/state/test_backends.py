@@ -123,7 +123,7 @@ def test_an_unknown_backend_is_refused_by_name(tmp_path: Path) -> None:
 
 
 def test_an_indexed_state_evicts_only_rows_not_updated_since(backend: StateBackend) -> None:
-    state = backend.create("agg.0", SCHEMA, KEYS, indexed=True)
+    state = backend.create("agg.0", SCHEMA, KEYS, index=STEP)
     state.put(rows(range(10), step=1))
     state.put(rows(range(5), step=4))       # u0..u4 updated again: their step-1 entries are stale
     assert state.evict(before_step=2) == 5  # u5..u9

@@ -22,7 +22,8 @@ def make_reader(stage: StageSpec, module: ModuleType | None, bootstrap: str = ""
     if stage.kafka is not None:
         from ftpipeline.dataflow.sources.kafka import KafkaSourceReader
 
-        return KafkaSourceReader(stage.kafka, stage.parallelism, bootstrap)
+        stamp = stage.event_time.column if stage.event_time is not None and stage.event_time.record_timestamp else ""
+        return KafkaSourceReader(stage.kafka, stage.parallelism, bootstrap, stamp)
     raise ValueError(f"stage {stage.name!r} is not a source")
 
 

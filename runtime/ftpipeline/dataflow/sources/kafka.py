@@ -65,16 +65,19 @@ class KafkaSourceError(RuntimeError):
 
 
 class KafkaSourceReader:
-    def __init__(self, spec: KafkaSource, parallelism: int, bootstrap: str) -> None:
+    def __init__(self, spec: KafkaSource, parallelism: int, bootstrap: str, stamp: str = "") -> None:
         self.spec = spec
         self.parallelism = parallelism
         self.bootstrap = bootstrap
+        self.stamp = stamp  # eventTime.recordTimestamp: the column that gets each record's timestamp (ms)
         self._consumer: Consumer | None = None
         self._partitions: list[int] = []
         self._listed_at = float("-inf")
         self._ends: dict[int, int] = {}          # endingOffsets latest: partition -> its end
         self._schema = (RAW_SCHEMA if spec.format == "raw" else
                         pa.schema([pa.field(n, ARROW_TYPES[t]) for n, t in spec.schema]))
+        if stamp:
+            self._schema = self._schema.append(pa.field(stamp, pa.int64()))
 
     # -- the cluster -----------------------------------------------------------
 
@@ -158,7 +161,8 @@ class KafkaSourceReader:
             return SourceBatch(self.empty())
         records = self._fetch(slot, lo, hi)
         if self.spec.format == "raw":
-            return SourceBatch(self._raw(records))
+            table = self._raw(records)
+            return SourceBatch(table.append_column(self.stamp, table.column("timestamp")) if self.stamp else table)
         return self._json(slot, records)
 
     def _fetch(self, partition: int, lo: int, hi: int) -> list[Any]:
@@ -210,7 +214,7 @@ class KafkaSourceReader:
         }, schema=RAW_SCHEMA)
 
     def _json(self, partition: int, records: list[Any]) -> SourceBatch:
-        columns: list[list[Any]] = [[] for _ in self.spec.schema]
+        columns: list[list[Any]] = [[] for _ in self._schema]
         dead: list[DeadLetter] = []
         for m in records:
             raw = m.value() or b""
@@ -220,6 +224,8 @@ class KafkaSourceReader:
                 text = raw.decode("utf-8", errors="replace")
                 dead.append(DeadLetter(text, str(bad), f"{self.spec.topic}/{partition}@{m.offset()}"))
                 continue
+            if self.stamp:
+                values = [*values, m.timestamp()[1]]
             for column, value in zip(columns, values):
                 column.append(value)
         arrays = [pa.array(values, type=f.type) for values, f in zip(columns, self._schema)]

@@ -1,0 +1,48 @@
+"""The contract between the executor and a keyed stateful operator (``operators/__init__.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import pyarrow as pa
+
+from ftpipeline.dataflow.sources.base import DeadLetter
+from ftpipeline.state.backend import KeyedState
+
+
+@dataclass(frozen=True)
+class StepContext:
+    step: int
+    watermark: int | None      # the step's recorded watermark, us (None: not known yet)
+    emit: bool = True          # False in a rebuild: the state moves on, nothing is written
+    where: str = ""            # the channel, for messages ("stage.channel")
+
+
+@dataclass
+class Emitted:
+    rows: pa.Table | None = None                       # what goes downstream
+    dead: list[DeadLetter] = field(default_factory=list)
+    late: pa.Table | None = None                       # records behind the watermark, with why
+    evicted: int = 0                                   # rows the state let go this step
+
+
+class Holder(Protocol):
+    """A channel's state as an operator sees it: there, or created on first use with the operator's keys."""
+
+    def get(self) -> KeyedState | None: ...
+
+    def create(self, schema: pa.Schema) -> KeyedState: ...
+
+
+class Operator(Protocol):
+    keys: list[str]            # the state's key columns
+    index: str | None          # the column its rows leave by (backend.KeyedState.expire)
+
+    def process(self, state: Holder, table: pa.Table, ctx: StepContext) -> Emitted:
+        """One step: ``table`` holds the step's rows (possibly none, never None)."""
+        ...
+
+
+Factory = Callable[[], Operator]

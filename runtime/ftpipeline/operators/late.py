@@ -1,0 +1,29 @@
+"""The late-data output: records behind the watermark are kept, not dropped, and counted.
+
+As the dead-letter output (``dataflow/deadletter.py``): one Parquet file per
+``(stage, step, channel)``, written atomically, so a step replayed after a
+recovery rewrites the same file with the same records and the output holds
+each late record once without going through the barrier. A record is late
+or not by its step's recorded watermark alone, the same in every replay.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def late_file(root: Path, stage: str, step: int, channel: int) -> Path:
+    return root / stage / f"step={step}" / f"part-{channel:05d}.parquet"
+
+
+def write_late(root: Path, stage: str, step: int, channel: int, rows: pa.Table) -> Path:
+    path = late_file(root, stage, step, channel)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    pq.write_table(rows, tmp)
+    os.replace(tmp, path)
+    return path

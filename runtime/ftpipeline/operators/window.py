@@ -1,0 +1,257 @@
+"""Tumbling and sliding event-time windows per key, over the channel's keyed state.
+
+A record at event time t belongs to the windows ``[start, start + size)``
+with ``start`` a multiple of ``slide`` and ``start <= t < start + size``
+(one for a tumbling window, ``size / slide`` for a sliding one), aligned to
+the epoch as Spark's ``window()`` and Flink's assigners align them. The
+state holds one row per (key, window start): the window's partial
+aggregates, and the time it fires, ``end + allowedLateness``, by which the
+state is indexed (``KeyedState.expire``), as Flink keeps a timer per key
+and window.
+
+A step with watermark W:
+
+1. rows with a null key or a null event time go to the dead letters;
+2. each row is paired with its windows; a pair whose window fires at or
+   before W is late (the watermark came first: the window has already
+   fired or fires now without it). A row all of whose windows are late
+   goes to the late-data output (as Flink's side output of late data), with
+   the watermark it missed; the others count in their open windows only;
+3. the pairs are aggregated per (key, window) with Arrow and merged into the
+   rows of the windows they touch;
+4. ``append``: every window that fires at or before W leaves the state and
+   is emitted, once, final. ``update``: the windows touched are emitted with
+   their values so far, and those that fire at or before W leave the state
+   unemitted (they were emitted when they changed).
+
+All of it depends only on the step's rows and its recorded watermark, so a
+re-run of the step, a rebuild of the state step by step, or a replay after a
+rollback makes the same windows and the same late records.
+
+Aggregations: count, sum, min, max as a running aggregate has them; avg (a
+sum and a count, divided when emitted); first and last, the value of the
+row with the smallest (largest) event time, ties to the smallest (largest)
+value, nulls skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ftpipeline.dataflow.sources.base import DeadLetter
+from ftpipeline.eventtime.columns import micros
+from ftpipeline.operators.base import Emitted, Holder, StepContext
+from ftpipeline.spec.model import Aggregation, AggregateOp, WindowSpec
+from ftpipeline.state.backend import STEP
+
+START, END = "window_start", "window_end"   # the window's bounds, as the output names them
+FIRE = "__ftp_fire"                         # when the window fires (us): the state's index
+TS = "__ftp_ts"
+ROW = "__ftp_row"
+OUT_TIME = pa.timestamp("us", tz="UTC")
+LATE_REASON, LATE_WATERMARK = "late_reason", "late_watermark"
+
+
+def _n(a: Aggregation) -> str:
+    return f"{a.name}__n"
+
+
+def _at(a: Aggregation) -> str:
+    return f"{a.name}__ts"
+
+
+class WindowOperator:
+    def __init__(self, stage: str, op: AggregateOp) -> None:
+        assert op.window is not None
+        self.stage = stage
+        self.op = op
+        self.window: WindowSpec = op.window
+        self.keys = [*op.key_by, START]
+        self.index: str | None = FIRE
+
+    # --- one step -------------------------------------------------------------
+    def process(self, state: Holder, table: pa.Table, ctx: StepContext) -> Emitted:
+        out = Emitted()
+        rows, out.dead = self._usable(table, ctx)
+        ts = micros(rows, self.window.time_column, f"stage {self.stage!r} window.timeColumn")
+        rows = rows.append_column(TS, ts).append_column(ROW, pa.array(np.arange(rows.num_rows), pa.int64()))
+        pairs = self._pairs(rows)
+        fires = pc.add(pairs.column(START), self.window.size_us + self.window.allowed_lateness_us)
+        if ctx.watermark is not None:
+            on_time = pc.greater(fires, ctx.watermark)
+            if ctx.emit:
+                kept = pc.unique(pairs.filter(on_time).column(ROW))
+                late = rows.filter(pc.invert(pc.is_in(rows.column(ROW), value_set=kept)))
+                if late.num_rows:
+                    out.late = self._late(late.drop_columns([TS, ROW]), ctx.watermark)
+            pairs = pairs.filter(on_time)
+        part = self._partial(pairs)
+        merged = self._merge(state, part, ctx.step)
+        schema = self._output_schema(table, part)
+        finals: pa.Table | None = None
+        if self.window.emit == "update" and merged is not None:
+            finals = self._finals(merged, schema)
+        held = state.get()
+        if held is not None and ctx.watermark is not None:
+            fired = held.expire(min(ctx.watermark, 2**63 - 2) + 1)
+            out.evicted = fired.num_rows
+            if self.window.emit == "append":
+                finals = self._finals(fired, schema)
+        if ctx.emit:
+            out.rows = finals if finals is not None else schema.empty_table()
+        return out
+
+    def _usable(self, table: pa.Table, ctx: StepContext) -> tuple[pa.Table, list[DeadLetter]]:
+        """The rows with a key and an event time; the others as dead letters."""
+        column = self.window.time_column
+        ts = micros(table, column, f"stage {self.stage!r} window.timeColumn")
+        bad = pc.is_null(ts)
+        for key in self.op.key_by:
+            bad = pc.or_(bad, pc.is_null(table.column(key)))
+        if not pc.any(bad).as_py():
+            return table, []
+        dead = []
+        for row in table.filter(bad).to_pylist():
+            missing = [k for k in self.op.key_by if row.get(k) is None]
+            why = f"null key in {', '.join(missing)}" if missing else f"null event time in {column}"
+            dead.append(DeadLetter(json.dumps(row, default=str), why, ctx.where))
+        return table.filter(pc.invert(bad)), dead
+
+    def _pairs(self, rows: pa.Table) -> pa.Table:
+        """Each row once per window it belongs to, with the window's start."""
+        size, slide = self.window.size_us, self.window.slide_us
+        ts = rows.column(TS).to_numpy(zero_copy_only=False).astype(np.int64)
+        last = (ts // slide) * slide
+        k = size // slide
+        if k == 1:
+            return rows.append_column(START, pa.array(last, pa.int64()))
+        take = np.repeat(np.arange(len(ts)), k)
+        starts = last[take] - np.tile(np.arange(k, dtype=np.int64), len(ts)) * slide
+        return rows.take(pa.array(take)).append_column(START, pa.array(starts, pa.int64()))
+
+    def _late(self, late: pa.Table, watermark: int) -> pa.Table:
+        n = late.num_rows
+        reason = (f"every window of this record had closed: it ends {self.window.allowed_lateness_us} us before "
+                  f"the watermark or earlier" if self.window.allowed_lateness_us else
+                  "every window of this record had closed (its end is at or before the watermark)")
+        return late.append_column(LATE_REASON, pa.array([reason] * n, pa.string())).append_column(
+            LATE_WATERMARK, pa.array([watermark] * n, pa.int64()).cast(OUT_TIME))
+
+    # --- partial aggregates and their merge ----------------------------------------
+    def _partial(self, pairs: pa.Table) -> pa.Table:
+        group = [*self.op.key_by, START]
+        specs: list[tuple[Any, str]] = [([], "count_all")]
+        names = ["__rows"]
+        for a in self.op.aggregations:
+            if a.op == "count":
+                specs.append(([], "count_all"))
+                names.append(a.name)
+            elif a.op in ("sum", "min", "max"):
+                specs.append((str(a.column), a.op))
+                names.append(a.name)
+            elif a.op == "avg":
+                specs += [(str(a.column), "sum"), (str(a.column), "count")]
+                names += [a.name, _n(a)]
+        grouped = pairs.group_by(group, use_threads=False).aggregate(specs)
+        columns = {g: grouped.column(g) for g in group}
+        produced = [i for i, c in enumerate(grouped.column_names) if c not in group]
+        for name, i in zip(names, produced):
+            columns[name] = grouped.column(i)
+        for a in self.op.aggregations:
+            if a.op == "sum" and pa.types.is_integer(columns[a.name].type):
+                columns[a.name] = pc.cast(columns[a.name], pa.int64())
+            if a.op == "avg":
+                columns[a.name] = pc.cast(columns[a.name], pa.float64())
+        part = pa.table(columns)
+        for a in self.op.aggregations:
+            if a.op in ("first", "last"):
+                part = self._chosen(part, pairs, a, group)
+        return part.drop_columns(["__rows"])
+
+    def _chosen(self, part: pa.Table, pairs: pa.Table, a: Aggregation, group: list[str]) -> pa.Table:
+        """first/last: per window the (event time, value) that is smallest (largest), nulls skipped."""
+        order = "ascending" if a.op == "first" else "descending"
+        valued = pairs.filter(pc.is_valid(pairs.column(str(a.column))))
+        ranked = valued.sort_by([(TS, order), (str(a.column), order)])
+        picked = ranked.group_by(group, use_threads=False).aggregate(
+            [(TS, "first"), (str(a.column), "first")])
+        picked = picked.rename_columns([*group, _at(a), a.name])
+        joined = part.join(picked, keys=group, join_type="left outer")
+        return joined
+
+    def _merge(self, state: Holder, part: pa.Table, step: int) -> pa.Table | None:
+        """Fold the step's partial into the windows it touches; their rows as merged (None: none touched)."""
+        if part.num_rows == 0:
+            return None
+        fire = pc.add(part.column(START), self.window.size_us + self.window.allowed_lateness_us)
+        held = state.get()
+        if held is None:
+            schema = pa.schema([*part.schema, pa.field(FIRE, pa.int64()), pa.field(STEP, pa.int64())])
+            held = state.create(schema)
+        values = [f.name for f in held.schema if f.name not in (FIRE, STEP)]
+        part = part.select(values).cast(pa.schema([held.schema.field(n) for n in values]))
+        current = held.get(part)
+        merged = {k: part.column(k) for k in self.keys}
+        for a in self.op.aggregations:
+            if a.op in ("count", "sum") or a.op == "avg":
+                merged[a.name] = _add(part.column(a.name), current.column(a.name))
+                if a.op == "avg":
+                    merged[_n(a)] = _add(part.column(_n(a)), current.column(_n(a)))
+            elif a.op in ("min", "max"):
+                fn = pc.min_element_wise if a.op == "min" else pc.max_element_wise
+                merged[a.name] = fn(part.column(a.name), current.column(a.name), skip_nulls=True)
+            else:
+                ts, value = _pick(a.op, part.column(_at(a)), part.column(a.name),
+                                  current.column(_at(a)), current.column(a.name))
+                merged[_at(a)], merged[a.name] = ts, value
+        table = pa.table({n: merged[n] for n in values})
+        table = table.append_column(FIRE, fire).append_column(STEP, pa.array([step] * table.num_rows, pa.int64()))
+        held.put(table)
+        return table
+
+    # --- what leaves -------------------------------------------------------------
+    def _output_schema(self, table: pa.Table, part: pa.Table) -> pa.Schema:
+        fields = [table.schema.field(k) for k in self.op.key_by]
+        fields += [pa.field(START, OUT_TIME), pa.field(END, OUT_TIME)]
+        for a in self.op.aggregations:
+            if a.op == "count":
+                fields.append(pa.field(a.name, pa.int64()))
+            elif a.op == "avg":
+                fields.append(pa.field(a.name, pa.float64()))
+            else:
+                fields.append(pa.field(a.name, part.schema.field(a.name).type))
+        return pa.schema(fields)
+
+    def _finals(self, rows: pa.Table, schema: pa.Schema) -> pa.Table:
+        start = rows.column(START)
+        columns: dict[str, Any] = {k: rows.column(k) for k in self.op.key_by}
+        columns[START] = pc.cast(start, pa.int64()).cast(OUT_TIME)
+        columns[END] = pc.add(start, self.window.size_us).cast(OUT_TIME)
+        for a in self.op.aggregations:
+            if a.op == "avg":
+                n = rows.column(_n(a))
+                columns[a.name] = pc.if_else(pc.greater(n, 0), pc.divide(pc.cast(rows.column(a.name), pa.float64()),
+                                                                          pc.cast(n, pa.float64())), None)
+            else:
+                columns[a.name] = rows.column(a.name)
+        order = [*self.op.key_by, START]
+        return pa.table(columns).cast(schema).sort_by([(c, "ascending") for c in order])
+
+
+def _add(a: Any, b: Any) -> Any:
+    both = pc.add(a, b)
+    return pc.if_else(pc.is_null(a), b, pc.if_else(pc.is_null(b), a, both))
+
+
+def _pick(op: str, p_ts: Any, p_val: Any, c_ts: Any, c_val: Any) -> tuple[Any, Any]:
+    """first: the smaller (event time, value) of the partial's and the state's; last: the larger."""
+    before, less = (pc.less, pc.less) if op == "first" else (pc.greater, pc.greater)
+    better = pc.or_(before(p_ts, c_ts), pc.and_(pc.equal(p_ts, c_ts), less(p_val, c_val)))
+    take_part = pc.fill_null(pc.or_kleene(pc.is_null(c_ts), better), False)
+    take_part = pc.and_(take_part, pc.is_valid(p_ts))
+    return pc.if_else(take_part, p_ts, c_ts), pc.if_else(take_part, p_val, c_val)

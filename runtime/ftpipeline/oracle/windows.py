@@ -1,0 +1,113 @@
+"""The oracle of an event-time window (``operators/window.py``), as plain PySpark over the whole input.
+
+Every input row carries the step that read it; the run's step history gives
+each step's watermark (``kafka/local.py``'s ``steps.jsonl``), the one thing
+taken from the run, as a Kafka source's offsets are. From those alone:
+
+- a row is late when the newest window it belongs to fires (ends, plus
+  ``allowedLateness``) at or before its step's watermark; the late rows,
+  with that watermark, are the expected late-data output;
+- every other row is exploded into its windows (``sequence`` over the
+  slides), and a (row, window) pair whose window has fired is dropped;
+- ``append``: a window's row is its aggregate over all its pairs, expected
+  in the first step whose watermark reaches its firing time (none: not yet
+  emitted); ``update``: per step that touched it, the running aggregate
+  through that step, as the running aggregate's oracle computes it.
+
+None of the runtime's window assignment, Arrow aggregation, state or
+firing is used.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ftpipeline.oracle.files import STEP, Letter
+from ftpipeline.spec.model import StageSpec
+
+WM, TS, LAST, START, RID = "_wm", "_ts", "_last", "_start", "_rid"
+
+
+def windowed(spark: Any, df: Any, stage: StageSpec, marks: dict[int, int | None],
+             letters: list[Letter]) -> tuple[Any, Any]:
+    """(the stage's expected output with a ``STEP`` column, its expected late rows with one)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampType
+
+    op = stage.aggregate
+    assert op is not None and op.window is not None
+    w = op.window
+    column = F.col(w.time_column)
+    timestamp = isinstance(df.schema[w.time_column].dataType, TimestampType)
+    df = df.withColumn(TS, F.unix_micros(column) if timestamp else column.cast("long") * 1000)
+    bad = F.col(TS).isNull()
+    for k in op.key_by:
+        bad = bad | F.col(k).isNull()
+    for row in df.filter(bad).drop(TS).toArrow().to_pylist():
+        letters.append(Letter(stage.name, int(row[STEP]), stage.name, json.dumps(row, default=str)))
+    df = df.filter(~bad)
+    steps = spark.createDataFrame([(int(s), m) for s, m in sorted(marks.items())], f"{STEP} int, {WM} long")
+    df = df.withColumn(LAST, F.col(TS) - F.pmod(F.col(TS), F.lit(w.slide_us))).join(F.broadcast(steps), STEP, "left")
+    reach = w.size_us + w.allowed_lateness_us
+    is_late = F.col(WM).isNotNull() & (F.col(LAST) + reach <= F.col(WM))
+    originals = [c for c in df.columns if c not in (TS, LAST, WM)]
+    late = df.filter(is_late).select(*originals, F.timestamp_micros(F.col(WM)).alias("late_watermark"))
+    pairs = df.filter(~is_late).withColumn("_j", F.explode(F.sequence(F.lit(0), F.lit(w.size_us // w.slide_us - 1))))
+    pairs = pairs.withColumn(START, F.col(LAST) - F.col("_j") * w.slide_us)
+    pairs = pairs.filter(F.col(WM).isNull() | (F.col(START) + reach > F.col(WM)))
+    keys = [*op.key_by, START]
+    if w.emit == "append":
+        windows = pairs.groupBy(*keys).agg(*[_whole(a.op, a.name, a.column) for a in op.aggregations])
+        fired = steps.filter(F.col(WM).isNotNull())
+        firing = windows.join(F.broadcast(fired), F.col(WM) >= F.col(START) + reach) \
+            .groupBy(*keys).agg(F.min(STEP).alias(STEP))
+        out = windows.join(firing, keys)
+        aggs = [F.col(a.name) for a in op.aggregations]
+    else:
+        from pyspark.sql import Window
+
+        partial = pairs.groupBy(*keys, STEP).agg(*[p for a in op.aggregations for p in _parts(a.op, a.name, a.column)])
+        running = Window.partitionBy(*keys).orderBy(STEP).rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        out = partial.select(*keys, STEP, *[_running(a.op, a.name, running).alias(a.name) for a in op.aggregations])
+        aggs = [F.col(a.name) for a in op.aggregations]
+    out = out.select(*op.key_by, F.timestamp_micros(F.col(START)).alias("window_start"),
+                     F.timestamp_micros(F.col(START) + w.size_us).alias("window_end"), *aggs, STEP)
+    return out, late
+
+
+def _whole(op: str, name: str, column: str | None) -> Any:
+    from pyspark.sql import functions as F
+
+    if op == "count":
+        return F.count(F.lit(1)).alias(name)
+    if op in ("first", "last"):
+        value = F.col(str(column))
+        pick = F.min if op == "first" else F.max
+        return pick(F.when(value.isNotNull(), F.struct(F.col(TS).alias("t"), value.alias("v")))).getField("v").alias(name)
+    return getattr(F, op)(F.col(str(column))).alias(name)
+
+
+def _parts(op: str, name: str, column: str | None) -> list[Any]:
+    from pyspark.sql import functions as F
+
+    if op == "avg":
+        return [F.sum(F.col(str(column))).alias(f"{name}__s"), F.count(F.col(str(column))).alias(f"{name}__n")]
+    if op in ("first", "last"):
+        value = F.col(str(column))
+        pick = F.min if op == "first" else F.max
+        return [pick(F.when(value.isNotNull(), F.struct(F.col(TS).alias("t"), value.alias("v")))).alias(name)]
+    return [_whole(op, name, column)]
+
+
+def _running(op: str, name: str, over: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    if op == "avg":
+        n = F.sum(F.col(f"{name}__n")).over(over)
+        return F.when(n > 0, F.sum(F.col(f"{name}__s")).over(over).cast("double") / n)
+    if op in ("first", "last"):
+        pick = F.min if op == "first" else F.max
+        return pick(F.col(name)).over(over).getField("v")
+    merge = {"count": F.sum, "sum": F.sum, "min": F.min, "max": F.max}[op]
+    return merge(F.col(name)).over(over)

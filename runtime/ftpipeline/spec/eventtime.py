@@ -1,0 +1,136 @@
+"""Event time in a pipeline document: which sources declare it, and what a window or a deduplication
+names against it, checked before anything runs and turned into the model (``model.EventTime``,
+``model.WindowSpec``).
+
+A window cuts on a column of event time. Unless it names one (``timeColumn``)
+it uses the column the sources upstream of it declare (``eventTime.column``),
+which must then be one name; a window with no event-time source upstream has no
+watermark to close it and is refused, naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Callable
+
+from ftpipeline.spec.durations import micros
+from ftpipeline.spec.model import EventTime, WindowSpec
+from ftpipeline.spec.problems import Problem
+
+WINDOW_ONLY = ("avg", "first", "last")  # aggregations that need a window
+# what a file or Kafka schema may type an event-time column as (a long: milliseconds since the epoch)
+TIME_TYPES = ("long",)
+
+
+def _upstream_sources(stages: list[Mapping[str, Any]], index: Mapping[str, int], i: int) -> list[int]:
+    seen: set[int] = set()
+    todo = [i]
+    out: list[int] = []
+    while todo:
+        at = todo.pop()
+        for edge in stages[at].get("inputs", []):
+            j = index.get(edge["stage"])
+            if j is None or j in seen:
+                continue
+            seen.add(j)
+            if "source" in stages[j]:
+                out.append(j)
+            todo.append(j)
+    return sorted(out)
+
+
+def problems(stages: list[Mapping[str, Any]], index: Mapping[str, int]) -> list[Problem]:
+    found: list[Problem] = []
+    for i, raw in enumerate(stages):
+        at = f"spec.stages[{i}]"
+        source = raw.get("source") or {}
+        event = source.get("eventTime")
+        if event is not None:
+            found += _source_problems(at, source, event)
+        aggregate = raw.get("aggregate")
+        if aggregate is None:
+            continue
+        window = aggregate.get("window")
+        for j, agg in enumerate(aggregate["aggregations"]):
+            if agg["op"] in WINDOW_ONLY and window is None:
+                found.append(Problem(f"{at}.aggregate.aggregations[{j}].op",
+                                     f"{agg['op']} needs a window (aggregate.window)"))
+        if window is None:
+            continue
+        if "ttl" in aggregate:
+            found.append(Problem(f"{at}.aggregate.ttl", "a window's state leaves with the watermark; ttl is for a "
+                                                        "running aggregate"))
+        if "sliding" in window:
+            size, slide = micros(window["sliding"]["size"]), micros(window["sliding"]["slide"])
+            if slide == 0 or size == 0 or size % slide:
+                found.append(Problem(f"{at}.aggregate.window.sliding.slide",
+                                     "must be above 0 and divide size (windows start every slide)"))
+        for kind in ("tumbling",):
+            for name, value in window.get(kind, {}).items():
+                if micros(value) == 0:
+                    found.append(Problem(f"{at}.aggregate.window.{kind}.{name}", "must be above 0"))
+        if not _event_sources(stages, index, i):
+            found.append(Problem(f"{at}.aggregate.window", "no source upstream declares eventTime, so no "
+                                                           "watermark would ever close a window"))
+        elif "timeColumn" not in window and len(_columns_upstream(stages, index, i)) > 1:
+            names = ", ".join(sorted(_columns_upstream(stages, index, i)))
+            found.append(Problem(f"{at}.aggregate.window.timeColumn",
+                                 f"required: the sources upstream declare different event-time columns ({names})"))
+    return found
+
+
+def _source_problems(at: str, source: Mapping[str, Any], event: Mapping[str, Any]) -> list[Problem]:
+    found: list[Problem] = []
+    column = event["column"]
+    if event.get("recordTimestamp"):
+        kafka = source.get("kafka")
+        if kafka is None:
+            found.append(Problem(f"{at}.source.eventTime.recordTimestamp", "only a Kafka source has record "
+                                                                           "timestamps"))
+        elif column in (kafka.get("schema") or {}):
+            found.append(Problem(f"{at}.source.eventTime.column", f"{column!r} is a column of the records; "
+                                                                  "recordTimestamp adds it: name another"))
+        return found
+    schema = (source.get("file") or source.get("kafka") or {}).get("schema")
+    if schema:
+        if column not in schema:
+            found.append(Problem(f"{at}.source.eventTime.column", f"{column!r} is not a column of the source "
+                                                                  f"(its columns: {', '.join(sorted(schema))})"))
+        elif schema[column] not in TIME_TYPES:
+            found.append(Problem(f"{at}.source.eventTime.column", f"{column!r} is {schema[column]}; event time is "
+                                                                  "a long of milliseconds since the epoch"))
+    return found
+
+
+def _event_sources(stages: list[Mapping[str, Any]], index: Mapping[str, int], i: int) -> list[int]:
+    return [j for j in _upstream_sources(stages, index, i) if "eventTime" in stages[j]["source"]]
+
+
+def _columns_upstream(stages: list[Mapping[str, Any]], index: Mapping[str, int], i: int) -> set[str]:
+    return {stages[j]["source"]["eventTime"]["column"] for j in _event_sources(stages, index, i)}
+
+
+def event_time(raw: Mapping[str, Any]) -> EventTime | None:
+    event = (raw.get("source") or {}).get("eventTime")
+    if event is None:
+        return None
+    bound = event.get("watermark", {}).get("maxOutOfOrderness", "0s")
+    return EventTime(event["column"], micros(bound), micros(event["idleTimeout"]) if "idleTimeout" in event else 0,
+                     bool(event.get("recordTimestamp", False)))
+
+
+def window(stages: list[Mapping[str, Any]], i: int, resolve: Callable[[str], Path]) -> WindowSpec | None:
+    raw = stages[i]["aggregate"].get("window")
+    if raw is None:
+        return None
+    index = {s["name"]: k for k, s in enumerate(stages)}
+    column = raw.get("timeColumn") or min(_columns_upstream(stages, index, i))
+    late = resolve(raw["lateData"]["path"]) if "lateData" in raw else None
+    common = {"time_column": column, "allowed_lateness_us": micros(raw.get("allowedLateness", "0s")),
+              "emit": raw.get("emit", "append"), "late_data": late}
+    if "tumbling" in raw:
+        size = micros(raw["tumbling"]["size"])
+        return WindowSpec("tumbling", size_us=size, slide_us=size, **common)
+    return WindowSpec("sliding", size_us=micros(raw["sliding"]["size"]),
+                      slide_us=micros(raw["sliding"]["slide"]), **common)
