@@ -92,6 +92,7 @@ class StatusReporter(Observer):
         self.clock = clock
         self.recoveries = 0
         self.committed_step = 0         # the newest step committed (status.committedStep)
+        self.event_time: dict[str, Any] = {}   # status.eventTime: the newest step's watermark and lag
         self.ready = 0                  # workers joined and not lost
         self.total = 0                  # workers the spec asks for
         self.last_commit_at = clock()
@@ -192,6 +193,13 @@ class StatusReporter(Observer):
     def on_step_started(self, step: int, reason: Reason, rows: int) -> None:
         self.update(step=step)
 
+    def on_watermark(self, step: int, watermark: int | None, lag_seconds: float | None) -> None:
+        from ftpipeline.summary import watermark_text
+
+        self.event_time = {"watermark": watermark_text(watermark) if watermark is not None else ""}
+        if lag_seconds is not None:
+            self.event_time["lagSeconds"] = round(lag_seconds, 3)
+
     def on_step_committed(self, step: int, rows: int, seconds: float) -> None:
         self.last_commit_at = self.clock()
         self.commits += 1
@@ -203,7 +211,8 @@ class StatusReporter(Observer):
             self.condition("Ready", True, "StepsCommitting", "workers joined and steps commit")
             self.condition("Stalled", False, "StepCommitted", f"step {step} committed")
         self.condition("Progressing", True, "StepCommitted", f"step {step} committed")  # sent with the next patch
-        self.update(urgent=urgent, phase="Running", committedStep=step, message="")
+        self.update(urgent=urgent, phase="Running", committedStep=step, message="",
+                    **({"eventTime": dict(self.event_time)} if self.event_time else {}))
 
     def on_worker_lost(self, worker: WorkerId, how: str = "") -> None:
         reason = str(self.lost_reasons.get(worker) or how or "lost")

@@ -133,6 +133,8 @@ class ProgressObserver(LocalObserver):
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
+    watermark = ""  # the newest step's, for the bar's description (eventtime/)
+
     def on_workers_starting(self, workers: list[WorkerId]) -> None:
         self.task = self.progress.add_task("starting workers", total=len(workers), count=f"0/{len(workers)}",
                                            rate="", info="warming up Spark")
@@ -151,7 +153,7 @@ class ProgressObserver(LocalObserver):
             self.task = self.progress.add_task("steps", total=self.total_steps, count=self._count(0), rate="",
                                                info="")
         assert self.task is not None
-        self.progress.update(self.task, description=f"step {step} ({reason.value})")
+        self.progress.update(self.task, description=f"step {step} ({reason.value}{self.watermark})")
 
     def _count(self, committed: int) -> str:
         if self.total_steps is not None:
@@ -159,6 +161,11 @@ class ProgressObserver(LocalObserver):
         assert self.first_step_at is not None
         per_s = committed / max(time.monotonic() - self.first_step_at, 1e-9)
         return f"{committed} steps ({per_s:.1f}/s)"
+
+    def on_watermark(self, step: int, watermark: int | None, lag_seconds: float | None) -> None:
+        from ftpipeline.summary import watermark_text
+
+        self.watermark = f", watermark {watermark_text(watermark)}" if watermark is not None else ""  # the next bar
 
     def on_source_lag(self, records: int) -> None:
         self.lag = records

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from ftpipeline.coordinator.coordinator import RunResult
 from ftpipeline.dataflow.deadletter import default_dead_letter_root
+from ftpipeline.eventtime.columns import END_OF_INPUT
 from ftpipeline.obs.errors import redacted
 from ftpipeline.obs.spans import busy_seconds, step_spans
 from ftpipeline.spec.model import PipelineSpec
@@ -51,6 +52,13 @@ def print_summary(console: Console, spec: PipelineSpec, result: RunResult, earli
     table.add_row("rows re-processed by recovery", f"{result.stats.get('recomputed_rows', 0):,}")
     dead = result.dead_letters
     table.add_row("dead letters", f"{dead:,}" + (f" -> {default_dead_letter_root(spec)}" if dead else ""))
+    if spec.event_time:
+        late = [s.aggregate.window.late_data for s in spec.stages
+                if s.aggregate is not None and s.aggregate.window is not None and s.aggregate.window.late_data]
+        table.add_row("late records", f"{result.late_records:,}" + (f" -> {late[0]}" if late and result.late_records
+                                                                    else " (dropped: no lateData)" if result.late_records
+                                                                    else ""))
+        table.add_row("watermark", watermark_text(result.watermark))
     for stage in spec.stages:
         if stage.sink is not None:
             table.add_row(f"sink {stage.name}", str(stage.sink.path))
@@ -61,11 +69,24 @@ def print_summary(console: Console, spec: PipelineSpec, result: RunResult, earli
     console.print(table)
 
 
+def watermark_text(watermark: int | None) -> str:
+    """The last step's watermark as a person reads it."""
+    import datetime
+
+    if watermark is None:
+        return "none yet (a source channel has read no event time)"
+    if watermark == END_OF_INPUT:
+        return "end of input (every window final)"
+    return datetime.datetime.fromtimestamp(watermark / 1e6, datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
 def result_json(result: RunResult) -> dict[str, Any]:
     return {
         "committed": result.committed,
         "source_rows": result.source_rows,
         "dead_letters": result.dead_letters,
+        "late_records": result.late_records,
+        "watermark": result.watermark,
         "rollbacks": [{**r.summary(), "to_commit_seconds": r.to_commit_seconds} for r in result.rollbacks],
         "seconds": result.seconds,
         "step_seconds": result.step_seconds,

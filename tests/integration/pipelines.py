@@ -45,6 +45,7 @@ def clickstream(
     heartbeat_ms: int | None = None,
     ttl_steps: int = 0,
     state_backend: str | None = None,
+    event_window: dict[str, Any] | None = None,
 ) -> Path:
     """The example pipeline with test-sized knobs, writing into ``directory``."""
     doc = yaml.safe_load((EXAMPLE / "pipeline.yaml").read_text())
@@ -71,6 +72,10 @@ def clickstream(
         stage["parallelism"] = (parallelism or {}).get(stage["name"], stage["parallelism"])
         if "aggregate" in stage and ttl_steps:
             stage["aggregate"]["ttl"] = {"steps": ttl_steps}
+        if "aggregate" in stage and event_window is not None:  # event-time windows on the events' ts_ms
+            stage["aggregate"]["window"] = event_window
+        if "source" in stage and event_window is not None:
+            stage["source"]["eventTime"] = {"column": "ts_ms", "watermark": {"maxOutOfOrderness": "1s"}}
         if "source" in stage:
             stage["source"]["generator"]["rowsPerStep"] = rows_per_step
         if "sink" in stage:

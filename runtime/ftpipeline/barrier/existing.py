@@ -7,7 +7,7 @@ runs, silently. Each sink says what it wants in
 ``spec.stages[i].sink.existingOutput``:
 
     fail      (default) nothing is touched; the run fails naming the field and the path
-    overwrite the old steps go (and the pipeline's dead letters with them); a Kafka
+    overwrite the old steps go (and the pipeline's dead letters and late records with them); a Kafka
               topic keeps its records, the pipeline's record of released steps goes
     resume    the old steps stay; the barrier drops the steps it already holds
 
@@ -100,4 +100,8 @@ def prepare_outputs(spec: PipelineSpec, dead_letters: Path) -> list[ExistingOutp
         table.clear_staging()
     if overwrite and dead_letters.exists():
         shutil.rmtree(dead_letters)
+    for stage in spec.stages if overwrite else ():  # and the late records of its windows
+        window = stage.aggregate.window if stage.aggregate is not None else None
+        if window is not None and window.late_data is not None and (window.late_data / stage.name).exists():
+            shutil.rmtree(window.late_data / stage.name)
     return []

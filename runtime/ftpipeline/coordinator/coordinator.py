@@ -102,6 +102,7 @@ class Observer:
                          watermark: int | None = None) -> None: ...
     def on_source_lag(self, records: int) -> None: ...
     def on_steps_expected(self, total: int) -> None: ...  # bounded sources: the steps the run will have
+    def on_watermark(self, step: int, watermark: int | None, lag_seconds: float | None) -> None: ...  # eventtime/
     def on_step_committed(self, step: int, rows: int, seconds: float) -> None: ...
     def on_worker_lost(self, worker: WorkerId, how: str = "") -> None: ...  # how: what found the loss
     def on_recovery(self, record: RecoveryRecord) -> None: ...
@@ -375,6 +376,8 @@ class Coordinator:
         behind = self.watermarks.lag_seconds()
         if behind is not None:
             self.metrics.event_time_lag.set(behind)
+        if self.watermarks.enabled:
+            self.observer.on_watermark(step, watermark, behind)
         self.sources.recorded(offsets)
         self.observer.on_step_recorded(step, offsets, watermark)
         lag = self.sources.lag()

@@ -20,7 +20,8 @@ one more step runs with :data:`END_OF_INPUT`, which makes every window final
 One channel's view::
 
     unknown --a report with an event time--> maximum m (its watermark m - bound)
-    any     --no record for idleTimeout--> idle (ignored by the minimum)
+    any     --no record for idleTimeout since it last read one (or since the
+              coordinator first planned a step with it)--> idle (ignored by the minimum)
     idle    --a report with rows--> active again
 
 The pipeline's::
@@ -59,7 +60,7 @@ class Watermarks:
         self.base: dict[Channel, int] = {}       # each channel's maximum through ``base_step``
         self.base_step = 0
         self.reports: dict[tuple[Channel, int], int] = {}  # (channel, step) -> the largest event time read
-        self.active_at: dict[Channel, float] = dict.fromkeys(self.bound, clock())
+        self.active_at: dict[Channel, float] = {}  # when each last read a record (or was first looked at)
         self.current: int | None = None          # the newest step's recorded watermark
         self.steps: dict[int, int | None] = {}   # step -> its recorded watermark (after base_step)
 
@@ -96,7 +97,7 @@ class Watermarks:
         idle: list[int] = []
         for ch, bound in self.bound.items():
             limit = self.idle_after[ch]
-            is_idle = limit > 0 and now - self.active_at[ch] >= limit
+            is_idle = limit > 0 and now - self.active_at.setdefault(ch, now) >= limit
             if ch not in maxima:
                 if is_idle:
                     continue
@@ -143,7 +144,7 @@ class Watermarks:
         watermark = cut.get("watermark")
         self.current = int(watermark) if watermark is not None else None
         self.steps = {boundary: self.current} if boundary else {}
-        self.active_at = dict.fromkeys(self.bound, self.clock())
+        self.active_at = {}  # idleness is measured from the first step after it
 
     def lag_seconds(self) -> float | None:
         """How far the watermark is behind the newest event time read (the event-time lag)."""

@@ -1,7 +1,7 @@
 """Keyed stateful operators: what a stateful stage does with a step's rows, over the state backend.
 
-Every stateful stage kind (a window, and later a deduplication, a join) is
-an :class:`~ftpipeline.operators.base.Operator`: given the step's rows, the
+Every keyed stateful stage kind (the running aggregate, a window, and later a
+deduplication, a join) is an :class:`~ftpipeline.operators.base.Operator`: given the step's rows, the
 step's watermark and its channel's keyed state (``state/``), it answers the
 rows to send on, the records it found late, and the dead letters. The
 executor runs all of them the same way, in a step, in a lineage rebuild
@@ -11,3 +11,22 @@ re-partitioned by key as any other. This is Flink's operator contract
 (``processElement`` with keyed state, ``onEventTime`` through timers) cut
 to lockstep steps: the watermark of a step comes before its records.
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+from ftpipeline.operators.base import Operator
+from ftpipeline.spec.model import StageSpec
+
+
+def make_operator(stage: StageSpec, spark: Any) -> Operator | None:
+    """The operator of a keyed stateful stage (None: the stage keeps no state)."""
+    from ftpipeline.operators.running import RunningAggregate
+    from ftpipeline.operators.window import WindowOperator
+
+    if stage.aggregate is None:
+        return None
+    if stage.aggregate.window is not None:
+        return WindowOperator(stage.name, stage.aggregate)
+    return RunningAggregate(stage.name, stage.aggregate, spark)

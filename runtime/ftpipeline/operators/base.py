@@ -39,9 +39,14 @@ class Holder(Protocol):
 class Operator(Protocol):
     keys: list[str]            # the state's key columns
     index: str | None          # the column its rows leave by (backend.KeyedState.expire)
+    folds_at_once: bool        # a rebuild may fold all its steps' rows as one step (merging is associative)
 
     def process(self, state: Holder, table: pa.Table, ctx: StepContext) -> Emitted:
         """One step: ``table`` holds the step's rows (possibly none, never None)."""
+        ...
+
+    def evict(self, state: KeyedState, step: int) -> int:
+        """What leaves the state before a checkpoint of it at ``step`` (a TTL's expired keys); how many."""
         ...
 
 

@@ -47,7 +47,7 @@ from ftpipeline.dataflow.sources.base import DeadLetter
 from ftpipeline.eventtime.columns import micros
 from ftpipeline.operators.base import Emitted, Holder, StepContext
 from ftpipeline.spec.model import Aggregation, AggregateOp, WindowSpec
-from ftpipeline.state.backend import STEP
+from ftpipeline.state.backend import STEP, KeyedState
 
 START, END = "window_start", "window_end"   # the window's bounds, as the output names them
 FIRE = "__ftp_fire"                         # when the window fires (us): the state's index
@@ -73,6 +73,10 @@ class WindowOperator:
         self.window: WindowSpec = op.window
         self.keys = [*op.key_by, START]
         self.index: str | None = FIRE
+        self.folds_at_once = False  # what fires and what is late depends on each step's watermark
+
+    def evict(self, state: KeyedState, step: int) -> int:
+        return 0  # windows leave the state when they fire
 
     # --- one step -------------------------------------------------------------
     def process(self, state: Holder, table: pa.Table, ctx: StepContext) -> Emitted:

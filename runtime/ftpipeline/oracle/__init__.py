@@ -14,6 +14,7 @@ print; :func:`compare` checks the sinks alone.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,7 @@ def _late(spark: Any, spec: PipelineSpec, expect: Expected, steps: int, work: Pa
         else:
             actual = frame.limit(0)
         rows = sum(pq.ParquetFile(p).metadata.num_rows for p in files)
-        out.append(compare_frames(f"late data of {name}", frame, actual, rows, work))
+        out.append(dataclasses.replace(compare_frames(name, frame, actual, rows, work), what="late data"))
     return out
 
 

@@ -59,6 +59,9 @@ class Comparison:
         counts = (f"{self.missing} missing, {self.extra} extra, {self.duplicates} duplicated")
         if self.what == "dead letters":
             return f"dead letters: {verdict}: {self.actual_rows} records (expected {self.expected_rows}), {counts}"
+        if self.what == "late data":
+            return (f"late data of {self.sink}: {verdict}: {self.actual_rows} records (expected "
+                    f"{self.expected_rows}), {counts}")
         return f"{self.sink}: output {verdict}: {self.actual_rows} rows (expected {self.expected_rows}), {counts}"
 
 

@@ -51,6 +51,7 @@ from ftpipeline.spec.inputs import input_problems
 from ftpipeline.spec.problems import Problem as Problem, SpecError as SpecError  # re-exported: the loader raises it
 from ftpipeline.spec.columns import column_problems
 from ftpipeline.spec import eventtime
+from ftpipeline.spec.durations import PATTERN as DURATION_PATTERN
 from ftpipeline.spec.schema import (
     DEFAULT_CHECKPOINT_STEPS,
     DEFAULT_MAX_IN_MEMORY_BYTES,
@@ -94,6 +95,8 @@ def _schema_problems(doc: Any) -> list[Problem]:
             message = f"must be >= {error.validator_value}, got {error.instance!r}"
         elif error.validator == "maximum":
             message = f"must be <= {error.validator_value}, got {error.instance!r}"
+        elif error.validator == "pattern" and error.validator_value == DURATION_PATTERN:
+            message = f"{error.instance!r} is not a duration: a whole number and a unit (ms, s, m, min, h, d)"
         elif error.validator == "pattern":
             message = f"{error.instance!r} does not match {error.validator_value}"
         else:

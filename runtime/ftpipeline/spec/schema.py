@@ -354,6 +354,12 @@ STATUS_SCHEMA: Schema = obj(
         }),
         "step": integer("Newest step started."),
         "committedStep": integer("Newest step whose output is released (exactly once)."),
+        "eventTime": obj("Event time, when a source declares it: where the watermark stands.", {
+            "watermark": string("The newest step's watermark (RFC 3339), or end-of-input once every window is "
+                                "final."),
+            "lagSeconds": {"type": "number", "description": "How far the watermark is behind the newest event time "
+                                                            "the sources read."},
+        }),
         "lastCheckpoint": obj("The newest committed checkpoint (the resume point).", {
             "epoch": integer("Checkpoint number."),
             "step": integer("The step the checkpoint's cut follows."),

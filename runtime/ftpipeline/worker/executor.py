@@ -12,12 +12,13 @@ A task runs as follows:
 - source: read the recorded offset range (generated or from files), send
   malformed records to the dead-letter output;
 - transform: its inputs, concatenated into one Arrow table;
-- aggregate: the step's rows grouped (Arrow's hash aggregation, or Spark's
-  ``groupBy`` for the types that need Spark's rules), merged into the
-  rows of the keys it touches in the channel's state (``dataflow.aggregate``,
-  held by the pipeline's state backend, ``state/``);
+- a keyed stateful stage (a running aggregate, a window): its operator
+  (``operators/``) over the channel's keyed state (held by the pipeline's
+  state backend, ``state/``), with the step's recorded watermark; its late
+  records to the late-data output;
 - rebuild: the state restored from its newest snapshot (or empty), then the
-  same grouping over the kept inputs since, merged: the result *is* the
+  operator over the kept inputs since, emitting nothing (folded as one step
+  where merging is associative, else step by step): the result *is* the
   state at k;
 - sink: stage this channel's part of the step behind the barrier;
 - then the rest of its chain (``dataflow/chains.py``) as one program run
@@ -43,7 +44,6 @@ import shutil
 import time
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,18 +55,16 @@ from ftpipeline.barrier.kafka import STAGE_LIMIT, write_part
 from ftpipeline.checkpoint import rescale
 from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.checkpoint.tracker import ChannelSnapshot
-from ftpipeline.dataflow import aggregate as agg
 from ftpipeline.dataflow import spill
 from ftpipeline.dataflow.deadletter import default_dead_letter_root, write_dead_letters
-from ftpipeline.dataflow.frames import to_dataframe
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.partition import hashing, split, wanted
 from ftpipeline.dataflow.plans import Plans
 from ftpipeline.dataflow.sources import DeadLetter, SourceReader, make_reader, read_ranges
 from ftpipeline.eventtime.columns import largest
+from ftpipeline.operators import make_operator
 from ftpipeline.operators.base import Operator, StepContext
 from ftpipeline.operators.late import write_late
-from ftpipeline.operators.window import WindowOperator
 from ftpipeline.lineage.naming import Channel, ObjectName, Task, TaskKind
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.logging import setup_json_logging
@@ -74,7 +72,7 @@ from ftpipeline.spec.inputs import input_problems
 from ftpipeline.kafka.topics import topic_problems
 from ftpipeline.spec.load import entry_problems, load_entry_module, worker_spec
 from ftpipeline.spec.model import PipelineSpec, StageKind, StageSpec
-from ftpipeline.state.backend import STEP, KeyedState, make_backend
+from ftpipeline.state.backend import KeyedState, make_backend
 from ftpipeline.worker.buffer import ObjectBuffer, read_ipc
 from ftpipeline.worker.exits import cannot_run
 from ftpipeline.worker.rekey import restore_rescaled
@@ -83,9 +81,6 @@ from ftpipeline.worker import user_errors
 from ftpipeline.worker.transport import SidecarClient
 
 log = logging.getLogger("ftpipeline.executor")
-
-
-EVICT_EVERY = 10  # steps between evictions of a state with a TTL (and at every checkpoint)
 
 
 class UserCodeError(RuntimeError):
@@ -121,9 +116,8 @@ class TaskRunner:
         self.dead_letters = default_dead_letter_root(spec)
         self.storage = CheckpointStorage(spec.checkpoint_root, spec.store_key)
         self.backend = make_backend(spec.state_backend, buffer.root)
-        self.operators: dict[str, Operator] = {  # keyed stateful stages other than a running aggregate
-            s.name: WindowOperator(s.name, s.aggregate) for s in self.graph.spec.stages
-            if s.aggregate is not None and s.aggregate.window is not None}
+        self.operators: dict[str, Operator] = {  # every keyed stateful stage's (operators/)
+            s.name: op for s in self.graph.spec.stages if (op := make_operator(s, spark)) is not None}
         self.states: dict[Channel, KeyedState | None] = {}
         self.state_steps: dict[Channel, int] = {}
         self.evicted = 0  # keys forgotten by TTL since the last task reported
@@ -175,13 +169,8 @@ class TaskRunner:
         step = self.state_steps.get(ch, 0)
         if state is None:
             return lambda: self.storage.write_state(epoch, ch.key(), step, None)
-        self._evict(ch, state, step)  # expired keys do not reach the checkpoint
+        self.evicted += self.operators[ch.stage].evict(state, step)  # expired keys do not reach the checkpoint
         return state.freeze(self.storage, epoch, ch.key(), step)
-
-    def _evict(self, ch: Channel, state: KeyedState, step: int) -> None:
-        op = self.graph.stage(ch.stage).aggregate
-        if op is not None and op.ttl_steps and ch.stage not in self.operators:
-            self.evicted += state.evict(step - op.ttl_steps)
 
     def open(self, states: dict[str, dict[str, Any]]) -> None:
         """Reopen at a checkpoint: drop every state, load the snapshots of this worker's channels."""
@@ -197,17 +186,9 @@ class TaskRunner:
                 state.close()
         self.states = {}
 
-    def _index(self, stage: str) -> tuple[list[str], str | None]:
-        """The key columns of a stage's state, and the column it is indexed by."""
-        operator = self.operators.get(stage)
-        if operator is not None:
-            return operator.keys, operator.index
-        op = self.graph.stage(stage).aggregate
-        assert op is not None, f"{stage} keeps no state"
-        return list(op.key_by), STEP if op.ttl_steps else None
-
     def _restore(self, ch: Channel, path: str, step: int) -> KeyedState | None:
-        keys, index = self._index(ch.stage)
+        operator = self.operators[ch.stage]
+        keys, index = operator.keys, operator.index
         rescaled = rescale.parse(path)  # the stage's parallelism changed since the checkpoint
         if rescaled is not None:
             return restore_rescaled(self.spark, self.backend, self.storage, ch, rescaled, keys, step, index)
@@ -232,14 +213,9 @@ class TaskRunner:
             table, dead, rows_in = batch.table, batch.dead_letters, task.source_rows
             if stage.event_time is not None:  # what the watermark is made of (eventtime/)
                 event_max = largest(table, stage.event_time.column, f"stage {stage.name!r} source.eventTime.column")
-        elif task.stage in self.operators and task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD):
+        elif task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD):  # a rebuild returns none: its chain ran
             marks = {int(s): w for s, w in (watermarks or {}).items()}  # JSON keys are text
             table, dead, late = self._operate(task, inputs, marks)
-        elif task.kind is TaskKind.REBUILD and stage.aggregate is not None and stage.aggregate.ttl_steps:
-            table, dead = self._rebuild_by_step(task, inputs, stage.aggregate)
-        elif task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD):
-            assert stage.aggregate is not None
-            table, dead = self._aggregate(task, table, stage.aggregate)  # a rebuild returns none: its chain ran
         elif task.kind is TaskKind.SINK:
             assert table is not None
             self._sink(task, stage, table)
@@ -332,55 +308,25 @@ class TaskRunner:
             tables = table.batches() if isinstance(table, spill.Written) else iter([table])
             self.sinks[stage.name].stage_batches(task.step, task.channel, table.schema, tables)
 
-    def _aggregate(self, task: Task, table: pa.Table | None, op: Any) -> tuple[pa.Table | None, list[DeadLetter]]:
-        if task.kind is TaskKind.REBUILD:  # the state is rebuilt from its base: drop what this worker held
-            old = self.states.pop(task.ref, None)
-            if old is not None:
-                old.close()
-            self.states[task.ref] = self._restore(task.ref, task.base, 0) if task.base else None
-        self.state_steps[task.ref] = task.step
-        if table is None:  # a rebuild with nothing after its base (or from nothing)
-            return None, []
-        partial = agg.partial_arrow(table, op)
-        if partial is None:  # a type whose result only Spark's rules give (aggregate.py)
-            partial = agg.partial(to_dataframe(self.spark, table), op).toArrow()
-        part, nulls = agg.split_null_keys(partial, op)
-        dead = []
-        if nulls and task.kind is TaskKind.AGGREGATE:
-            # through Spark, as the rows would have reached a Spark function: the record is Spark's JSON of it
-            for row in to_dataframe(self.spark, agg.null_key_rows(table, op)).toArrow().to_pylist():
-                dead.append(DeadLetter(json.dumps(row, default=str), f"null key in {', '.join(op.key_by)}", f"{task.stage}.{task.channel}"))
-        state = self.states.get(task.ref)
-        if state is None:
-            if part.num_rows == 0:
-                return (None, []) if task.kind is TaskKind.REBUILD else (part.select([*op.key_by, *(a.name for a in op.aggregations)]), dead)
-            state = self.backend.create(task.ref.key(), agg.state_schema(part, op), list(op.key_by),
-                                        STEP if op.ttl_steps else None)
-            self.states[task.ref] = state
-        updated = agg.merge(state, part, op, task.step)
-        if task.kind is TaskKind.REBUILD:
-            return None, []
-        if op.ttl_steps and task.step % EVICT_EVERY == 0:
-            self._evict(task.ref, state, task.step)
-        return updated, dead
-
     def _operate(self, task: Task, inputs: list[list[Any]],
                  watermarks: dict[int, int | None]) -> tuple[pa.Table | None, list[DeadLetter], int]:
         """A step of a keyed operator (``operators/``); a rebuild runs each of its steps in turn, with the
         watermark each ran with, emitting nothing: the state it leaves is the state after its last step."""
         operator = self.operators[task.stage]
-        keys, index = self._index(task.stage)
-        if task.kind is TaskKind.REBUILD:
+        if task.kind is TaskKind.REBUILD:  # the state is rebuilt from its base: drop what this worker held
             old = self.states.pop(task.ref, None)
             if old is not None:
                 old.close()
             self.states[task.ref] = self._restore(task.ref, task.base, 0) if task.base else None
-        holder = _Holder(self, task.ref, keys, index)
+        holder = _Holder(self, task.ref, operator.keys, operator.index)
         by_step: dict[int, list[list[Any]]] = {}
         for entry in inputs:
             by_step.setdefault(ObjectName.parse(entry[0]).seq, []).append(entry)
+        steps = list(task.steps)
+        if operator.folds_at_once and task.kind is TaskKind.REBUILD:  # merging is associative: one fold
+            by_step, steps = {task.step: list(inputs)}, [task.step] if inputs else []
         emitted = None
-        for step in task.steps:
+        for step in steps:
             table, _ = self._inputs(by_step.get(step, []))
             assert table is not None, f"{task.id}: no input objects for step {step}"
             ctx = StepContext(step, watermarks.get(step), emit=task.kind is not TaskKind.REBUILD, where=task.ref.key())
@@ -393,22 +339,9 @@ class TaskRunner:
         window = self.graph.stage(task.stage).aggregate
         target = window.window.late_data if window is not None and window.window is not None else None
         if late and target is not None:
-            write_late(target, task.stage, task.step, task.channel, emitted.late)
+            write_late(target, task.stage, task.step, task.channel, self.graph.stage(task.stage).parallelism,
+                       emitted.late)
         return emitted.rows, emitted.dead, late
-
-    def _rebuild_by_step(self, task: Task, inputs: list[list[Any]], op: Any) -> tuple[None, list[DeadLetter]]:
-        """A rebuild under a TTL folds its inputs step by step, as the steps did: whether a key
-        expired depends on the steps between its updates, which one merged partial would lose."""
-        by_step: dict[int, list[list[Any]]] = {}
-        for entry in inputs:
-            by_step.setdefault(ObjectName.parse(entry[0]).seq, []).append(entry)
-        self._aggregate(task, None, op)  # the base (or nothing)
-        for step in sorted(by_step):
-            table, _ = self._inputs(by_step[step])
-            self._aggregate(replace(task, kind=TaskKind.AGGREGATE, step=step, base=None), table, op)
-        self.state_steps[task.ref] = task.step
-        self.evicted = 0  # already counted when the steps first ran
-        return None, []
 
 
 class _Holder:

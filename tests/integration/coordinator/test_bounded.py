@@ -75,11 +75,9 @@ def peak(samples: list[dict[str, int]], metric: str, window: tuple[int, int]) ->
     return max(s[metric] for s in samples if window[0] <= s["step"] < window[1])
 
 
-def test_five_hundred_steps_with_default_settings_stay_flat(tmp_path: Path, redis_url: str, zookeeper: str) -> None:
-    pipeline = clickstream(tmp_path, "flat", steps=STEPS, workers=2, rows_per_step=300, checkpoint_every=None,
-                           parallelism={"events": 2, "clean": 2, "per-user": 2, "output": 2})
+def run_sampled(pipeline: Path, run_dir: Path, redis_url: str, zookeeper: str) -> tuple[CliRun, list[dict[str, int]]]:
+    """The run, and what it held every half second: buffers, Redis entries, znodes."""
     identity = identity_of(pipeline)
-    run_dir = tmp_path / "run"
     done: list[CliRun] = []
     runner = threading.Thread(target=lambda: done.append(run_cli(pipeline, run_dir, "--redis-url", redis_url,
                                                                  "--zookeeper", zookeeper, timeout_s=1500)))
@@ -106,10 +104,39 @@ def test_five_hundred_steps_with_default_settings_stay_flat(tmp_path: Path, redi
     assert len(run.summary["checkpoints"]) >= STEPS // 10 - 2, "the default interval checkpoints every 10 steps"
     assert "checkpoints are off" not in run.output
     assert sum(1 for s in samples if LATE[0] <= s["step"] < LATE[1]) >= 10, "too few samples in the late window"
-    for metric in ("buffer_bytes", "redis_keys", "redis_entries", "znodes", "znode_bytes"):
+    return run, samples
+
+
+def flat(samples: list[dict[str, int]], metrics: tuple[str, ...]) -> None:
+    for metric in metrics:
         early, late = peak(samples, metric, EARLY), peak(samples, metric, LATE)
         print(f"{metric}: peak over steps {EARLY[0]}-{EARLY[1] - 1}: {early:,}; over {LATE[0]}-{STEPS}: {late:,}")
         assert late <= early * GROWTH + 16, f"{metric} grew from {early:,} to {late:,} over the run"
+
+
+HELD = ("buffer_bytes", "redis_keys", "redis_entries", "znodes", "znode_bytes")
+
+
+def test_five_hundred_steps_with_default_settings_stay_flat(tmp_path: Path, redis_url: str, zookeeper: str) -> None:
+    pipeline = clickstream(tmp_path, "flat", steps=STEPS, workers=2, rows_per_step=300, checkpoint_every=None,
+                           parallelism={"events": 2, "clean": 2, "per-user": 2, "output": 2})
+    _, samples = run_sampled(pipeline, tmp_path / "run", redis_url, zookeeper)
+    flat(samples, HELD)
+
+
+def test_five_hundred_windowed_steps_keep_state_and_checkpoints_flat(tmp_path: Path, redis_url: str,
+                                                                     zookeeper: str) -> None:
+    """Per-user 5 s windows of event time (a step reads about a second of it): the windows close as the
+    watermark passes them and leave the state, so the checkpoints' size stays flat too."""
+    pipeline = clickstream(tmp_path, "flat-windows", steps=STEPS, workers=2, rows_per_step=300,
+                           checkpoint_every=None, parallelism={"events": 2, "clean": 2, "per-user": 2, "output": 2},
+                           event_window={"tumbling": {"size": "5s"}})
+    run, samples = run_sampled(pipeline, tmp_path / "run", redis_url, zookeeper)
+    for c in run.summary["checkpoints"]:
+        samples.append({"step": c["boundary"], "checkpoint_bytes": c["bytes"]})
+    flat([s for s in samples if "buffer_bytes" in s], HELD)
+    flat([s for s in samples if "checkpoint_bytes" in s], ("checkpoint_bytes",))
+    assert run.summary["watermark"] is not None
 
 
 def test_a_kill_with_default_settings_recomputes_about_what_was_lost(tmp_path: Path) -> None:

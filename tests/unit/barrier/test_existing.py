@@ -63,3 +63,30 @@ def test_overwrite_removes_old_steps_and_dead_letters_resume_keeps_them(tmp_path
 def test_empty_sinks_are_fine_whatever_the_policy(tmp_path: Path, policy: str | None) -> None:
     assert prepare_outputs(_spec(tmp_path, policy, policy), tmp_path / "dead") == []
 
+
+
+WINDOWED = """
+apiVersion: ftpipeline.io/v1alpha1
+kind: FTPipeline
+metadata: {name: windowed}
+spec:
+  entryPoint: m.py
+  workers: 1
+  stages:
+    - name: src
+      source: {file: {path: in, format: jsonl, rowsPerStep: 4, schema: {k: string, ts: long}}, eventTime: {column: ts}}
+    - name: win
+      inputs: [{stage: src}]
+      aggregate: {keyBy: [k], aggregations: [{name: n, op: count}],
+                  window: {tumbling: {size: 1m}, lateData: {path: late}}}
+    - {name: out, inputs: [{stage: win}], sink: {parquet: {path: out}, existingOutput: overwrite}}
+"""
+
+
+def test_overwrite_removes_the_late_records_of_the_windows_and_nothing_else_there(tmp_path: Path) -> None:
+    _released(tmp_path / "out", 1)
+    _released(tmp_path / "late" / "win", 1, 2)
+    _released(tmp_path / "late" / "someone-elses", 1)
+    spec = parse_pipeline(WINDOWED, tmp_path, check_entry_point=False)
+    assert prepare_outputs(spec, tmp_path / "dead") == []
+    assert _tree(tmp_path / "late") == ["someone-elses", "someone-elses/step=1"]

@@ -168,3 +168,17 @@ def test_reports_of_deaths_commute(joined: list[str], order: list[str]) -> None:
     b = fold([Command(100 + i, "leave", {"peer": p}) for i, p in enumerate(reversed(dead))], base)
     assert set(a.members) == set(b.members) == set(joined) - set(dead)
     assert a.is_ring() and b.is_ring()
+
+
+def test_a_steps_watermark_is_part_of_its_start_and_survives_a_snapshot() -> None:
+    s = fold(log_of(
+        ("run-started", {"run_epoch": 1, "epoch": 0, "fresh": True}),
+        ("step-started", {"step": 1, "offsets": {"src.0": [0, 10]}}),
+        ("step-started", {"step": 2, "offsets": {"src.0": [10, 20]}, "watermark": 5_000}),
+        ("step-started", {"step": 2, "offsets": {"src.0": [10, 20]}, "watermark": 5_000}),  # a replay: the same
+        ("step-started", {"step": 3, "offsets": {"src.0": [20, 30]}, "watermark": 9_000}),
+        ("step-started", {"step": 3, "offsets": {"src.0": [20, 30]}, "watermark": 9_001}),  # another: counted
+        ("checkpoint-committed", {"epoch": 1, "boundary": 2}),
+    ))
+    assert s.marks == {3: 9_000} and s.conflicting_starts == 1
+    assert ClusterState.from_json(s.to_json()) == s

@@ -132,3 +132,20 @@ def test_an_indexed_state_evicts_only_rows_not_updated_since(backend: StateBacke
     assert state.evict(before_step=5) == 5
     assert everything(state) == {}
     state.close()
+
+
+def test_a_state_indexed_by_a_time_gives_up_the_rows_below_a_bound_negative_times_too(backend: StateBackend) -> None:
+    schema = pa.schema([("k", pa.string()), ("fire", pa.int64()), (STEP, pa.int64())])
+    state = backend.create("w.0", schema, ["k"], index="fire")
+    times = [-5_000, -1, 0, 7, 1 << 40]
+    state.put(pa.table({"k": [f"k{i}" for i in range(5)], "fire": times, STEP: [1] * 5}, schema=schema))
+    state.put(pa.table({"k": ["k1"], "fire": [50], STEP: [2]}, schema=schema))  # moved later: its old entry is stale
+    taken = state.expire(8)
+    assert sorted(taken.column("fire").to_pylist()) == [-5_000, 0, 7]
+    assert sorted(everything_of(state)) == ["k1", "k4"] and state.expire(8).num_rows == 0
+    assert sorted(state.expire(1 << 41).column("k").to_pylist()) == ["k1", "k4"]
+    assert everything_of(state) == []
+
+
+def everything_of(state: KeyedState) -> list[str]:
+    return [k for b in state.scan() for k in b.column(0).to_pylist()]

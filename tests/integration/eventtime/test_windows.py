@@ -1,0 +1,151 @@
+"""Event-time windows through the real CLI, with a worker killed, a coordinator crashed and a rescale:
+the released windows and the late-data output equal a batch job given the run's recorded watermarks,
+no window twice or missing.
+
+The input is ``examples/page-views``: 6000 views over 30 minutes of event time, a little out of order,
+one in a hundred minutes late. At 400 rows a step, each step reads about two minutes of event time, so
+from step 2 on every step's watermark closes a one-minute window of every page; step 16 is the last,
+run with the end-of-input watermark, which closes every window still open.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ftpipeline.oracle import verify
+from ftpipeline.spec import load_pipeline
+
+from ..pipelines import ROOT, crashed_and_resumed, run_cli, sampled, verified
+
+EXAMPLE = ROOT / "examples" / "page-views"
+LAST = 16  # 15 steps of input, then the end of input
+
+
+def page_views(directory: Path, name: str, *, kind: str = "tumbling", emit: str = "append",
+               strategy: str = "lineage", checkpoint_every: int = 5, workers: int = 2, window_channels: int = 2,
+               steps: int | None = None, idle: str | None = None, source_channels: int = 1) -> Path:
+    doc = yaml.safe_load((EXAMPLE / "pipeline.yaml").read_text())
+    doc["metadata"]["name"] = name
+    spec = doc["spec"]
+    spec["entryPoint"] = str(EXAMPLE / "pages.py")
+    spec["workers"] = workers
+    spec["recovery"] = {"strategy": strategy}
+    spec["checkpoint"] = {"intervalSteps": checkpoint_every, "storage": {"path": str(directory / "checkpoints")}}
+    spec["deadLetter"] = {"path": str(directory / "dead-letters")}
+    if steps is not None:
+        spec["steps"] = {"maxSteps": steps}
+    source, window, sink = spec["stages"]
+    source["parallelism"] = source_channels
+    source["source"]["file"].update(path=str(EXAMPLE / "clicks"), rowsPerStep=400)
+    if idle is not None:
+        source["source"]["eventTime"]["idleTimeout"] = idle
+    window["parallelism"] = sink["parallelism"] = window_channels
+    w = window["aggregate"]["window"]
+    w.update(emit=emit, lateData={"path": str(directory / "late")})
+    if kind == "sliding":
+        del w["tumbling"]
+        w["sliding"] = {"size": "1m", "slide": "20s"}
+    sink["sink"]["parquet"]["path"] = str(directory / "out")
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def checked(spark: Any, pipeline: Path, run_dir: Path, steps: int) -> None:
+    """Every sink, the late-data output and the dead letters against the oracle, in this process's Spark."""
+    spec = load_pipeline(pipeline)
+    results = verify(spark, spec, steps, spec.dead_letter or run_dir, run_dir / "steps.jsonl")
+    for result in results:
+        assert result.equal and result.duplicates == 0, result
+    [late] = [r for r in results if r.what == "late data"]
+    assert late.sink == "per-minute" and late.expected_rows > 0  # the input has late views
+
+
+KILLS = {"open": 7, "closing": LAST, "before-checkpoint": 3}
+MATRIX = [(k, e, s, when) for k in ("tumbling", "sliding") for e in ("append", "update")
+          for s in ("lineage", "checkpoint") for when in KILLS]
+SAMPLE = [("tumbling", "append", "lineage", "open"), ("sliding", "update", "checkpoint", "closing"),
+          ("sliding", "append", "lineage", "before-checkpoint"), ("tumbling", "update", "checkpoint", "open")]
+
+
+@pytest.mark.parametrize(("kind", "emit", "strategy", "when"), sampled(MATRIX, SAMPLE))
+def test_windows_equal_the_oracle_through_a_killed_worker(tmp_path: Path, redis_url: str, spark: Any, kind: str,
+                                                          emit: str, strategy: str, when: str) -> None:
+    pipeline = page_views(tmp_path, f"w-{kind[:2]}-{emit[:2]}-{strategy[:2]}-{when[:4]}", kind=kind, emit=emit,
+                          strategy=strategy)
+    run = run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url, "--kill-at-step", str(KILLS[when]),
+                  "--kill-after-tasks", "2", "--seed", "41")
+    assert run.code == 0, run.output[-4000:]
+    assert run.summary["committed"] == LAST
+    [recovery] = run.summary["recoveries"]
+    assert recovery["strategy"] == strategy, recovery
+    assert run.summary["late_records"] > 0
+    checked(spark, pipeline, tmp_path / "run", LAST)
+
+
+def test_a_coordinator_crashed_while_windows_are_open_resumes_from_its_log(tmp_path: Path) -> None:
+    pipeline = page_views(tmp_path, "w-crash", kind="sliding", checkpoint_every=3)
+    resumed = crashed_and_resumed(pipeline, tmp_path / "run")
+    assert resumed.summary["committed"] == LAST
+
+
+def test_a_windowed_stage_rescaled_from_a_checkpoint_keeps_every_window(tmp_path: Path) -> None:
+    pipeline = page_views(tmp_path, "w-rescale", kind="sliding", checkpoint_every=2, steps=8)
+    first = run_cli(pipeline, tmp_path / "run")
+    assert first.code == 0, first.output[-3000:]
+    doc = yaml.safe_load(pipeline.read_text())
+    del doc["spec"]["steps"]
+    doc["spec"]["workers"] = 3
+    for stage in doc["spec"]["stages"][1:]:
+        stage["parallelism"] = 3
+    pipeline.write_text(yaml.safe_dump(doc, sort_keys=False))
+    resumed = run_cli(pipeline, tmp_path / "run", "--resume", "--verify")
+    assert resumed.code == 0, resumed.output[-4000:]
+    verified(resumed.output, resumed.summary)
+    assert resumed.summary["committed"] == LAST
+    newest = max((tmp_path / "checkpoints").rglob("manifest.json"), key=lambda p: json.loads(p.read_text())["epoch"])
+    assert sorted(json.loads(newest.read_text())["states"]) == [f"per-minute.{i}" for i in range(3)]
+
+
+def test_an_idle_source_channel_does_not_hold_the_windows_back(tmp_path: Path, redis_url: str, spark: Any) -> None:
+    """Two source channels, one file: one channel never reads a record. Idle after 1 s, it stops holding
+    the watermark back, so windows close while the input is read, not only at its end."""
+    pipeline = page_views(tmp_path, "w-idle", source_channels=2, idle="1s")
+    run = run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url)
+    assert run.code == 0, run.output[-4000:]
+    steps = run.summary["committed"]
+    released = sorted(int(p.name.split("=")[1]) for p in (tmp_path / "out").glob("step=*")
+                      if any(p.glob("*.parquet")))
+    assert released and released[0] < steps - 1, released  # windows released before the last step
+    checked(spark, pipeline, tmp_path / "run", steps)
+
+
+def test_kafka_views_to_delta_windows_equal_the_oracle_through_a_killed_worker(tmp_path: Path,
+                                                                              kafka_bootstrap: str) -> None:
+    """``examples/kafka-page-views``: the watermark over two partitions, one commit per step in Delta."""
+    from ftpipeline.kafka.topics import create_topics
+
+    example = ROOT / "examples" / "kafka-page-views"
+    doc = yaml.safe_load((example / "pipeline.yaml").read_text())
+    doc["metadata"]["name"] = "kviews"
+    spec = doc["spec"]
+    spec["entryPoint"] = str(example / "pages.py")
+    spec["kafka"] = {"bootstrapServers": kafka_bootstrap}
+    spec["checkpoint"] = {"intervalSteps": 4, "storage": {"path": str(tmp_path / "checkpoints")}}
+    source, window, sink = spec["stages"]
+    source["source"]["kafka"]["topic"] = "kviews-views"
+    window["aggregate"]["window"]["lateData"] = {"path": str(tmp_path / "late")}
+    sink["sink"]["delta"]["path"] = str(tmp_path / "table")
+    create_topics(kafka_bootstrap, {"kviews-views": 2})
+    pipeline = tmp_path / "kviews.yaml"
+    pipeline.write_text(yaml.safe_dump(doc, sort_keys=False))
+    run = run_cli(pipeline, tmp_path / "run", "--produce", f"kviews-views={EXAMPLE / 'clicks' / 'views.jsonl'}",
+                  "--verify", "--kill-at-step", "5")
+    assert run.code == 0, run.output[-4000:]
+    verified(run.output, run.summary)
+    assert run.summary["recoveries"] and run.summary["watermark"] == 2**63 - 1

@@ -1,0 +1,89 @@
+"""Event time in a pipeline document: what a window or a source's eventTime may say, refused before
+anything runs with the field named, and what the model gets."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ftpipeline.spec.durations import micros, text
+from ftpipeline.spec.load import SpecError, parse_pipeline
+
+DOC: dict[str, Any] = {
+    "apiVersion": "ftpipeline.io/v1alpha1", "kind": "FTPipeline", "metadata": {"name": "views"},
+    "spec": {"entryPoint": "pages.py", "workers": 1, "stages": [
+        {"name": "views", "source": {
+            "file": {"path": "in", "format": "jsonl", "rowsPerStep": 10,
+                     "schema": {"page": "string", "ts": "long", "who": "string"}},
+            "eventTime": {"column": "ts", "watermark": {"maxOutOfOrderness": "10s"}, "idleTimeout": "1m"}}},
+        {"name": "per-minute", "inputs": [{"stage": "views"}], "aggregate": {
+            "keyBy": ["page"], "aggregations": [{"name": "n", "op": "count"}, {"name": "a", "op": "avg", "column": "ts"}],
+            "window": {"tumbling": {"size": "1m"}, "lateData": {"path": "late"}}}},
+        {"name": "out", "inputs": [{"stage": "per-minute"}], "sink": {"parquet": {"path": "out"}}},
+    ]},
+}
+
+
+def parse(doc: dict[str, Any]) -> Any:
+    return parse_pipeline(yaml.safe_dump(doc), Path("/p"), source="t.yaml", check_entry_point=False)
+
+
+def problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    with pytest.raises(SpecError) as info:
+        parse(doc)
+    return [(p.path, p.message) for p in info.value.problems]
+
+
+def test_a_windowed_pipeline_becomes_its_model() -> None:
+    spec = parse(copy.deepcopy(DOC))
+    event = spec.stage("views").event_time
+    assert (event.column, event.max_out_of_orderness_us, event.idle_timeout_us) == ("ts", 10_000_000, 60_000_000)
+    window = spec.stage("per-minute").aggregate.window
+    assert (window.kind, window.size_us, window.slide_us, window.time_column, window.emit) == \
+        ("tumbling", 60_000_000, 60_000_000, "ts", "append")
+    assert window.late_data == Path("/p/late") and spec.event_time
+
+
+def edited(change: Any) -> dict[str, Any]:
+    doc = copy.deepcopy(DOC)
+    change(doc["spec"]["stages"])
+    return doc
+
+
+@pytest.mark.parametrize("change, path, words", [
+    (lambda s: s[0]["source"].pop("eventTime"), "spec.stages[1].aggregate.window", "no source upstream"),
+    (lambda s: s[0]["source"]["eventTime"].update(column="when"), "spec.stages[0].source.eventTime.column",
+     "'when' is not a column"),
+    (lambda s: s[0]["source"]["eventTime"].update(column="who"), "spec.stages[0].source.eventTime.column",
+     "'who' is string"),
+    (lambda s: s[0]["source"]["eventTime"].update(recordTimestamp=True),
+     "spec.stages[0].source.eventTime.recordTimestamp", "only a Kafka source"),
+    (lambda s: s[1]["aggregate"].pop("window"), "spec.stages[1].aggregate.aggregations[1].op", "avg needs a window"),
+    (lambda s: s[1]["aggregate"].update(ttl={"steps": 3}), "spec.stages[1].aggregate.ttl", "leaves with the watermark"),
+    (lambda s: s[1]["aggregate"]["window"].update(tumbling=None, sliding={"size": "1m", "slide": "25s"}),
+     "spec.stages[1].aggregate.window.sliding.slide", "divide size"),
+    (lambda s: s[1]["aggregate"]["window"].update(tumbling={"size": "0s"}),
+     "spec.stages[1].aggregate.window.tumbling.size", "above 0"),
+    (lambda s: s[1]["aggregate"]["window"].update(tumbling={"size": "1 minute"}),
+     "spec.stages[1].aggregate.window.tumbling.size", "not a duration: a whole number and a unit"),
+])
+def test_what_a_window_cannot_run_with_is_refused_naming_the_field(change: Any, path: str, words: str) -> None:
+    def apply(stages: list[dict[str, Any]]) -> None:
+        change(stages)
+        window = stages[1]["aggregate"].get("window", {})
+        if window.get("tumbling", 1) is None:
+            del window["tumbling"]
+    found = problems(edited(apply))
+    assert any(p == path and words in m for p, m in found), found
+
+
+def test_durations_read_and_write_in_the_units_people_use() -> None:
+    assert [micros(t) for t in ("250ms", "10s", "1m", "30min", "2h", "1d")] == \
+        [250_000, 10_000_000, 60_000_000, 1_800_000_000, 7_200_000_000, 86_400_000_000]
+    assert [text(micros(t)) for t in ("90s", "30min", "1500ms")] == ["90s", "30m", "1500ms"]
+    with pytest.raises(ValueError, match="not a duration"):
+        micros("ten seconds")
