@@ -53,8 +53,7 @@ def print_summary(console: Console, spec: PipelineSpec, result: RunResult, earli
     dead = result.dead_letters
     table.add_row("dead letters", f"{dead:,}" + (f" -> {default_dead_letter_root(spec)}" if dead else ""))
     if spec.event_time:
-        late = [s.aggregate.window.late_data for s in spec.stages
-                if s.aggregate is not None and s.aggregate.window is not None and s.aggregate.window.late_data]
+        late = [s.late_data for s in spec.stages if s.late_data is not None]
         table.add_row("late records", f"{result.late_records:,}" + (f" -> {late[0]}" if late and result.late_records
                                                                     else " (dropped: no lateData)" if result.late_records
                                                                     else ""))

@@ -100,8 +100,7 @@ def prepare_outputs(spec: PipelineSpec, dead_letters: Path) -> list[ExistingOutp
         table.clear_staging()
     if overwrite and dead_letters.exists():
         shutil.rmtree(dead_letters)
-    for stage in spec.stages if overwrite else ():  # and the late records of its windows
-        window = stage.aggregate.window if stage.aggregate is not None else None
-        if window is not None and window.late_data is not None and (window.late_data / stage.name).exists():
-            shutil.rmtree(window.late_data / stage.name)
+    for stage in spec.stages if overwrite else ():  # and the late records of its windows and deduplications
+        if stage.late_data is not None and (stage.late_data / stage.name).exists():
+            shutil.rmtree(stage.late_data / stage.name)
     return []

@@ -98,7 +98,7 @@ def reshape(manifest: Mapping[str, Any], spec: PipelineSpec) -> dict[str, Any]:
         ch = Channel.parse(key)
         by_stage.setdefault(ch.stage, {})[ch.index] = snap
     for stage, old in by_stage.items():
-        if stage not in stages or stages[stage].kind is not StageKind.AGGREGATE:
+        if stage not in stages or stages[stage].kind not in (StageKind.AGGREGATE, StageKind.DEDUPLICATE):
             continue
         n = stages[stage].parallelism
         if set(old) == set(range(n)):

@@ -24,6 +24,7 @@ _TASK_KIND = {
     StageKind.SOURCE: TaskKind.SOURCE,
     StageKind.TRANSFORM: TaskKind.TRANSFORM,
     StageKind.AGGREGATE: TaskKind.AGGREGATE,
+    StageKind.DEDUPLICATE: TaskKind.AGGREGATE,  # a keyed stateful task, as an aggregate's
     StageKind.SINK: TaskKind.SINK,
 }
 
@@ -78,12 +79,12 @@ class Graph:
         return [m for s in self.spec.stages for m in s.members if m.kind is StageKind.SINK]
 
     def is_stateful(self, stage: str) -> bool:
-        return self._stages[stage].kind is StageKind.AGGREGATE
+        return self._stages[stage].kind in (StageKind.AGGREGATE, StageKind.DEDUPLICATE)
 
     def on_event_time(self, stage: str) -> bool:
         """Does a task of ``stage`` need the watermark of its step (a window)?"""
         op = self._stages[stage].aggregate
-        return op is not None and op.window is not None
+        return (op is not None and op.window is not None) or self._stages[stage].deduplicate is not None
 
     def task_kind(self, stage: str) -> TaskKind:
         return _TASK_KIND[self._stages[stage].kind]

@@ -15,6 +15,15 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+LATE_REASON, LATE_WATERMARK = "late_reason", "late_watermark"  # the columns a late record gets
+
+
+def late_rows(rows: pa.Table, watermark: int, reason: str) -> pa.Table:
+    """``rows`` as the late-data output holds them: with why, and the watermark they missed (a timestamp)."""
+    n = rows.num_rows
+    return rows.append_column(LATE_REASON, pa.array([reason] * n, pa.string())).append_column(
+        LATE_WATERMARK, pa.array([watermark] * n, pa.int64()).cast(pa.timestamp("us", tz="UTC")))
+
 
 def late_file(root: Path, stage: str, step: int, channel: int, parallelism: int) -> Path:
     return root / stage / f"step={step}" / f"part-{channel:05d}-of-{parallelism:05d}.parquet"

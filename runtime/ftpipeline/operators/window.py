@@ -36,16 +36,15 @@ value, nulls skipped.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ftpipeline.dataflow.sources.base import DeadLetter
-from ftpipeline.eventtime.columns import micros
 from ftpipeline.operators.base import Emitted, Holder, StepContext
+from ftpipeline.operators.late import late_rows
+from ftpipeline.operators.rows import usable
 from ftpipeline.spec.model import Aggregation, AggregateOp, WindowSpec
 from ftpipeline.state.backend import STEP, KeyedState
 
@@ -54,7 +53,6 @@ FIRE = "__ftp_fire"                         # when the window fires (us): the st
 TS = "__ftp_ts"
 ROW = "__ftp_row"
 OUT_TIME = pa.timestamp("us", tz="UTC")
-LATE_REASON, LATE_WATERMARK = "late_reason", "late_watermark"
 
 
 def _n(a: Aggregation) -> str:
@@ -81,8 +79,8 @@ class WindowOperator:
     # --- one step -------------------------------------------------------------
     def process(self, state: Holder, table: pa.Table, ctx: StepContext) -> Emitted:
         out = Emitted()
-        rows, out.dead = self._usable(table, ctx)
-        ts = micros(rows, self.window.time_column, f"stage {self.stage!r} window.timeColumn")
+        rows, ts, out.dead = usable(table, self.op.key_by, self.window.time_column,
+                                    f"stage {self.stage!r} window.timeColumn", ctx.where)
         rows = rows.append_column(TS, ts).append_column(ROW, pa.array(np.arange(rows.num_rows), pa.int64()))
         pairs = self._pairs(rows)
         fires = pc.add(pairs.column(START), self.window.size_us + self.window.allowed_lateness_us)
@@ -110,22 +108,6 @@ class WindowOperator:
             out.rows = finals if finals is not None else schema.empty_table()
         return out
 
-    def _usable(self, table: pa.Table, ctx: StepContext) -> tuple[pa.Table, list[DeadLetter]]:
-        """The rows with a key and an event time; the others as dead letters."""
-        column = self.window.time_column
-        ts = micros(table, column, f"stage {self.stage!r} window.timeColumn")
-        bad = pc.is_null(ts)
-        for key in self.op.key_by:
-            bad = pc.or_(bad, pc.is_null(table.column(key)))
-        if not pc.any(bad).as_py():
-            return table, []
-        dead = []
-        for row in table.filter(bad).to_pylist():
-            missing = [k for k in self.op.key_by if row.get(k) is None]
-            why = f"null key in {', '.join(missing)}" if missing else f"null event time in {column}"
-            dead.append(DeadLetter(json.dumps(row, default=str), why, ctx.where))
-        return table.filter(pc.invert(bad)), dead
-
     def _pairs(self, rows: pa.Table) -> pa.Table:
         """Each row once per window it belongs to, with the window's start."""
         size, slide = self.window.size_us, self.window.slide_us
@@ -139,12 +121,11 @@ class WindowOperator:
         return rows.take(pa.array(take)).append_column(START, pa.array(starts, pa.int64()))
 
     def _late(self, late: pa.Table, watermark: int) -> pa.Table:
-        n = late.num_rows
-        reason = (f"every window of this record had closed: it ends {self.window.allowed_lateness_us} us before "
-                  f"the watermark or earlier" if self.window.allowed_lateness_us else
+        lateness = self.window.allowed_lateness_us
+        reason = (f"every window of this record had closed (its end plus {lateness} us of allowed lateness is at or "
+                  "before the watermark)" if lateness else
                   "every window of this record had closed (its end is at or before the watermark)")
-        return late.append_column(LATE_REASON, pa.array([reason] * n, pa.string())).append_column(
-            LATE_WATERMARK, pa.array([watermark] * n, pa.int64()).cast(OUT_TIME))
+        return late_rows(late, watermark, reason)
 
     # --- partial aggregates and their merge ----------------------------------------
     def _partial(self, pairs: pa.Table) -> pa.Table:

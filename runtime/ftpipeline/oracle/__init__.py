@@ -73,8 +73,7 @@ def _late(spark: Any, spec: PipelineSpec, expect: Expected, steps: int, work: Pa
 
     out = []
     for name, frame in expect.late.items():
-        op = spec.stage(name).aggregate
-        root = op.window.late_data if op is not None and op.window is not None else None
+        root = spec.stage(name).late_data
         if root is None:
             continue
         files = sorted((root / name).glob("step=*/*.parquet"))
@@ -104,7 +103,7 @@ def verify(spark: Any, spec: PipelineSpec, steps: int, dead_letter_root: Path,
         out = _released(spark, spec, expect, steps, Path(work))
         out += _late(spark, spec, expect, steps, Path(work))
     sources = {s.name for s in spec.stages if s.file is not None or s.kafka is not None}
-    if sources or any(s.kind is StageKind.AGGREGATE for s in spec.stages):
+    if sources or any(s.kind in (StageKind.AGGREGATE, StageKind.DEDUPLICATE) for s in spec.stages):
         out.append(compare_letters(expect.letters, read_dead_letters(dead_letter_root, steps), sources))
     return out
 

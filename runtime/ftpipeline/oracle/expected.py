@@ -17,8 +17,9 @@ source from the offsets the run recorded for each step, then:
   independently; with a TTL, a key's steps are cut into sessions wherever
   more than ttl steps separate two of them, and totals run per session;
   rows with a null key are its dead letters;
-- an event-time window becomes the batch job ``windows.py`` describes, with
-  the watermark of each step the run recorded;
+- an event-time window, or a deduplication, becomes the batch job
+  ``windows.py`` (``dedup.py``) describes, with the watermark of each step
+  the run recorded;
 - a sink's expected rows are those of its input, per step.
 """
 
@@ -37,6 +38,7 @@ from ftpipeline.dataflow.plans import scannable
 from ftpipeline.dataflow.sources import channel_share, make_reader, rows_per_step
 from ftpipeline.oracle.files import STEP, Letter, read_file_stage
 from ftpipeline.oracle.kafka import read_kafka_stage
+from ftpipeline.oracle.dedup import deduplicated
 from ftpipeline.oracle.windows import windowed
 from ftpipeline.kafka.local import StepHistory
 from ftpipeline.spec.load import load_entry_module
@@ -118,6 +120,8 @@ def expected(spark: Any, spec: PipelineSpec, steps: int, work: Path | None = Non
             if STEP not in df.columns:
                 raise ValueError(f"stage {name!r}: {stage.function}() dropped the {STEP} column; "
                                  "the oracle needs row-wise transforms that keep unknown columns")
+        elif stage.deduplicate is not None:
+            df, late[name] = deduplicated(spark, df, stage, marks, letters)
         elif stage.aggregate is not None and stage.aggregate.window is not None:
             df, late[name] = windowed(spark, df, stage, marks, letters)
         elif stage.kind is StageKind.AGGREGATE:

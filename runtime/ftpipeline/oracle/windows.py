@@ -21,6 +21,7 @@ firing is used.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from ftpipeline.oracle.files import STEP, Letter
@@ -33,20 +34,11 @@ def windowed(spark: Any, df: Any, stage: StageSpec, marks: dict[int, int | None]
              letters: list[Letter]) -> tuple[Any, Any]:
     """(the stage's expected output with a ``STEP`` column, its expected late rows with one)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import TimestampType
 
     op = stage.aggregate
     assert op is not None and op.window is not None
     w = op.window
-    column = F.col(w.time_column)
-    timestamp = isinstance(df.schema[w.time_column].dataType, TimestampType)
-    df = df.withColumn(TS, F.unix_micros(column) if timestamp else column.cast("long") * 1000)
-    bad = F.col(TS).isNull()
-    for k in op.key_by:
-        bad = bad | F.col(k).isNull()
-    for row in df.filter(bad).drop(TS).toArrow().to_pylist():
-        letters.append(Letter(stage.name, int(row[STEP]), stage.name, json.dumps(row, default=str)))
-    df = df.filter(~bad)
+    df = placed(df, op.key_by, w.time_column, stage.name, letters)
     steps = spark.createDataFrame([(int(s), m) for s, m in sorted(marks.items())], f"{STEP} int, {WM} long")
     df = df.withColumn(LAST, F.col(TS) - F.pmod(F.col(TS), F.lit(w.slide_us))).join(F.broadcast(steps), STEP, "left")
     reach = w.size_us + w.allowed_lateness_us
@@ -74,6 +66,23 @@ def windowed(spark: Any, df: Any, stage: StageSpec, marks: dict[int, int | None]
     out = out.select(*op.key_by, F.timestamp_micros(F.col(START)).alias("window_start"),
                      F.timestamp_micros(F.col(START) + w.size_us).alias("window_end"), *aggs, STEP)
     return out, late
+
+
+def placed(df: Any, keys: Sequence[str], time_column: str, stage: str, letters: list[Letter]) -> Any:
+    """The rows with every key and an event time, the latter as ``TS`` (us); the others to ``letters``, as the
+    runtime's ``operators/rows.py`` sends them to the dead letters."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampType
+
+    column = F.col(time_column)
+    timestamp = isinstance(df.schema[time_column].dataType, TimestampType)
+    df = df.withColumn(TS, F.unix_micros(column) if timestamp else column.cast("long") * 1000)
+    bad = F.col(TS).isNull()
+    for k in keys:
+        bad = bad | F.col(k).isNull()
+    for row in df.filter(bad).drop(TS).toArrow().to_pylist():
+        letters.append(Letter(stage, int(row[STEP]), stage, json.dumps(row, default=str)))
+    return df.filter(~bad)
 
 
 def _whole(op: str, name: str, column: str | None) -> Any:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ftpipeline.spec.durations import micros
-from ftpipeline.spec.model import EventTime, WindowSpec
+from ftpipeline.spec.model import DeduplicateOp, EventTime, WindowSpec
 from ftpipeline.spec.problems import Problem
 
 WINDOW_ONLY = ("avg", "first", "last")  # aggregations that need a window
@@ -48,6 +48,10 @@ def problems(stages: list[Mapping[str, Any]], index: Mapping[str, int]) -> list[
         event = source.get("eventTime")
         if event is not None:
             found += _source_problems(at, source, event)
+        if "deduplicate" in raw:
+            found += _needs_event_time(stages, index, i, raw["deduplicate"], f"{at}.deduplicate")
+            if micros(raw["deduplicate"]["within"]) == 0:
+                found.append(Problem(f"{at}.deduplicate.within", "must be above 0"))
         aggregate = raw.get("aggregate")
         if aggregate is None:
             continue
@@ -70,14 +74,19 @@ def problems(stages: list[Mapping[str, Any]], index: Mapping[str, int]) -> list[
             for name, value in window.get(kind, {}).items():
                 if micros(value) == 0:
                     found.append(Problem(f"{at}.aggregate.window.{kind}.{name}", "must be above 0"))
-        if not _event_sources(stages, index, i):
-            found.append(Problem(f"{at}.aggregate.window", "no source upstream declares eventTime, so no "
-                                                           "watermark would ever close a window"))
-        elif "timeColumn" not in window and len(_columns_upstream(stages, index, i)) > 1:
-            names = ", ".join(sorted(_columns_upstream(stages, index, i)))
-            found.append(Problem(f"{at}.aggregate.window.timeColumn",
-                                 f"required: the sources upstream declare different event-time columns ({names})"))
+        found += _needs_event_time(stages, index, i, window, f"{at}.aggregate.window")
     return found
+
+
+def _needs_event_time(stages: list[Mapping[str, Any]], index: Mapping[str, int], i: int, raw: Mapping[str, Any],
+                      at: str) -> list[Problem]:
+    if not _event_sources(stages, index, i):
+        return [Problem(at, "no source upstream declares eventTime, so no watermark would ever move")]
+    if "timeColumn" not in raw and len(_columns_upstream(stages, index, i)) > 1:
+        names = ", ".join(sorted(_columns_upstream(stages, index, i)))
+        return [Problem(f"{at}.timeColumn",
+                        f"required: the sources upstream declare different event-time columns ({names})")]
+    return []
 
 
 def _source_problems(at: str, source: Mapping[str, Any], event: Mapping[str, Any]) -> list[Problem]:
@@ -118,6 +127,16 @@ def event_time(raw: Mapping[str, Any]) -> EventTime | None:
     bound = event.get("watermark", {}).get("maxOutOfOrderness", "0s")
     return EventTime(event["column"], micros(bound), micros(event["idleTimeout"]) if "idleTimeout" in event else 0,
                      bool(event.get("recordTimestamp", False)))
+
+
+def deduplicate(stages: list[Mapping[str, Any]], i: int, resolve: Callable[[str], Path]) -> DeduplicateOp | None:
+    raw = stages[i].get("deduplicate")
+    if raw is None:
+        return None
+    index = {s["name"]: k for k, s in enumerate(stages)}
+    column = raw.get("timeColumn") or min(_columns_upstream(stages, index, i))
+    late = resolve(raw["lateData"]["path"]) if "lateData" in raw else None
+    return DeduplicateOp(tuple(raw["keys"]), micros(raw["within"]), column, late)
 
 
 def window(stages: list[Mapping[str, Any]], i: int, resolve: Callable[[str], Path]) -> WindowSpec | None:

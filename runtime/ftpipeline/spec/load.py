@@ -63,7 +63,7 @@ from ftpipeline.spec.schema import (
     UNIQUE_STAGES,
 )
 
-_KINDS = ("source", "transform", "aggregate", "sink")
+_KINDS = ("source", "transform", "aggregate", "deduplicate", "sink")
 
 
 def _path(parts: Iterable[Any]) -> str:
@@ -163,7 +163,7 @@ def _dataflow_problems(spec: Mapping[str, Any]) -> list[Problem]:
                 problems.append(Problem(f"{at}.partition", f"forward needs equal parallelism ({upstream}: {theirs}, {raw['name']}: {mine})"))
             if partition == "hash" and not edge.get("keys"):
                 problems.append(Problem(f"{at}.keys", "hash partitioning needs keys"))
-            if partition is None and "aggregate" not in raw and mine != theirs:
+            if partition is None and not _keyed(raw) and mine != theirs:
                 problems.append(Problem(f"{at}.partition", f"required when parallelism differs ({upstream}: {theirs}, {raw['name']}: {mine})"))
     if not problems:
         cycle = _find_cycle({s["name"]: [e["stage"] for e in s.get("inputs", [])] for s in stages})
@@ -182,6 +182,11 @@ def _dataflow_problems(spec: Mapping[str, Any]) -> list[Problem]:
 
 
 
+def _keyed(stage: Mapping[str, Any]) -> bool:
+    """Does the stage keep keyed state (its inputs are hash-partitioned on its keys by default)?"""
+    return "aggregate" in stage or "deduplicate" in stage
+
+
 def _size_problems(stages: list[Mapping[str, Any]]) -> list[Problem]:
     """Bounds on the whole dataflow, so no spec can exhaust the operator or the lineage store."""
     width = {s["name"]: int(s.get("parallelism", 1)) for s in stages}
@@ -193,7 +198,7 @@ def _size_problems(stages: list[Mapping[str, Any]]) -> list[Problem]:
     for s in stages:
         for edge in s.get("inputs", []):
             forward = edge.get("partition") == "forward" or (  # the default: see the schema's partition
-                "partition" not in edge and "aggregate" not in s and width[edge["stage"]] == width[s["name"]])
+                "partition" not in edge and not _keyed(s) and width[edge["stage"]] == width[s["name"]])
             objects += width[s["name"]] if forward else width[edge["stage"]] * width[s["name"]]
     if objects > MAX_OBJECTS_PER_STEP:
         return [Problem("spec.stages", f"{objects} objects per step between stages exceed the limit of "
@@ -310,6 +315,8 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
             if partition is None:
                 if kind is StageKind.AGGREGATE:
                     partition, keys = "hash", tuple(raw["aggregate"]["keyBy"])
+                elif kind is StageKind.DEDUPLICATE:
+                    partition, keys = "hash", tuple(raw["deduplicate"]["keys"])
                 else:
                     partition = "forward"
             edges.append(Edge(edge["stage"], raw["name"], Partition(partition), keys))
@@ -339,6 +346,8 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
                 a.get("ttl", {}).get("steps", 0),
                 eventtime.window(spec["stages"], at, lambda path: _resolve(base_dir, path)),
             )
+        elif kind is StageKind.DEDUPLICATE:
+            pass  # eventtime.deduplicate, below
         elif "kafka" in raw["sink"]:
             k = raw["sink"]["kafka"]
             kafka_sink = KafkaSink(k["topic"], tuple(k.get("key", ())), raw["sink"].get("existingOutput", "fail"))
@@ -351,7 +360,8 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
                                raw["sink"].get("existingOutput", "fail"))
         stages.append(StageSpec(raw["name"], kind, parallelism, tuple(edges), generator, file, function, aggregate, sink,
                                 kafka=kafka, kafka_sink=kafka_sink, delta_sink=delta_sink,
-                                event_time=eventtime.event_time(raw)))
+                                event_time=eventtime.event_time(raw),
+                                deduplicate=eventtime.deduplicate(spec["stages"], at, lambda path: _resolve(base_dir, path))))
     steps = spec.get("steps", {})
     trig = steps.get("trigger", {})
     budget = spec.get("recovery", {}).get("restartBudget", {})

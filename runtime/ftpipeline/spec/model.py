@@ -17,6 +17,7 @@ class StageKind(str, enum.Enum):
     SOURCE = "source"
     TRANSFORM = "transform"
     AGGREGATE = "aggregate"
+    DEDUPLICATE = "deduplicate"
     SINK = "sink"
 
 
@@ -102,6 +103,16 @@ class WindowSpec:
 
 
 @dataclass(frozen=True)
+class DeduplicateOp:
+    """Drop records whose keys were seen within ``within`` of event time (``operators/dedup.py``)."""
+
+    keys: tuple[str, ...]
+    within_us: int
+    time_column: str
+    late_data: Path | None = None
+
+
+@dataclass(frozen=True)
 class AggregateOp:
     key_by: tuple[str, ...]
     aggregations: tuple[Aggregation, ...]
@@ -150,10 +161,19 @@ class StageSpec:
     kafka_sink: KafkaSink | None = None
     delta_sink: DeltaSink | None = None
     event_time: EventTime | None = None  # a source's
+    deduplicate: DeduplicateOp | None = None
 
     @property
     def is_sink(self) -> bool:
         return self.sink is not None or self.kafka_sink is not None or self.delta_sink is not None
+
+    @property
+    def late_data(self) -> Path | None:
+        """Where the stage's late records go: a window's or a deduplication's ``lateData`` (None: dropped)."""
+        if self.deduplicate is not None:
+            return self.deduplicate.late_data
+        window = self.aggregate.window if self.aggregate is not None else None
+        return window.late_data if window is not None else None
 
     @property
     def members(self) -> tuple[StageSpec, ...]:

@@ -164,7 +164,7 @@ _INPUT = obj(
 )
 
 STAGE_SCHEMA: Schema = obj(
-    "A stage of the dataflow. Exactly one of source, transform, aggregate, sink.",
+    "A stage of the dataflow. Exactly one of source, transform, aggregate, deduplicate, sink.",
     {
         "name": string("Stage name (DNS label).", pattern=NAME_PATTERN, maxLength=40),
         "parallelism": {**integer("Number of channels of this stage.", minimum=1, default=1),
@@ -198,6 +198,21 @@ STAGE_SCHEMA: Schema = obj(
                 ),
             },
             ["keyBy", "aggregations"],
+        ),
+        "deduplicate": obj(
+            "Drop duplicates within an event-time horizon (as Spark's dropDuplicatesWithinWatermark): the first "
+            "record of a key passes, and any other of that key is dropped until the watermark passes the first "
+            "one's event time plus within. A record behind the watermark is late: whether it repeats an earlier "
+            "one can no longer be told.",
+            {
+                "keys": {"type": "array", "description": "Columns that make two records the same.", "minItems": 1,
+                         "maxItems": 16, "items": {"type": "string"}},
+                "within": _duration("How long (event time) a key is remembered after its first record."),
+                "timeColumn": string("Event-time column (default: the eventTime column of the sources upstream).",
+                                     pattern=FUNCTION_PATTERN),
+                "lateData": _LATE_DATA,
+            },
+            ["keys", "within"],
         ),
         "sink": obj(
             "Exactly-once output: each step is released as one atomic bundle. Exactly one of parquet, kafka, "
@@ -249,5 +264,5 @@ STAGE_SCHEMA: Schema = obj(
         ),
     },
     ["name"],
-    rules=[one_of("source", "transform", "aggregate", "sink")],
+    rules=[one_of("source", "transform", "aggregate", "deduplicate", "sink")],
 )

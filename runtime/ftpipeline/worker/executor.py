@@ -336,8 +336,7 @@ class TaskRunner:
         if emitted is None or task.kind is TaskKind.REBUILD:
             return None, [], 0
         late = emitted.late.num_rows if emitted.late is not None else 0
-        window = self.graph.stage(task.stage).aggregate
-        target = window.window.late_data if window is not None and window.window is not None else None
+        target = self.graph.stage(task.stage).late_data
         if late and target is not None:
             write_late(target, task.stage, task.step, task.channel, self.graph.stage(task.stage).parallelism,
                        emitted.late)

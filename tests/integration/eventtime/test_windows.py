@@ -1,6 +1,6 @@
-"""Event-time windows through the real CLI, with a worker killed, a coordinator crashed and a rescale:
-the released windows and the late-data output equal a batch job given the run's recorded watermarks,
-no window twice or missing.
+"""Event-time windows and a deduplication through the real CLI, with a worker killed, a coordinator
+crashed and a rescale: the released windows, the views that pass the deduplication and both late-data
+outputs equal a batch job given the run's recorded watermarks, no window or view twice or missing.
 
 The input is ``examples/page-views``: 6000 views over 30 minutes of event time, a little out of order,
 one in a hundred minutes late. At 400 rows a step, each step reads about two minutes of event time, so
@@ -39,7 +39,11 @@ def page_views(directory: Path, name: str, *, kind: str = "tumbling", emit: str 
     spec["deadLetter"] = {"path": str(directory / "dead-letters")}
     if steps is not None:
         spec["steps"] = {"maxSteps": steps}
-    source, window, sink = spec["stages"]
+    stages = {s["name"]: s for s in spec["stages"]}
+    source, window, sink = stages["views"], stages["per-minute"], stages["minutes"]
+    stages["unique"]["deduplicate"]["lateData"] = {"path": str(directory / "late")}
+    stages["unique-views"]["sink"]["parquet"]["path"] = str(directory / "unique")
+    stages["unique"]["parallelism"] = stages["unique-views"]["parallelism"] = window_channels
     source["parallelism"] = source_channels
     source["source"]["file"].update(path=str(EXAMPLE / "clicks"), rowsPerStep=400)
     if idle is not None:
@@ -62,8 +66,8 @@ def checked(spark: Any, pipeline: Path, run_dir: Path, steps: int) -> None:
     results = verify(spark, spec, steps, spec.dead_letter or run_dir, run_dir / "steps.jsonl")
     for result in results:
         assert result.equal and result.duplicates == 0, result
-    [late] = [r for r in results if r.what == "late data"]
-    assert late.sink == "per-minute" and late.expected_rows > 0  # the input has late views
+    late = {r.sink: r.expected_rows for r in results if r.what == "late data"}
+    assert late.keys() == {"per-minute", "unique"} and all(late.values())  # the input has late views
 
 
 KILLS = {"open": 7, "closing": LAST, "before-checkpoint": 3}
@@ -101,7 +105,7 @@ def test_a_windowed_stage_rescaled_from_a_checkpoint_keeps_every_window(tmp_path
     doc = yaml.safe_load(pipeline.read_text())
     del doc["spec"]["steps"]
     doc["spec"]["workers"] = 3
-    for stage in doc["spec"]["stages"][1:]:
+    for stage in doc["spec"]["stages"][1:]:  # the windows, the deduplication and their sinks
         stage["parallelism"] = 3
     pipeline.write_text(yaml.safe_dump(doc, sort_keys=False))
     resumed = run_cli(pipeline, tmp_path / "run", "--resume", "--verify")
@@ -109,7 +113,8 @@ def test_a_windowed_stage_rescaled_from_a_checkpoint_keeps_every_window(tmp_path
     verified(resumed.output, resumed.summary)
     assert resumed.summary["committed"] == LAST
     newest = max((tmp_path / "checkpoints").rglob("manifest.json"), key=lambda p: json.loads(p.read_text())["epoch"])
-    assert sorted(json.loads(newest.read_text())["states"]) == [f"per-minute.{i}" for i in range(3)]
+    assert sorted(json.loads(newest.read_text())["states"]) == [f"{s}.{i}" for s in ("per-minute", "unique")
+                                                                for i in range(3)]
 
 
 def test_an_idle_source_channel_does_not_hold_the_windows_back(tmp_path: Path, redis_url: str, spark: Any) -> None:

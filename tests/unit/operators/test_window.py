@@ -12,26 +12,16 @@ import pyarrow as pa
 import pytest
 
 from ftpipeline.operators.base import StepContext
-from ftpipeline.operators.window import LATE_WATERMARK, WindowOperator
+from ftpipeline.operators.late import LATE_WATERMARK
+from ftpipeline.operators.window import WindowOperator
 from ftpipeline.spec.model import AggregateOp, Aggregation, WindowSpec
-from ftpipeline.state.backend import KeyedState, StateBackend, make_backend
+from ftpipeline.state.backend import make_backend
+
+from .holder import Holder
 
 S = 1_000_000
 AGGS = (Aggregation("n", "count"), Aggregation("total", "sum", "v"), Aggregation("low", "min", "v"),
         Aggregation("mean", "avg", "v"), Aggregation("first_u", "first", "u"), Aggregation("last_u", "last", "u"))
-
-
-class Holder:
-    def __init__(self, backend: StateBackend, keys: list[str], index: str | None) -> None:
-        self.backend, self.keys, self.index = backend, keys, index
-        self.state: KeyedState | None = None
-
-    def get(self) -> KeyedState | None:
-        return self.state
-
-    def create(self, schema: pa.Schema) -> KeyedState:
-        self.state = self.backend.create("w.0", schema, self.keys, self.index)
-        return self.state
 
 
 def steps_of(seed: int, count: int = 12) -> list[tuple[list[dict[str, Any]], int | None]]:

@@ -87,3 +87,19 @@ def test_durations_read_and_write_in_the_units_people_use() -> None:
     assert [text(micros(t)) for t in ("90s", "30min", "1500ms")] == ["90s", "30m", "1500ms"]
     with pytest.raises(ValueError, match="not a duration"):
         micros("ten seconds")
+
+
+def test_a_deduplication_becomes_its_model_and_needs_event_time() -> None:
+    doc = copy.deepcopy(DOC)
+    doc["spec"]["stages"].insert(1, {"name": "unique", "inputs": [{"stage": "views"}],
+                                     "deduplicate": {"keys": ["who", "page"], "within": "30s"}})
+    doc["spec"]["stages"][2]["inputs"] = [{"stage": "unique"}]
+    spec = parse(doc)
+    op = spec.stage("unique").deduplicate
+    assert (op.keys, op.within_us, op.time_column, op.late_data) == (("who", "page"), 30_000_000, "ts", None)
+    assert spec.stage("unique").inputs[0].partition.value == "hash" and spec.stage("unique").inputs[0].keys == op.keys
+    doc["spec"]["stages"][0]["source"].pop("eventTime")
+    doc["spec"]["stages"][2]["aggregate"].pop("window")
+    doc["spec"]["stages"][2]["aggregate"]["aggregations"].pop()
+    assert ("spec.stages[1].deduplicate", "no source upstream declares eventTime, so no watermark would ever "
+                                          "move") in problems(doc)

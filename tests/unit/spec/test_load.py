@@ -74,7 +74,7 @@ def clean_events(df):
     return df
 """
 
-STAGE_FIELDS = "aggregate, inputs, name, parallelism, sink, source, transform"
+STAGE_FIELDS = "aggregate, deduplicate, inputs, name, parallelism, sink, source, transform"
 
 
 @pytest.fixture(autouse=True)
@@ -348,7 +348,7 @@ def test_stage_with_two_kinds() -> None:
     stages(doc)[3]["transform"] = {"function": "clean_events"}
     p = only_problem(doc)
     assert p.path == "spec.stages[3]"
-    assert p.message == "needs exactly one of source, transform, aggregate, sink"
+    assert p.message == "needs exactly one of source, transform, aggregate, deduplicate, sink"
 
 
 def test_stage_with_no_kind() -> None:
@@ -356,7 +356,7 @@ def test_stage_with_no_kind() -> None:
     del stages(doc)[1]["transform"]
     p = only_problem(doc)
     assert p.path == "spec.stages[1]"
-    assert p.message == "needs exactly one of source, transform, aggregate, sink"
+    assert p.message == "needs exactly one of source, transform, aggregate, deduplicate, sink"
 
 
 def test_source_with_two_inputs_kinds() -> None:
