@@ -52,6 +52,7 @@ START, END = "window_start", "window_end"   # the window's bounds, as the output
 FIRE = "__ftp_fire"                         # when the window fires (us): the state's index
 TS = "__ftp_ts"
 ROW = "__ftp_row"
+MARK, VALUE = "__ftp_mark", "__ftp_value"   # countDistinct: -1 and "" for a window's row, j and a value for a marker
 OUT_TIME = pa.timestamp("us", tz="UTC")
 
 
@@ -69,7 +70,8 @@ class WindowOperator:
         self.stage = stage
         self.op = op
         self.window: WindowSpec = op.window
-        self.keys = [*op.key_by, START]
+        self.distinct = [a for a in op.aggregations if a.op == "countDistinct"]
+        self.keys = [*op.key_by, START, *((MARK, VALUE) if self.distinct else ())]
         self.index: str | None = FIRE
         self.folds_at_once = False  # what fires and what is late depends on each step's watermark
 
@@ -93,7 +95,7 @@ class WindowOperator:
                     out.late = self._late(late.drop_columns([TS, ROW]), ctx.watermark)
             pairs = pairs.filter(on_time)
         part = self._partial(pairs)
-        merged = self._merge(state, part, ctx.step)
+        merged = self._merge(state, part, pairs, ctx.step)
         schema = self._output_schema(table, part)
         finals: pa.Table | None = None
         if self.window.emit == "update" and merged is not None:
@@ -101,6 +103,8 @@ class WindowOperator:
         held = state.get()
         if held is not None and ctx.watermark is not None:
             fired = held.expire(min(ctx.watermark, 2**63 - 2) + 1)
+            if self.distinct:  # a window's distinct values leave with it
+                fired = fired.filter(pc.equal(fired.column(MARK), -1))
             out.evicted = fired.num_rows
             if self.window.emit == "append":
                 finals = self._finals(fired, schema)
@@ -142,6 +146,9 @@ class WindowOperator:
             elif a.op == "avg":
                 specs += [(str(a.column), "sum"), (str(a.column), "count")]
                 names += [a.name, _n(a)]
+            elif a.op == "countDistinct":  # counted in _merge, from the values the state has not seen
+                specs.append(([], "count_all"))
+                names.append(a.name)
         grouped = pairs.group_by(group, use_threads=False).aggregate(specs)
         columns = {g: grouped.column(g) for g in group}
         produced = [i for i, c in enumerate(grouped.column_names) if c not in group]
@@ -153,6 +160,10 @@ class WindowOperator:
             if a.op == "avg":
                 columns[a.name] = pc.cast(columns[a.name], pa.float64())
         part = pa.table(columns)
+        if self.distinct:
+            n = part.num_rows
+            part = part.append_column(MARK, pa.array(np.full(n, -1, np.int64))).append_column(
+                VALUE, pa.array([""] * n, pa.string()))
         for a in self.op.aggregations:
             if a.op in ("first", "last"):
                 part = self._chosen(part, pairs, a, group)
@@ -169,11 +180,12 @@ class WindowOperator:
         joined = part.join(picked, keys=group, join_type="left outer")
         return joined
 
-    def _merge(self, state: Holder, part: pa.Table, step: int) -> pa.Table | None:
+    def _merge(self, state: Holder, part: pa.Table, pairs: pa.Table, step: int) -> pa.Table | None:
         """Fold the step's partial into the windows it touches; their rows as merged (None: none touched)."""
         if part.num_rows == 0:
             return None
-        fire = pc.add(part.column(START), self.window.size_us + self.window.allowed_lateness_us)
+        reach = self.window.size_us + self.window.allowed_lateness_us
+        fire = pc.add(part.column(START), reach)
         held = state.get()
         if held is None:
             schema = pa.schema([*part.schema, pa.field(FIRE, pa.int64()), pa.field(STEP, pa.int64())])
@@ -181,6 +193,8 @@ class WindowOperator:
         values = [f.name for f in held.schema if f.name not in (FIRE, STEP)]
         part = part.select(values).cast(pa.schema([held.schema.field(n) for n in values]))
         current = held.get(part)
+        new_values = {a.name: self._new_values(held, pairs, j, a, part, step, reach)
+                      for j, a in enumerate(self.distinct)}
         merged = {k: part.column(k) for k in self.keys}
         for a in self.op.aggregations:
             if a.op in ("count", "sum") or a.op == "avg":
@@ -190,6 +204,8 @@ class WindowOperator:
             elif a.op in ("min", "max"):
                 fn = pc.min_element_wise if a.op == "min" else pc.max_element_wise
                 merged[a.name] = fn(part.column(a.name), current.column(a.name), skip_nulls=True)
+            elif a.op == "countDistinct":
+                merged[a.name] = _add(new_values[a.name], current.column(a.name))
             else:
                 ts, value = _pick(a.op, part.column(_at(a)), part.column(a.name),
                                   current.column(_at(a)), current.column(a.name))
@@ -199,12 +215,33 @@ class WindowOperator:
         held.put(table)
         return table
 
+    def _new_values(self, held: KeyedState, pairs: pa.Table, j: int, a: Aggregation, part: pa.Table, step: int,
+                    reach: int) -> pa.Array:
+        """countDistinct: per row of ``part``, how many of its window's values this step the state had not
+        seen; they are kept as marker rows (key, window, j, value) that fire with the window."""
+        group = [*self.op.key_by, START]
+        valued = pairs.filter(pc.is_valid(pairs.column(str(a.column))))
+        seen = valued.select(group).append_column(VALUE, pc.cast(valued.column(str(a.column)), pa.string()))
+        seen = seen.group_by([*group, VALUE], use_threads=False).aggregate([])
+        markers = seen.append_column(MARK, pa.array(np.full(seen.num_rows, j, np.int64)))
+        markers = markers.cast(pa.schema([held.schema.field(n) for n in markers.column_names]))
+        fresh = markers.filter(pc.is_null(held.get(markers).column(FIRE)))
+        n = fresh.num_rows
+        fresh = fresh.append_column(FIRE, pc.add(fresh.column(START), reach)).append_column(
+            STEP, pa.array(np.full(n, step, np.int64)))
+        held.put(pa.table({f.name: fresh.column(f.name) if f.name in fresh.column_names else pa.nulls(n, f.type)
+                           for f in held.schema}))
+        counts = fresh.group_by(group, use_threads=False).aggregate([([], "count_all")])
+        rows = part.select(group).append_column(ROW, pa.array(np.arange(part.num_rows), pa.int64()))
+        joined = rows.join(counts, keys=group, join_type="left outer").sort_by(ROW)
+        return pc.fill_null(joined.column("count_all"), 0)
+
     # --- what leaves -------------------------------------------------------------
     def _output_schema(self, table: pa.Table, part: pa.Table) -> pa.Schema:
         fields = [table.schema.field(k) for k in self.op.key_by]
         fields += [pa.field(START, OUT_TIME), pa.field(END, OUT_TIME)]
         for a in self.op.aggregations:
-            if a.op == "count":
+            if a.op in ("count", "countDistinct"):
                 fields.append(pa.field(a.name, pa.int64()))
             elif a.op == "avg":
                 fields.append(pa.field(a.name, pa.float64()))

@@ -90,6 +90,8 @@ def _whole(op: str, name: str, column: str | None) -> Any:
 
     if op == "count":
         return F.count(F.lit(1)).alias(name)
+    if op == "countDistinct":
+        return F.count_distinct(F.col(str(column))).alias(name)
     if op in ("first", "last"):
         value = F.col(str(column))
         pick = F.min if op == "first" else F.max
@@ -102,6 +104,8 @@ def _parts(op: str, name: str, column: str | None) -> list[Any]:
 
     if op == "avg":
         return [F.sum(F.col(str(column))).alias(f"{name}__s"), F.count(F.col(str(column))).alias(f"{name}__n")]
+    if op == "countDistinct":
+        return [F.collect_set(F.col(str(column))).alias(name)]
     if op in ("first", "last"):
         value = F.col(str(column))
         pick = F.min if op == "first" else F.max
@@ -118,5 +122,7 @@ def _running(op: str, name: str, over: Any) -> Any:
     if op in ("first", "last"):
         pick = F.min if op == "first" else F.max
         return pick(F.col(name)).over(over).getField("v")
+    if op == "countDistinct":  # the values of every step so far, each once
+        return F.size(F.array_distinct(F.flatten(F.collect_list(F.col(name)).over(over)))).cast("long")
     merge = {"count": F.sum, "sum": F.sum, "min": F.min, "max": F.max}[op]
     return merge(F.col(name)).over(over)

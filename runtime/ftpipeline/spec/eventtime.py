@@ -18,7 +18,7 @@ from ftpipeline.spec.durations import micros
 from ftpipeline.spec.model import DeduplicateOp, EventTime, WindowSpec
 from ftpipeline.spec.problems import Problem
 
-WINDOW_ONLY = ("avg", "first", "last")  # aggregations that need a window
+WINDOW_ONLY = ("avg", "first", "last", "countDistinct")  # aggregations that need a window
 # what a file or Kafka schema may type an event-time column as (a long: milliseconds since the epoch)
 TIME_TYPES = ("long",)
 

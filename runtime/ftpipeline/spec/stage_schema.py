@@ -140,8 +140,9 @@ _AGGREGATION = obj(
     "One aggregate column of the running state.",
     {
         "name": string("Output column.", pattern=FUNCTION_PATTERN),
-        "op": string("Aggregate function; count ignores column. avg, first and last (by event time) need a "
-                     "window.", enum=["count", "sum", "min", "max", "avg", "first", "last"]),
+        "op": string("Aggregate function; count ignores column. avg, first and last (by event time) and "
+                     "countDistinct (exact: the values of an open window are kept until it fires) need a window.",
+                     enum=["count", "sum", "min", "max", "avg", "first", "last", "countDistinct"]),
         "column": string("Input column (required except for count)."),
     },
     ["name", "op"],

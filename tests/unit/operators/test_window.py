@@ -21,7 +21,8 @@ from .holder import Holder
 
 S = 1_000_000
 AGGS = (Aggregation("n", "count"), Aggregation("total", "sum", "v"), Aggregation("low", "min", "v"),
-        Aggregation("mean", "avg", "v"), Aggregation("first_u", "first", "u"), Aggregation("last_u", "last", "u"))
+        Aggregation("mean", "avg", "v"), Aggregation("first_u", "first", "u"), Aggregation("last_u", "last", "u"),
+        Aggregation("users", "countDistinct", "u"), Aggregation("values", "countDistinct", "v"))
 
 
 def steps_of(seed: int, count: int = 12) -> list[tuple[list[dict[str, Any]], int | None]]:
@@ -74,7 +75,8 @@ def summary(w: tuple[str, int], rows: list[dict[str, Any]], size: int) -> tuple[
     vs = [r["v"] for r in rows]
     first = min(rows, key=lambda r: (r["ts"], r["u"]))["u"]
     last = max(rows, key=lambda r: (r["ts"], r["u"]))["u"]
-    return (w[0], w[1], w[1] + size, len(rows), sum(vs), min(vs), sum(vs) / len(vs), first, last)
+    return (w[0], w[1], w[1] + size, len(rows), sum(vs), min(vs), sum(vs) / len(vs), first, last,
+            len({r["u"] for r in rows}), len(set(vs)))
 
 
 def emitted_rows(table: pa.Table) -> list[tuple[Any, ...]]:
@@ -82,7 +84,8 @@ def emitted_rows(table: pa.Table) -> list[tuple[Any, ...]]:
     for r in table.to_pylist():
         start = int(r["window_start"].timestamp() * S)
         end = int(r["window_end"].timestamp() * S)
-        out.append((r["k"], start, end, r["n"], r["total"], r["low"], r["mean"], r["first_u"], r["last_u"]))
+        out.append((r["k"], start, end, r["n"], r["total"], r["low"], r["mean"], r["first_u"], r["last_u"],
+                    r["users"], r["values"]))
     return sorted(out)
 
 

@@ -260,7 +260,7 @@ def test_stage_parallelism_below_minimum() -> None:
         (
             lambda d: d["spec"]["stages"][2]["aggregate"]["aggregations"][1].update(op="median"),
             "spec.stages[2].aggregate.aggregations[1].op",
-            "count, sum, min, max, avg, first, last",
+            "count, sum, min, max, avg, first, last, countDistinct",
             "median",
         ),
         (
