@@ -107,11 +107,11 @@ def run_sampled(pipeline: Path, run_dir: Path, redis_url: str, zookeeper: str) -
     return run, samples
 
 
-def flat(samples: list[dict[str, int]], metrics: tuple[str, ...]) -> None:
+def flat(samples: list[dict[str, int]], metrics: tuple[str, ...], growth: float = GROWTH) -> None:
     for metric in metrics:
         early, late = peak(samples, metric, EARLY), peak(samples, metric, LATE)
         print(f"{metric}: peak over steps {EARLY[0]}-{EARLY[1] - 1}: {early:,}; over {LATE[0]}-{STEPS}: {late:,}")
-        assert late <= early * GROWTH + 16, f"{metric} grew from {early:,} to {late:,} over the run"
+        assert late <= early * growth + 16, f"{metric} grew from {early:,} to {late:,} over the run"
 
 
 HELD = ("buffer_bytes", "redis_keys", "redis_entries", "znodes", "znode_bytes")
@@ -135,7 +135,9 @@ def test_five_hundred_windowed_steps_keep_state_and_checkpoints_flat(tmp_path: P
     for c in run.summary["checkpoints"]:
         samples.append({"step": c["boundary"], "checkpoint_bytes": c["bytes"]})
     flat([s for s in samples if "buffer_bytes" in s], HELD)
-    flat([s for s in samples if "checkpoint_bytes" in s], ("checkpoint_bytes",))
+    # a checkpoint's bytes are what it uploaded: RocksDB's compactions make them vary more than what it holds
+    # (1.18x between the two halves in one run); state that grew with the run would double them and more
+    flat([s for s in samples if "checkpoint_bytes" in s], ("checkpoint_bytes",), growth=1.5)
     assert run.summary["watermark"] is not None
 
 
