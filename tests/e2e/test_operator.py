@@ -326,3 +326,80 @@ def test_an_operator_killed_mid_recovery_resumes_from_the_command_log(
     assert result.duplicates == 0, result
     assert result.equal, result
     api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+
+
+def windowed_pipeline(namespace: str, name: str, steps: int) -> dict[str, Any]:
+    """``examples/clickstream/kubernetes-windows.yaml`` sized as ``pipeline()`` sizes the plain example."""
+    docs = yaml.safe_load_all((ROOT / "examples" / "clickstream" / "kubernetes-windows.yaml").read_text())
+    [doc] = [d for d in docs if d and d["kind"] == "FTPipeline"]
+    base = pipeline(namespace, name, steps, Path("/unused"))
+    doc["metadata"] = base["metadata"]
+    for field in ("image", "imagePullPolicy", "workers", "steps", "checkpoint", "deadLetter", "volumes",
+                  "volumeMounts", "spark", "sidecar"):
+        doc["spec"][field] = base["spec"][field]
+    for stage in doc["spec"]["stages"]:
+        stage["parallelism"] = 2
+        if "source" in stage:
+            stage["source"]["generator"]["rowsPerStep"] = 6000
+        if "aggregate" in stage:
+            stage["aggregate"]["window"]["lateData"]["path"] = f"/data/{name}/late"
+        if "sink" in stage:
+            stage["sink"]["parquet"]["path"] = f"/data/{name}/out"
+    return dict(doc)
+
+
+def generated_watermarks(doc: dict[str, Any], steps: int, path: Path) -> None:
+    """The watermark each step ran with, as a step history for the oracle (the operator keeps none on disk).
+    The example's events carry ``ts_ms = EPOCH + 7 * offset + channel``, and in lockstep every source task of
+    step S-1 reported before step S started, so W(S) is the smallest channel's newest event time through
+    S-1 less the bound: what the coordinator computed, and recorded before S's tasks went out."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("clickstream", ROOT / "examples" / "clickstream" / "clickstream.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    [source] = [s for s in doc["spec"]["stages"] if "source" in s]
+    channels, per_step = source["parallelism"], source["source"]["generator"]["rowsPerStep"]
+    bound_ms = 5_000  # the example's maxOutOfOrderness
+    lines = []
+    for step in range(1, steps + 1):
+        newest = [module.EPOCH_MS + 7 * ((step - 1) * (per_step // channels) - 1) + c for c in range(channels)]
+        mark = (min(newest) - bound_ms) * 1000 if step > 1 else None
+        lines.append(json.dumps({"step": step, "offsets": {}, **({"watermark": mark} if mark is not None else {})}))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_the_windowed_example_survives_a_deleted_worker_pod_with_windows_equal_to_the_oracle(
+        kube: client.ApiClient, namespace: str, operator: str, spark: object, tmp_path: Path) -> None:
+    from ftpipeline.oracle import verify
+
+    api = client.CustomObjectsApi(kube)
+    core = client.CoreV1Api(kube)
+    steps = 12
+    name = f"windows-{uuid.uuid4().hex[:6]}"
+    data = _writable_dir(HOST_ROOT / name)
+    doc = windowed_pipeline(namespace, name, steps)
+    create_pipeline(api, doc, data)
+    wait_for("step 4 committed", lambda: (status(api, namespace, name).get("committedStep") or 0) >= 4, 300)
+    core.delete_namespaced_pod(f"{name}-w1", namespace)
+    final = finished(api, namespace, name)
+    assert final["phase"] == "Succeeded" and final["committedStep"] == steps, final
+    assert final["recoveries"] >= 1 and final["eventTime"]["watermark"], final
+    history = tmp_path / "steps.jsonl"
+    generated_watermarks(doc, steps, history)
+    local = yaml.safe_load(yaml.safe_dump(doc))
+    local["metadata"] = {"name": name}
+    local["spec"]["entryPoint"] = str(ROOT / "examples" / "clickstream" / "clickstream.py")
+    for stage in local["spec"]["stages"]:
+        if "sink" in stage:
+            stage["sink"]["parquet"]["path"] = str(data / "out")
+        if "aggregate" in stage:
+            stage["aggregate"]["window"]["lateData"]["path"] = str(data / "late")
+    results = verify(spark, parse_pipeline(yaml.safe_dump(local), ROOT, check_entry_point=True), steps,
+                     data / "dead-letter", history)
+    for result in results:
+        assert result.equal and result.duplicates == 0, result
+    assert any(r.sink == "output" and r.expected_rows > 0 for r in results), results
+    api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
