@@ -35,6 +35,7 @@ KAFKA = "tests/integration/test_kafka_pipeline.py::"
 BOUNDED = "tests/integration/coordinator/test_bounded.py::"
 OUTAGES = "tests/integration/coordinator/test_outages.py::"
 CLI = "tests/integration/test_cli.py::"
+SESSIONS = "tests/integration/eventtime/test_sessions.py::"
 
 GROUPS: dict[str, str] = {
     # chaos: schedule 1 every time; 2 and 3 hold every other fault kind, 6 the loss of every worker
@@ -63,6 +64,11 @@ GROUPS: dict[str, str] = {
     f"{BOUNDED}test_five_hundred_windowed_steps_keep_state_and_checkpoints_flat": "C",
     "tests/integration/eventtime/test_windows.py::test_kafka_views_to_delta_windows": "B",
     "tests/integration/eventtime/test_windows.py::test_a_coordinator_crashed_while_windows": "A",
+    # sessions: a kill while sessions are open every time
+    f"{SESSIONS}test_sessions_equal_the_oracle_through_a_killed_worker[update-lineage-closing]": "A",
+    f"{SESSIONS}test_sessions_rescaled_from_a_checkpoint": "B",
+    f"{SESSIONS}test_sessions_equal_the_oracle_through_a_killed_worker[append-lineage-before-checkpoint]": "C",
+    f"{SESSIONS}test_a_coordinator_crashed_while_sessions": "C",
     f"{BOUNDED}test_a_kill_with_default_settings": "C",
     f"{OUTAGES}test_a_redis_that_comes_back_empty": "A",
     f"{OUTAGES}test_unwritable_checkpoint_storage": "B",

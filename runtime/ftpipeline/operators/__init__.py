@@ -24,12 +24,15 @@ def make_operator(stage: StageSpec, spark: Any) -> Operator | None:
     """The operator of a keyed stateful stage (None: the stage keeps no state)."""
     from ftpipeline.operators.dedup import Deduplicate
     from ftpipeline.operators.running import RunningAggregate
+    from ftpipeline.operators.session import SessionOperator
     from ftpipeline.operators.window import WindowOperator
 
     if stage.deduplicate is not None:
         return Deduplicate(stage.name, stage.deduplicate)
     if stage.aggregate is None:
         return None
+    if stage.aggregate.window is not None and stage.aggregate.window.kind == "session":
+        return SessionOperator(stage.name, stage.aggregate)
     if stage.aggregate.window is not None:
         return WindowOperator(stage.name, stage.aggregate)
     return RunningAggregate(stage.name, stage.aggregate, spark)

@@ -56,11 +56,11 @@ MARK, VALUE = "__ftp_mark", "__ftp_value"   # countDistinct: -1 and "" for a win
 OUT_TIME = pa.timestamp("us", tz="UTC")
 
 
-def _n(a: Aggregation) -> str:
+def avg_n(a: Aggregation) -> str:
     return f"{a.name}__n"
 
 
-def _at(a: Aggregation) -> str:
+def picked_at(a: Aggregation) -> str:
     return f"{a.name}__ts"
 
 
@@ -96,7 +96,7 @@ class WindowOperator:
             pairs = pairs.filter(on_time)
         part = self._partial(pairs)
         merged = self._merge(state, part, pairs, ctx.step)
-        schema = self._output_schema(table, part)
+        schema = output_schema(table, part, self.op)
         finals: pa.Table | None = None
         if self.window.emit == "update" and merged is not None:
             finals = self._finals(merged, schema)
@@ -134,51 +134,15 @@ class WindowOperator:
     # --- partial aggregates and their merge ----------------------------------------
     def _partial(self, pairs: pa.Table) -> pa.Table:
         group = [*self.op.key_by, START]
-        specs: list[tuple[Any, str]] = [([], "count_all")]
-        names = ["__rows"]
-        for a in self.op.aggregations:
-            if a.op == "count":
-                specs.append(([], "count_all"))
-                names.append(a.name)
-            elif a.op in ("sum", "min", "max"):
-                specs.append((str(a.column), a.op))
-                names.append(a.name)
-            elif a.op == "avg":
-                specs += [(str(a.column), "sum"), (str(a.column), "count")]
-                names += [a.name, _n(a)]
-            elif a.op == "countDistinct":  # counted in _merge, from the values the state has not seen
-                specs.append(([], "count_all"))
-                names.append(a.name)
-        grouped = pairs.group_by(group, use_threads=False).aggregate(specs)
-        columns = {g: grouped.column(g) for g in group}
-        produced = [i for i, c in enumerate(grouped.column_names) if c not in group]
-        for name, i in zip(names, produced):
-            columns[name] = grouped.column(i)
-        for a in self.op.aggregations:
-            if a.op == "sum" and pa.types.is_integer(columns[a.name].type):
-                columns[a.name] = pc.cast(columns[a.name], pa.int64())
-            if a.op == "avg":
-                columns[a.name] = pc.cast(columns[a.name], pa.float64())
-        part = pa.table(columns)
+        part = partials(pairs, group, self.op, ([], "count_all", "__rows"), distinct_counted=True)
         if self.distinct:
             n = part.num_rows
             part = part.append_column(MARK, pa.array(np.full(n, -1, np.int64))).append_column(
                 VALUE, pa.array([""] * n, pa.string()))
         for a in self.op.aggregations:
             if a.op in ("first", "last"):
-                part = self._chosen(part, pairs, a, group)
+                part = chosen(part, pairs, a, group, TS, str(a.column))
         return part.drop_columns(["__rows"])
-
-    def _chosen(self, part: pa.Table, pairs: pa.Table, a: Aggregation, group: list[str]) -> pa.Table:
-        """first/last: per window the (event time, value) that is smallest (largest), nulls skipped."""
-        order = "ascending" if a.op == "first" else "descending"
-        valued = pairs.filter(pc.is_valid(pairs.column(str(a.column))))
-        ranked = valued.sort_by([(TS, order), (str(a.column), order)])
-        picked = ranked.group_by(group, use_threads=False).aggregate(
-            [(TS, "first"), (str(a.column), "first")])
-        picked = picked.rename_columns([*group, _at(a), a.name])
-        joined = part.join(picked, keys=group, join_type="left outer")
-        return joined
 
     def _merge(self, state: Holder, part: pa.Table, pairs: pa.Table, step: int) -> pa.Table | None:
         """Fold the step's partial into the windows it touches; their rows as merged (None: none touched)."""
@@ -200,16 +164,16 @@ class WindowOperator:
             if a.op in ("count", "sum") or a.op == "avg":
                 merged[a.name] = _add(part.column(a.name), current.column(a.name))
                 if a.op == "avg":
-                    merged[_n(a)] = _add(part.column(_n(a)), current.column(_n(a)))
+                    merged[avg_n(a)] = _add(part.column(avg_n(a)), current.column(avg_n(a)))
             elif a.op in ("min", "max"):
                 fn = pc.min_element_wise if a.op == "min" else pc.max_element_wise
                 merged[a.name] = fn(part.column(a.name), current.column(a.name), skip_nulls=True)
             elif a.op == "countDistinct":
                 merged[a.name] = _add(new_values[a.name], current.column(a.name))
             else:
-                ts, value = _pick(a.op, part.column(_at(a)), part.column(a.name),
-                                  current.column(_at(a)), current.column(a.name))
-                merged[_at(a)], merged[a.name] = ts, value
+                ts, value = _pick(a.op, part.column(picked_at(a)), part.column(a.name),
+                                  current.column(picked_at(a)), current.column(a.name))
+                merged[picked_at(a)], merged[a.name] = ts, value
         table = pa.table({n: merged[n] for n in values})
         table = table.append_column(FIRE, fire).append_column(STEP, pa.array([step] * table.num_rows, pa.int64()))
         held.put(table)
@@ -237,32 +201,79 @@ class WindowOperator:
         return pc.fill_null(joined.column("count_all"), 0)
 
     # --- what leaves -------------------------------------------------------------
-    def _output_schema(self, table: pa.Table, part: pa.Table) -> pa.Schema:
-        fields = [table.schema.field(k) for k in self.op.key_by]
-        fields += [pa.field(START, OUT_TIME), pa.field(END, OUT_TIME)]
-        for a in self.op.aggregations:
-            if a.op in ("count", "countDistinct"):
-                fields.append(pa.field(a.name, pa.int64()))
-            elif a.op == "avg":
-                fields.append(pa.field(a.name, pa.float64()))
-            else:
-                fields.append(pa.field(a.name, part.schema.field(a.name).type))
-        return pa.schema(fields)
-
     def _finals(self, rows: pa.Table, schema: pa.Schema) -> pa.Table:
-        start = rows.column(START)
-        columns: dict[str, Any] = {k: rows.column(k) for k in self.op.key_by}
-        columns[START] = pc.cast(start, pa.int64()).cast(OUT_TIME)
-        columns[END] = pc.add(start, self.window.size_us).cast(OUT_TIME)
-        for a in self.op.aggregations:
-            if a.op == "avg":
-                n = rows.column(_n(a))
-                columns[a.name] = pc.if_else(pc.greater(n, 0), pc.divide(pc.cast(rows.column(a.name), pa.float64()),
-                                                                          pc.cast(n, pa.float64())), None)
-            else:
-                columns[a.name] = rows.column(a.name)
-        order = [*self.op.key_by, START]
-        return pa.table(columns).cast(schema).sort_by([(c, "ascending") for c in order])
+        return finals(rows, self.op, pc.add(rows.column(START), self.window.size_us), schema)
+
+
+def partials(rows: pa.Table, group: list[str], op: AggregateOp, lead: tuple[Any, str, str],
+             distinct_counted: bool) -> pa.Table:
+    """Per group of ``rows``: ``lead`` (a column, an Arrow aggregation, its name) and the partial aggregate of each
+    aggregation that merges by arithmetic (count, sum, min, max; avg as a sum and a count); countDistinct as a row
+    count when ``distinct_counted``, left out otherwise; first and last left to :func:`chosen`."""
+    specs: list[tuple[Any, str]] = [(lead[0], lead[1])]
+    names = [lead[2]]
+    for a in op.aggregations:
+        if a.op == "count" or (a.op == "countDistinct" and distinct_counted):
+            specs.append(([], "count_all"))
+            names.append(a.name)
+        elif a.op in ("sum", "min", "max"):
+            specs.append((str(a.column), a.op))
+            names.append(a.name)
+        elif a.op == "avg":
+            specs += [(str(a.column), "sum"), (str(a.column), "count")]
+            names += [a.name, avg_n(a)]
+    grouped = rows.group_by(group, use_threads=False).aggregate(specs)
+    columns = {g: grouped.column(g) for g in group}
+    produced = [i for i, c in enumerate(grouped.column_names) if c not in group]
+    for name, i in zip(names, produced):
+        columns[name] = grouped.column(i)
+    for a in op.aggregations:
+        if a.op == "sum" and pa.types.is_integer(columns[a.name].type):
+            columns[a.name] = pc.cast(columns[a.name], pa.int64())
+        if a.op == "avg":
+            columns[a.name] = pc.cast(columns[a.name], pa.float64())
+    return pa.table(columns)
+
+
+def chosen(part: pa.Table, rows: pa.Table, a: Aggregation, group: list[str], ts: str, value: str) -> pa.Table:
+    """first/last: ``part`` with, per group of ``rows``, the (event time, value) that is smallest (largest),
+    nulls skipped (as ``picked_at(a)`` and ``a.name``)."""
+    order = "ascending" if a.op == "first" else "descending"
+    valued = rows.filter(pc.is_valid(rows.column(value)))
+    ranked = valued.sort_by([(ts, order), (value, order)])
+    picked = ranked.group_by(group, use_threads=False).aggregate([(ts, "first"), (value, "first")])
+    return part.join(picked.rename_columns([*group, picked_at(a), a.name]), keys=group, join_type="left outer")
+
+
+def output_schema(table: pa.Table, part: pa.Table, op: AggregateOp) -> pa.Schema:
+    """A window's output: the keys, its bounds, one column per aggregation (typed as ``part``, the partial
+    aggregates of ``table``, has them)."""
+    fields = [table.schema.field(k) for k in op.key_by]
+    fields += [pa.field(START, OUT_TIME), pa.field(END, OUT_TIME)]
+    for a in op.aggregations:
+        if a.op in ("count", "countDistinct"):
+            fields.append(pa.field(a.name, pa.int64()))
+        elif a.op == "avg":
+            fields.append(pa.field(a.name, pa.float64()))
+        else:
+            fields.append(pa.field(a.name, part.schema.field(a.name).type))
+    return pa.schema(fields)
+
+
+def finals(rows: pa.Table, op: AggregateOp, end: Any, schema: pa.Schema) -> pa.Table:
+    """The output rows of windows whose state rows are ``rows`` and ends ``end`` (us), sorted by key and start."""
+    columns: dict[str, Any] = {k: rows.column(k) for k in op.key_by}
+    columns[START] = pc.cast(rows.column(START), pa.int64()).cast(OUT_TIME)
+    columns[END] = pc.cast(end, pa.int64()).cast(OUT_TIME)
+    for a in op.aggregations:
+        if a.op == "avg":
+            n = rows.column(avg_n(a))
+            columns[a.name] = pc.if_else(pc.greater(n, 0), pc.divide(pc.cast(rows.column(a.name), pa.float64()),
+                                                                      pc.cast(n, pa.float64())), None)
+        else:
+            columns[a.name] = rows.column(a.name)
+    order = [*op.key_by, START]
+    return pa.table(columns).cast(schema).sort_by([(c, "ascending") for c in order])
 
 
 def _add(a: Any, b: Any) -> Any:

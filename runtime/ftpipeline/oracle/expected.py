@@ -39,6 +39,7 @@ from ftpipeline.dataflow.sources import channel_share, make_reader, rows_per_ste
 from ftpipeline.oracle.files import STEP, Letter, read_file_stage
 from ftpipeline.oracle.kafka import read_kafka_stage
 from ftpipeline.oracle.dedup import deduplicated
+from ftpipeline.oracle.sessions import sessionized
 from ftpipeline.oracle.windows import windowed
 from ftpipeline.kafka.local import StepHistory
 from ftpipeline.spec.load import load_entry_module
@@ -123,7 +124,8 @@ def expected(spark: Any, spec: PipelineSpec, steps: int, work: Path | None = Non
         elif stage.deduplicate is not None:
             df, late[name] = deduplicated(spark, df, stage, marks, letters)
         elif stage.aggregate is not None and stage.aggregate.window is not None:
-            df, late[name] = windowed(spark, df, stage, marks, letters)
+            oracle = sessionized if stage.aggregate.window.kind == "session" else windowed
+            df, late[name] = oracle(spark, df, stage, marks, letters)
         elif stage.kind is StageKind.AGGREGATE:
             op = stage.aggregate
             assert op is not None

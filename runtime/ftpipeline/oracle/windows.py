@@ -38,13 +38,11 @@ def windowed(spark: Any, df: Any, stage: StageSpec, marks: dict[int, int | None]
     op = stage.aggregate
     assert op is not None and op.window is not None
     w = op.window
-    df = placed(df, op.key_by, w.time_column, stage.name, letters)
-    steps = spark.createDataFrame([(int(s), m) for s, m in sorted(marks.items())], f"{STEP} int, {WM} long")
-    df = df.withColumn(LAST, F.col(TS) - F.pmod(F.col(TS), F.lit(w.slide_us))).join(F.broadcast(steps), STEP, "left")
+    df, steps = marked(spark, placed(df, op.key_by, w.time_column, stage.name, letters), marks)
+    df = df.withColumn(LAST, F.col(TS) - F.pmod(F.col(TS), F.lit(w.slide_us)))
     reach = w.size_us + w.allowed_lateness_us
     is_late = F.col(WM).isNotNull() & (F.col(LAST) + reach <= F.col(WM))
-    originals = [c for c in df.columns if c not in (TS, LAST, WM)]
-    late = df.filter(is_late).select(*originals, F.timestamp_micros(F.col(WM)).alias("late_watermark"))
+    late = late_of(df, is_late)
     pairs = df.filter(~is_late).withColumn("_j", F.explode(F.sequence(F.lit(0), F.lit(w.size_us // w.slide_us - 1))))
     pairs = pairs.withColumn(START, F.col(LAST) - F.col("_j") * w.slide_us)
     pairs = pairs.filter(F.col(WM).isNull() | (F.col(START) + reach > F.col(WM)))
@@ -66,6 +64,22 @@ def windowed(spark: Any, df: Any, stage: StageSpec, marks: dict[int, int | None]
     out = out.select(*op.key_by, F.timestamp_micros(F.col(START)).alias("window_start"),
                      F.timestamp_micros(F.col(START) + w.size_us).alias("window_end"), *aggs, STEP)
     return out, late
+
+
+def marked(spark: Any, df: Any, marks: dict[int, int | None]) -> tuple[Any, Any]:
+    """``df`` with each row's step's watermark (``WM``), and the steps with theirs."""
+    from pyspark.sql import functions as F
+
+    steps = spark.createDataFrame([(int(s), m) for s, m in sorted(marks.items())], f"{STEP} int, {WM} long")
+    return df.join(F.broadcast(steps), STEP, "left"), steps
+
+
+def late_of(df: Any, is_late: Any) -> Any:
+    """The late rows as the late-data output holds them: their columns and the watermark they missed."""
+    from pyspark.sql import functions as F
+
+    originals = [c for c in df.columns if c not in (TS, LAST, WM)]
+    return df.filter(is_late).select(*originals, F.timestamp_micros(F.col(WM)).alias("late_watermark"))
 
 
 def placed(df: Any, keys: Sequence[str], time_column: str, stage: str, letters: list[Letter]) -> Any:

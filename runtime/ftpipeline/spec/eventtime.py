@@ -70,7 +70,7 @@ def problems(stages: list[Mapping[str, Any]], index: Mapping[str, int]) -> list[
             if slide == 0 or size == 0 or size % slide:
                 found.append(Problem(f"{at}.aggregate.window.sliding.slide",
                                      "must be above 0 and divide size (windows start every slide)"))
-        for kind in ("tumbling",):
+        for kind in ("tumbling", "session"):
             for name, value in window.get(kind, {}).items():
                 if micros(value) == 0:
                     found.append(Problem(f"{at}.aggregate.window.{kind}.{name}", "must be above 0"))
@@ -151,5 +151,7 @@ def window(stages: list[Mapping[str, Any]], i: int, resolve: Callable[[str], Pat
     if "tumbling" in raw:
         size = micros(raw["tumbling"]["size"])
         return WindowSpec("tumbling", size_us=size, slide_us=size, **common)
+    if "session" in raw:
+        return WindowSpec("session", gap_us=micros(raw["session"]["gap"]), **common)
     return WindowSpec("sliding", size_us=micros(raw["sliding"]["size"]),
                       slide_us=micros(raw["sliding"]["slide"]), **common)

@@ -119,12 +119,15 @@ _LATE_DATA = obj(
 
 _WINDOW = obj(
     "Event-time windows: the aggregate runs per key and window instead of per key. "
-    "Exactly one of tumbling, sliding.",
+    "Exactly one of tumbling, sliding, session.",
     {
         "tumbling": obj("Fixed windows that do not overlap.", {"size": _duration("Window length.")}, ["size"]),
         "sliding": obj("Windows of size that start every slide (hopping); size a multiple of slide.",
                        {"size": _duration("Window length."), "slide": _duration("Distance between starts.")},
                        ["size", "slide"]),
+        "session": obj("Per key, records closer than gap in event time are one window: from the first record "
+                       "to the last plus gap. A record that bridges two sessions merges them.",
+                       {"gap": _duration("Inactivity that ends a session.")}, ["gap"]),
         "timeColumn": string("Event-time column the windows are cut on (default: the eventTime column of the "
                              "sources upstream).", pattern=FUNCTION_PATTERN),
         "allowedLateness": _duration("How long after its end a window still takes records (default 0)."),
@@ -133,7 +136,7 @@ _WINDOW = obj(
                        enum=["append", "update"], default="append"),
         "lateData": _LATE_DATA,
     },
-    rules=[one_of("tumbling", "sliding")],
+    rules=[one_of("tumbling", "sliding", "session")],
 )
 
 _AGGREGATION = obj(

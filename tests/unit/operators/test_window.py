@@ -5,6 +5,7 @@ as the one that never stopped."""
 from __future__ import annotations
 
 import random
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from ftpipeline.state.backend import make_backend
 from .holder import Holder
 
 S = 1_000_000
+EPOCH, MICRO = datetime(1970, 1, 1, tzinfo=timezone.utc), timedelta(microseconds=1)
 AGGS = (Aggregation("n", "count"), Aggregation("total", "sum", "v"), Aggregation("low", "min", "v"),
         Aggregation("mean", "avg", "v"), Aggregation("first_u", "first", "u"), Aggregation("last_u", "last", "u"),
         Aggregation("users", "countDistinct", "u"), Aggregation("values", "countDistinct", "v"))
@@ -82,8 +84,8 @@ def summary(w: tuple[str, int], rows: list[dict[str, Any]], size: int) -> tuple[
 def emitted_rows(table: pa.Table) -> list[tuple[Any, ...]]:
     out = []
     for r in table.to_pylist():
-        start = int(r["window_start"].timestamp() * S)
-        end = int(r["window_end"].timestamp() * S)
+        start = (r["window_start"] - EPOCH) // MICRO
+        end = (r["window_end"] - EPOCH) // MICRO
         out.append((r["k"], start, end, r["n"], r["total"], r["low"], r["mean"], r["first_u"], r["last_u"],
                     r["users"], r["values"]))
     return sorted(out)

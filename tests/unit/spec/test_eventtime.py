@@ -48,6 +48,13 @@ def test_a_windowed_pipeline_becomes_its_model() -> None:
     assert window.late_data == Path("/p/late") and spec.event_time
 
 
+def test_a_session_window_becomes_its_model() -> None:
+    doc = copy.deepcopy(DOC)
+    doc["spec"]["stages"][1]["aggregate"]["window"] = {"session": {"gap": "30m"}, "emit": "update"}
+    window = parse(doc).stage("per-minute").aggregate.window
+    assert (window.kind, window.gap_us, window.emit) == ("session", 1_800_000_000, "update")
+
+
 def edited(change: Any) -> dict[str, Any]:
     doc = copy.deepcopy(DOC)
     change(doc["spec"]["stages"])
@@ -70,6 +77,10 @@ def edited(change: Any) -> dict[str, Any]:
      "spec.stages[1].aggregate.window.tumbling.size", "above 0"),
     (lambda s: s[1]["aggregate"]["window"].update(tumbling={"size": "1 minute"}),
      "spec.stages[1].aggregate.window.tumbling.size", "not a duration: a whole number and a unit"),
+    (lambda s: s[1]["aggregate"]["window"].update(tumbling=None, session={"gap": "0s"}),
+     "spec.stages[1].aggregate.window.session.gap", "above 0"),
+    (lambda s: s[1]["aggregate"]["window"].update(session={"gap": "5m"}),
+     "spec.stages[1].aggregate.window", "exactly one of"),
 ])
 def test_what_a_window_cannot_run_with_is_refused_naming_the_field(change: Any, path: str, words: str) -> None:
     def apply(stages: list[dict[str, Any]]) -> None:

@@ -1,0 +1,88 @@
+"""Session windows through the real CLI, with a worker killed, a coordinator crashed and a rescale: the
+released sessions and the late-data output equal a replay of each user's events given the run's recorded
+watermarks (``oracle/sessions.py``), no session twice or missing.
+
+The input is ``examples/user-sessions``: 3397 events of 80 users over a working day, visits separated by
+more than the 30-minute gap (sometimes less: they merge), a few stragglers late. At 200 rows a step each
+step reads about half an hour of event time, so sessions open, merge and close in every step; step 18 is
+run with the end-of-input watermark, which closes every session still open.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ..pipelines import ROOT, crashed_and_resumed, run_cli, sampled, verified
+from .test_windows import checked
+
+EXAMPLE = ROOT / "examples" / "user-sessions"
+LAST = 18  # 17 steps of input, then the end of input
+
+
+def user_sessions(directory: Path, name: str, *, emit: str = "append", strategy: str = "lineage",
+                  checkpoint_every: int = 5, workers: int = 2, channels: int = 2, steps: int | None = None) -> Path:
+    doc = yaml.safe_load((EXAMPLE / "pipeline.yaml").read_text())
+    doc["metadata"]["name"] = name
+    spec = doc["spec"]
+    spec["entryPoint"] = str(EXAMPLE / "sessions.py")
+    spec["workers"] = workers
+    spec["recovery"] = {"strategy": strategy}
+    spec["checkpoint"] = {"intervalSteps": checkpoint_every, "storage": {"path": str(directory / "checkpoints")}}
+    spec["deadLetter"] = {"path": str(directory / "dead-letters")}
+    if steps is not None:
+        spec["steps"] = {"maxSteps": steps}
+    source, window, sink = spec["stages"]
+    source["source"]["file"]["path"] = str(EXAMPLE / "events")
+    window["parallelism"] = sink["parallelism"] = channels
+    window["aggregate"]["window"].update(emit=emit, lateData={"path": str(directory / "late")})
+    sink["sink"]["parquet"]["path"] = str(directory / "out")
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+KILLS = {"open": 9, "closing": LAST, "before-checkpoint": 3}
+MATRIX = [(e, s, when) for e in ("append", "update") for s in ("lineage", "checkpoint") for when in KILLS]
+SAMPLE = [("append", "checkpoint", "open"), ("update", "lineage", "closing"), ("append", "lineage", "before-checkpoint")]
+
+
+@pytest.mark.parametrize(("emit", "strategy", "when"), sampled(MATRIX, SAMPLE))
+def test_sessions_equal_the_oracle_through_a_killed_worker(tmp_path: Path, redis_url: str, spark: Any, emit: str,
+                                                           strategy: str, when: str) -> None:
+    pipeline = user_sessions(tmp_path, f"s-{emit[:2]}-{strategy[:2]}-{when[:4]}", emit=emit, strategy=strategy)
+    run = run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url, "--kill-at-step", str(KILLS[when]),
+                  "--kill-after-tasks", "2", "--seed", "41")
+    assert run.code == 0, run.output[-4000:]
+    assert run.summary["committed"] == LAST
+    [recovery] = run.summary["recoveries"]
+    assert recovery["strategy"] == strategy, recovery
+    checked(spark, pipeline, tmp_path / "run", LAST, ("visits",))
+
+
+def test_a_coordinator_crashed_while_sessions_are_open_resumes_from_its_log(tmp_path: Path) -> None:
+    pipeline = user_sessions(tmp_path, "s-crash", checkpoint_every=3)
+    resumed = crashed_and_resumed(pipeline, tmp_path / "run")
+    assert resumed.summary["committed"] == LAST
+
+
+def test_sessions_rescaled_from_a_checkpoint_keep_every_session(tmp_path: Path) -> None:
+    pipeline = user_sessions(tmp_path, "s-rescale", checkpoint_every=2, steps=8)
+    first = run_cli(pipeline, tmp_path / "run")
+    assert first.code == 0, first.output[-3000:]
+    doc = yaml.safe_load(pipeline.read_text())
+    del doc["spec"]["steps"]
+    doc["spec"]["workers"] = 3
+    for stage in doc["spec"]["stages"][1:]:
+        stage["parallelism"] = 3
+    pipeline.write_text(yaml.safe_dump(doc, sort_keys=False))
+    resumed = run_cli(pipeline, tmp_path / "run", "--resume", "--verify")
+    assert resumed.code == 0, resumed.output[-4000:]
+    verified(resumed.output, resumed.summary)
+    assert resumed.summary["committed"] == LAST
+    newest = max((tmp_path / "checkpoints").rglob("manifest.json"), key=lambda p: json.loads(p.read_text())["epoch"])
+    assert sorted(json.loads(newest.read_text())["states"]) == [f"visits.{i}" for i in range(3)]
