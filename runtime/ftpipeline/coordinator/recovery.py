@@ -84,8 +84,12 @@ class RecoveryRecord:
             first = (self.boundary or 0) + 1
             replay = (f", then steps {first}-{self.replay_to} replay on every channel" if self.replay_to >= first
                       else "")
-            return (f"{took}: rolled back to {cut}: {len(self.tasks)} tasks on {survivors} restore "
-                    f"it{replay} ({lost})")
+            # every survivor reopens the cut itself; the tasks restore what none of them holds
+            reopened = {w for w in self.placement.values() if w != self.worker} or {w for w, _ in self.tasks}
+            k, t = len(reopened), len(self.tasks)
+            restore = f" with {t} restore task{'' if t == 1 else 's'}" if t else ""
+            return (f"{took}: rolled back to {cut}, reopened on {k} survivor{'' if k == 1 else 's'}{restore}"
+                    f"{replay} ({lost})")
         rebuilt = ", ".join(c.key() for c in self.rebuilt) or "none"
         return (f"{took}: {len(self.tasks)} tasks re-run on {survivors}, about {self.planned_rows:,} rows "
                 f"read again ({lost}); stateful channels rebuilt: {rebuilt}")

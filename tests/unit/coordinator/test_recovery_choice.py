@@ -197,7 +197,11 @@ def test_a_recovery_says_what_it_re_ran_and_where() -> None:
     rollback = RecoveryRecord(W1, "checkpoint", 3, ((W0, task),), {}, 0.0, seconds=0.05, lost_rows=10, boundary=5,
                               replay_to=8)
     assert rollback.describe() == ("checkpoint recovery of worker w1 in 50 ms: rolled back to the checkpoint at step "
-                                   "5: 1 tasks on 1 survivor restore it, then steps 6-8 replay on every channel (10 "
+                                   "5, reopened on 1 survivor with 1 restore task, then steps 6-8 replay on every channel (10 "
                                    "rows of work lost with it)")
     nothing = RecoveryRecord(W1, "checkpoint", 3, (), {}, 0.0, boundary=0, replay_to=0)
-    assert "rolled back to the very beginning (no checkpoint): 0 tasks on 0 survivors" in nothing.describe()
+    assert "rolled back to the very beginning (no checkpoint), reopened on 0 survivors (" in nothing.describe()
+    reopened = RecoveryRecord(W1, "checkpoint", 3, (), {}, 0.0, boundary=5, replay_to=6,
+                              placement={Channel("agg", 0): W0, Channel("agg", 1): WorkerId("w2")})
+    assert "rolled back to the checkpoint at step 5, reopened on 2 survivors, then steps 6-6 replay" in \
+        reopened.describe()
