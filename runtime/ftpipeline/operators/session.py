@@ -228,8 +228,12 @@ class SessionOperator:
         self._put_heads(held, new_spans, step)
         return merged
 
-    def _put_heads(self, held: KeyedState, spans: dict[Any, list[tuple[int, int]]], step: int) -> None:
+    def _put_heads(self, held: KeyedState, spans: dict[Any, list[tuple[int, int]]], step: int | list[int]) -> None:
+        """Write the heads of ``spans``' keys (deleting those left with no session); ``step``: the step each
+        was last changed in, one for all or one per key in ``spans``' order."""
+        steps = step if isinstance(step, list) else [step] * len(spans)
         live = {k: v for k, v in spans.items() if v}
+        live_steps = [s for (_, v), s in zip(spans.items(), steps) if v]
         if len(live) < len(spans):
             held.delete(_rows_at(self.key_by, [(k, HEAD) for k, v in spans.items() if not v], held.schema))
         if not live:
@@ -241,7 +245,7 @@ class SessionOperator:
                    for f in held.schema}
         columns[SPANS] = pa.array([_packed(v) for v in live.values()], pa.binary())
         columns[FIRE] = pa.array([max(e for _, e in v) + lateness for v in live.values()], pa.int64())
-        columns[STEP] = pa.array(np.full(n, step, np.int64))
+        columns[STEP] = pa.array(live_steps, pa.int64())
         held.put(pa.table(columns, schema=held.schema))
 
     def _combine(self, rows: pa.Table) -> pa.Table:
@@ -294,9 +298,8 @@ class SessionOperator:
             heads = held.get(probe)
             spans = {k: [(s, e) for s, e in _unpacked(blob) if s not in fired_starts[k]]
                      for k, blob in zip(fired_starts, heads.column(SPANS).to_pylist())}
-            steps = dict(zip(fired_starts, heads.column(STEP).to_pylist()))
-            for key, kept in spans.items():  # the heads keep the step they were last changed in
-                self._put_heads(held, {key: kept}, int(steps[key] or 0))
+            # one write for every head; each keeps the step it was last changed in
+            self._put_heads(held, spans, [int(x or 0) for x in heads.column(STEP).to_pylist()])
         return sessions
 
     # --- what leaves -------------------------------------------------------------------
