@@ -53,7 +53,8 @@ def print_summary(console: Console, spec: PipelineSpec, result: RunResult, earli
     dead = result.dead_letters
     table.add_row("dead letters", f"{dead:,}" + (f" -> {default_dead_letter_root(spec)}" if dead else ""))
     if spec.event_time:
-        late = [s.late_data for s in spec.stages if s.late_data is not None]
+        late = [s.late_data or f"topic {s.late_topic}" for s in spec.stages
+                if s.late_data is not None or s.late_topic is not None]
         table.add_row("late records", f"{result.late_records:,}" + (f" -> {late[0]}" if late and result.late_records
                                                                     else " (dropped: no lateData)" if result.late_records
                                                                     else ""))

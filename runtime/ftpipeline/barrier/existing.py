@@ -12,7 +12,9 @@ runs, silently. Each sink says what it wants in
     resume    the old steps stay; the barrier drops the steps it already holds
 
 A Kafka sink's topic must exist: a fresh run fails naming the field when it
-does not (the broker does not create topics on a producer's first write). A
+does not (the broker does not create topics on a producer's first write).
+A late-data topic (``late.py``) too; a fresh run forgets its released
+steps unless a sink resumes. A
 Delta table may hold rows of other writers: only this pipeline's steps (its
 transaction version) count as output already there, and ``overwrite``
 removes the table (Delta never lets a transaction version go back).
@@ -33,6 +35,8 @@ from pathlib import Path
 from ftpipeline.barrier.bundles import ParquetBundleSink
 from ftpipeline.barrier.delta import DeltaBarrier
 from ftpipeline.barrier.kafka import KafkaBarrier, KafkaReleaseError
+from ftpipeline.barrier.late import LateTopicBarrier
+from ftpipeline.kafka.topics import late_field
 from ftpipeline.spec.model import PipelineSpec
 
 
@@ -49,6 +53,26 @@ class ExistingOutput:
             return f"{self.field}: {self.path}"
         return (f"{self.path} already holds output (steps up to {self.gt_last}) and {self.field} is fail: "
                 f"set it to overwrite or resume, or choose another path")
+
+
+def _late_topics(spec: PipelineSpec, problems: list[ExistingOutput]) -> list[KafkaBarrier]:
+    """The barriers of the late-data topics (``late.py``); a topic that is not there is a problem."""
+    out: list[KafkaBarrier] = []
+    for i, stage in enumerate(spec.stages):
+        if stage.late_topic is None:
+            continue
+        topic = LateTopicBarrier(stage, spec, None)
+        try:
+            missing = topic.problem()
+            if missing is not None:
+                problems.append(ExistingOutput(f"spec.stages[{i}].{late_field(stage)}.topic", missing, 0))
+            elif topic.newest():  # an earlier run's released steps (a new broker has none to forget)
+                out.append(topic)
+        except KafkaReleaseError as exc:
+            problems.append(ExistingOutput("spec.kafka.bootstrapServers", str(exc), 0))
+        finally:
+            topic.close()
+    return out
 
 
 def prepare_outputs(spec: PipelineSpec, dead_letters: Path) -> list[ExistingOutput]:
@@ -92,8 +116,11 @@ def prepare_outputs(spec: PipelineSpec, dead_letters: Path) -> list[ExistingOutp
         elif stage.sink.existing == "fail" and (sink.gt_last() or sink.staging.exists()):
             problems.append(ExistingOutput(f"spec.stages[{i}].sink.existingOutput", str(stage.sink.path),
                                            sink.gt_last()))
+    late = _late_topics(spec, problems)
     if problems:
         return problems
+    if not any(getattr(s.sink or s.kafka_sink or s.delta_sink, "existing", "") == "resume" for s in spec.stages):
+        overwrite += late
     for old in overwrite:
         old.reset()
     for table in stale:

@@ -38,6 +38,8 @@ def topics_of(spec: PipelineSpec) -> dict[str, int]:
         topic = stage.kafka.topic if stage.kafka else stage.kafka_sink.topic if stage.kafka_sink else None
         if topic is not None:
             out[topic] = max(out.get(topic, 1), stage.parallelism)
+        if stage.late_topic is not None:
+            out[stage.late_topic] = max(out.get(stage.late_topic, 1), stage.parallelism)
     return out
 
 

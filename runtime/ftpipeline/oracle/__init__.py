@@ -37,6 +37,18 @@ from ftpipeline.oracle.kafka import released_rows
 from ftpipeline.spec.model import PipelineSpec, StageKind
 
 
+def _topic(spark: Any, spec: PipelineSpec, name: str, frame: Any, topic: str, steps: int, work: Path) -> Comparison:
+    """The rows released to a Kafka topic in steps 1..``steps`` against ``frame``."""
+    from pyspark.sql import functions as F
+
+    types = dict(frame.dtypes)
+    rows = released_rows(topic, spec.kafka_bootstrap, steps)
+    table = pa.Table.from_pylist([{c: r.get(c) for c in frame.columns} for r in rows]) if rows else None
+    actual = spark.createDataFrame(table) if table is not None else frame.limit(0)
+    actual = actual.select(*[F.col(c).cast(types[c]) for c in frame.columns])
+    return compare_frames(name, frame, actual, len(rows), work)
+
+
 def _released(spark: Any, spec: PipelineSpec, expect: Expected, steps: int, work: Path) -> list[Comparison]:
     from pyspark.sql import functions as F
 
@@ -45,11 +57,7 @@ def _released(spark: Any, spec: PipelineSpec, expect: Expected, steps: int, work
         types = dict(frame.dtypes)
         topic = spec.stage(name).kafka_sink
         if topic is not None:
-            rows = released_rows(topic.topic, spec.kafka_bootstrap, steps)
-            table = pa.Table.from_pylist([{c: r.get(c) for c in frame.columns} for r in rows]) if rows else None
-            actual = spark.createDataFrame(table) if table is not None else frame.limit(0)
-            actual = actual.select(*[F.col(c).cast(types[c]) for c in frame.columns])
-            out.append(compare_frames(name, frame, actual, len(rows), work))
+            out.append(_topic(spark, spec, name, frame, topic.topic, steps, work))
             continue
         if spec.stage(name).delta_sink is not None:  # its rows carry no step: steps 1..N as a whole
             found = released_table(spec, spec.stage(name), steps)
@@ -68,12 +76,15 @@ def _released(spark: Any, spec: PipelineSpec, expect: Expected, steps: int, work
 
 
 def _late(spark: Any, spec: PipelineSpec, expect: Expected, steps: int, work: Path) -> list[Comparison]:
-    """Each window's late-data output (``operators/late.py``) against the late rows the oracle expects."""
+    """Each window's late-data output (``operators/late.py``, or a topic: ``barrier/late.py``) against the late
+    rows the oracle expects."""
     from pyspark.sql import functions as F
 
     out = []
     for name, frame in expect.late.items():
-        root = spec.stage(name).late_data
+        root, topic = spec.stage(name).late_data, spec.stage(name).late_topic
+        if topic is not None:
+            out.append(dataclasses.replace(_topic(spark, spec, name, frame, topic, steps, work), what="late data"))
         if root is None:
             continue
         files = sorted((root / name).glob("step=*/*.parquet"))

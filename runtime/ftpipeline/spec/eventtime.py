@@ -129,14 +129,20 @@ def event_time(raw: Mapping[str, Any]) -> EventTime | None:
                      bool(event.get("recordTimestamp", False)))
 
 
+def _late(raw: Mapping[str, Any], resolve: Callable[[str], Path]) -> tuple[Path | None, str | None]:
+    """A stage's ``lateData``: a directory, or a Kafka topic."""
+    late = raw.get("lateData") or {}
+    return (resolve(late["path"]) if "path" in late else None), late.get("topic")
+
+
 def deduplicate(stages: list[Mapping[str, Any]], i: int, resolve: Callable[[str], Path]) -> DeduplicateOp | None:
     raw = stages[i].get("deduplicate")
     if raw is None:
         return None
     index = {s["name"]: k for k, s in enumerate(stages)}
     column = raw.get("timeColumn") or min(_columns_upstream(stages, index, i))
-    late = resolve(raw["lateData"]["path"]) if "lateData" in raw else None
-    return DeduplicateOp(tuple(raw["keys"]), micros(raw["within"]), column, late)
+    late, topic = _late(raw, resolve)
+    return DeduplicateOp(tuple(raw["keys"]), micros(raw["within"]), column, late, topic)
 
 
 def window(stages: list[Mapping[str, Any]], i: int, resolve: Callable[[str], Path]) -> WindowSpec | None:
@@ -145,9 +151,9 @@ def window(stages: list[Mapping[str, Any]], i: int, resolve: Callable[[str], Pat
         return None
     index = {s["name"]: k for k, s in enumerate(stages)}
     column = raw.get("timeColumn") or min(_columns_upstream(stages, index, i))
-    late = resolve(raw["lateData"]["path"]) if "lateData" in raw else None
+    late, topic = _late(raw, resolve)
     common = {"time_column": column, "allowed_lateness_us": micros(raw.get("allowedLateness", "0s")),
-              "emit": raw.get("emit", "append"), "late_data": late}
+              "emit": raw.get("emit", "append"), "late_data": late, "late_topic": topic}
     if "tumbling" in raw:
         size = micros(raw["tumbling"]["size"])
         return WindowSpec("tumbling", size_us=size, slide_us=size, **common)

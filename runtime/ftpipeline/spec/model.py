@@ -100,6 +100,7 @@ class WindowSpec:
     allowed_lateness_us: int = 0
     emit: str = "append"              # append | update
     late_data: Path | None = None     # where late records go (None: counted and dropped)
+    late_topic: str | None = None     # or the Kafka topic they go to, exactly once (``barrier/late.py``)
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ class DeduplicateOp:
     within_us: int
     time_column: str
     late_data: Path | None = None
+    late_topic: str | None = None
 
 
 @dataclass(frozen=True)
@@ -168,12 +170,19 @@ class StageSpec:
         return self.sink is not None or self.kafka_sink is not None or self.delta_sink is not None
 
     @property
+    def _late(self) -> WindowSpec | DeduplicateOp | None:
+        """What decides which of the stage's records are late: its window or its deduplication."""
+        return self.deduplicate or (self.aggregate.window if self.aggregate is not None else None)
+
+    @property
     def late_data(self) -> Path | None:
         """Where the stage's late records go: a window's or a deduplication's ``lateData`` (None: dropped)."""
-        if self.deduplicate is not None:
-            return self.deduplicate.late_data
-        window = self.aggregate.window if self.aggregate is not None else None
-        return window.late_data if window is not None else None
+        return self._late.late_data if self._late is not None else None
+
+    @property
+    def late_topic(self) -> str | None:
+        """The Kafka topic the stage's late records go to instead (``lateData.topic``; None: not a topic)."""
+        return self._late.late_topic if self._late is not None else None
 
     @property
     def members(self) -> tuple[StageSpec, ...]:
@@ -264,7 +273,7 @@ class PipelineSpec:
 
     @property
     def uses_kafka(self) -> bool:
-        return any(s.kafka is not None or s.kafka_sink is not None for s in self.stages)
+        return any(s.kafka is not None or s.kafka_sink is not None or s.late_topic is not None for s in self.stages)
 
     @property
     def event_time(self) -> bool:

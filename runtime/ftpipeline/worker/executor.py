@@ -52,6 +52,7 @@ import pyarrow as pa
 from ftpipeline.barrier import ParquetBundleSink
 from ftpipeline.barrier.delta import DeltaBarrier, DeltaReleaseError, StepWrite, write_step
 from ftpipeline.barrier.kafka import STAGE_LIMIT, write_part
+from ftpipeline.barrier.late import late_output
 from ftpipeline.checkpoint import rescale
 from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.checkpoint.tracker import ChannelSnapshot
@@ -294,19 +295,23 @@ class TaskRunner:
         if not self.may_write():
             raise Fenced(f"sink write of {task.id} ({stage.name}) refused: this worker was fenced off")
         if stage.kafka_sink is not None:  # its sidecar stages the part in Redis; the release produces it
-            name = f"staged/{stage.name}.{task.step}.{task.channel}.arrow"
-            path = self.buffer.root / name
-            path.parent.mkdir(exist_ok=True)
-            tables = table.batches() if isinstance(table, spill.Written) else iter([table])
-            write_part(path, tables, table.schema)
-            if path.stat().st_size > STAGE_LIMIT:
-                raise UserCodeError(f"sink {stage.name!r}: step {task.step}'s output of channel {task.channel} is "
-                                    f"{path.stat().st_size} bytes compressed, more than a step may stage "
-                                    f"({STAGE_LIMIT}): read fewer records per step (maxRecordsPerStep)")
-            self.staged.append([stage.name, task.step, task.channel, name])
+            self._stage_part(stage.name, task, table, f"sink {stage.name!r}")
         else:  # a Parquet directory's or a Delta table's staging, beside the output
             tables = table.batches() if isinstance(table, spill.Written) else iter([table])
             self.sinks[stage.name].stage_batches(task.step, task.channel, table.schema, tables)
+
+    def _stage_part(self, output: str, task: Task, table: pa.Table | spill.Written, what: str) -> None:
+        """A part of a Kafka output (a sink, or late records) in a file for the sidecar to stage in Redis."""
+        name = f"staged/{output}.{task.step}.{task.channel}.arrow"
+        path = self.buffer.root / name
+        path.parent.mkdir(exist_ok=True)
+        tables = table.batches() if isinstance(table, spill.Written) else iter([table])
+        write_part(path, tables, table.schema)
+        if path.stat().st_size > STAGE_LIMIT:
+            raise UserCodeError(f"{what}: step {task.step}'s output of channel {task.channel} is "
+                                f"{path.stat().st_size} bytes compressed, more than a step may stage "
+                                f"({STAGE_LIMIT}): read fewer records per step (maxRecordsPerStep)")
+        self.staged.append([output, task.step, task.channel, name])
 
     def _operate(self, task: Task, inputs: list[list[Any]],
                  watermarks: dict[int, int | None]) -> tuple[pa.Table | None, list[DeadLetter], int]:
@@ -336,10 +341,12 @@ class TaskRunner:
         if emitted is None or task.kind is TaskKind.REBUILD:
             return None, [], 0
         late = emitted.late.num_rows if emitted.late is not None else 0
-        target = self.graph.stage(task.stage).late_data
-        if late and target is not None:
-            write_late(target, task.stage, task.step, task.channel, self.graph.stage(task.stage).parallelism,
-                       emitted.late)
+        stage = self.graph.stage(task.stage)
+        if late and stage.late_data is not None:
+            write_late(stage.late_data, task.stage, task.step, task.channel, stage.parallelism, emitted.late)
+        elif late and stage.late_topic is not None:  # staged by the sidecar, produced by the release
+            assert emitted.late is not None
+            self._stage_part(late_output(task.stage), task, emitted.late, f"late data of {task.stage!r}")
         return emitted.rows, emitted.dead, late
 
 

@@ -34,9 +34,11 @@ from ftpipeline.barrier import Barrier, barrier_of
 from ftpipeline.barrier.delta import DeltaBarrier, DeltaReleaseError, StepWrite
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.barrier.kafka import KafkaBarrier, KafkaReleaseError
+from ftpipeline.barrier.late import LateTopicBarrier, late_output
 from ftpipeline.control.store import RunStore
 from ftpipeline.dataflow.deadletter import default_dead_letter_root
 from ftpipeline.dataflow.graph import Graph
+from ftpipeline.obs.crash import CrashPoint
 from ftpipeline.spec.model import PipelineSpec
 
 log = logging.getLogger("ftpipeline.sidecar")
@@ -64,6 +66,7 @@ class Outputs:
         self.spec: PipelineSpec | None = None
         self.graph: Graph | None = None
         self.barriers: dict[str, Barrier] = {}
+        self.late: list[str] = []  # the barriers of late records going to Kafka (``barrier/late.py``)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._queued: deque[_Request] = deque()
@@ -75,15 +78,19 @@ class Outputs:
         self.spec, self.graph = spec, graph
         self.barriers = {s.name: barrier_of(s, spec, self.store, self.worker, self._write)
                          for s in graph.sinks()}
+        crash = CrashPoint.from_env(self.worker)
+        late = [s for s in graph.spec.stages if s.late_topic is not None]
+        self.late = [late_output(s.name) for s in late]
+        self.barriers |= {late_output(s.name): LateTopicBarrier(s, spec, self.store, crash) for s in late}
 
     def close(self) -> None:
         for barrier in self.barriers.values():
             if isinstance(barrier, KafkaBarrier):
                 barrier.close()
-        self.barriers = {}
+        self.barriers, self.late = {}, []
 
     def stage(self, sink: str, step: int, channel: int, path: Path) -> None:
-        """A Kafka sink's part the Spark process left in a file (it has no Redis)."""
+        """A Kafka sink's part, or late records for a topic, the Spark process left in a file (it has no Redis)."""
         barrier = self.barriers[sink]
         assert isinstance(barrier, KafkaBarrier)
         barrier.stage(step, channel, path)
@@ -139,6 +146,8 @@ class Outputs:
         try:
             for sink in self.graph.sinks():
                 released[sink.name] = self.barriers[sink.name].release(step, sink.parallelism)
+            for late in self.late:  # one transaction for all of a stage's channels
+                released[late] = self.barriers[late].release(step, 1)
         except KafkaReleaseError as exc:
             if not exc.unreachable:
                 raise

@@ -13,6 +13,7 @@ from confluent_kafka import KafkaException
 
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.barrier.kafka import KafkaBarrier, KafkaReleaseError, write_part
+from ftpipeline.barrier.late import LateTopicBarrier
 from ftpipeline.control.store import RunStore
 from ftpipeline.kafka.topics import create_topics, read_committed
 from ftpipeline.spec.load import parse_pipeline
@@ -141,3 +142,76 @@ def test_a_fresh_run_over_a_topic_this_pipeline_wrote_fails_or_starts_over_as_as
     missing = pipeline(kafka_bootstrap, f"{topic}-missing")
     [problem] = prepare_outputs(missing, tmp_path / "dead")
     assert problem.field == "spec.stages[1].sink.kafka.topic" and "does not exist" in str(problem)
+
+
+def late_pipeline(bootstrap: str, topic: str, parallelism: int, sink: str = "fail") -> PipelineSpec:
+    text = f"""
+apiVersion: ftpipeline.io/v1alpha1
+kind: FTPipeline
+metadata: {{name: kl}}
+spec:
+  entryPoint: m.py
+  workers: 1
+  kafka: {{bootstrapServers: "{bootstrap}"}}
+  stages:
+    - name: src
+      parallelism: 1
+      source: {{generator: {{function: g, rowsPerStep: 10}}, eventTime: {{column: ts}}}}
+    - name: per-minute
+      parallelism: {parallelism}
+      inputs: [{{stage: src}}]
+      aggregate:
+        keyBy: [user]
+        window: {{tumbling: {{size: 1m}}, timeColumn: ts, lateData: {{topic: {topic}}}}}
+        aggregations: [{{name: n, op: count}}]
+    - name: out
+      parallelism: 1
+      inputs: [{{stage: per-minute, partition: hash, keys: [user]}}]
+      sink: {{parquet: {{path: /tmp/kl-out}}, existingOutput: {sink}}}
+"""
+    spec = parse_pipeline(text, Path("/tmp"), check_entry_point=False)
+    return dataclasses.replace(spec, identity=f"kl-{uuid.uuid4().hex[:8]}")
+
+
+def stage_late(b: LateTopicBarrier, step: int, tmp: Path, rows: dict[int, list[str]]) -> None:
+    """What the sidecars do: a part for each channel that found late records."""
+    for channel, users in rows.items():
+        path = tmp / f"late-{step}-{channel}.arrow"
+        table = pa.table({"user": users, "late_reason": ["window closed"] * len(users)})
+        write_part(path, iter([table]), table.schema)
+        b.stage(step, channel, path)
+
+
+def test_late_records_of_every_channel_are_released_in_one_transaction_per_step(
+        kafka_bootstrap: str, topic: str, redis_client: redis.Redis, tmp_path: Path) -> None:
+    spec = late_pipeline(kafka_bootstrap, topic, 2)
+    store = RunStore(redis_client, spec.store_key)
+    b = LateTopicBarrier(spec.stage("per-minute"), spec, store)
+    stage_late(b, 1, tmp_path, {0: ["a"], 1: ["b", "c"]})
+    assert b.release(1, 1) and b.gt_last() == 1
+    assert b.release(2, 1)  # no channel found late records: the step moves all the same
+    stage_late(b, 3, tmp_path, {1: ["d"]})
+    # a rollback and a rescale to 3 channels: step 3 is run again, its late records found by other channels;
+    # the part the 2-channel run staged is left behind and must not be released
+    rescaled = LateTopicBarrier(dataclasses.replace(spec.stage("per-minute"), parallelism=3), spec, store)
+    stage_late(rescaled, 3, tmp_path, {2: ["d"]})
+    assert rescaled.release(3, 1)
+    assert not b.release(3, 1), "a step released once is not released again"
+    assert released(kafka_bootstrap, topic) == [("a", 1, b"a"), ("b", 1, b"b"), ("c", 1, b"c"), ("d", 3, b"d")]
+    assert not redis_client.hkeys(b._staging)
+
+
+def test_a_fresh_run_needs_the_late_topic_and_starts_its_released_steps_afresh(
+        kafka_bootstrap: str, topic: str, redis_client: redis.Redis, tmp_path: Path) -> None:
+    missing = late_pipeline(kafka_bootstrap, f"{topic}-absent", 2)
+    [problem] = prepare_outputs(missing, tmp_path / "dead")
+    assert problem.field == "spec.stages[1].aggregate.window.lateData.topic" and "does not exist" in str(problem)
+    spec = late_pipeline(kafka_bootstrap, topic, 2)
+    b = LateTopicBarrier(spec.stage("per-minute"), spec, RunStore(redis_client, spec.store_key))
+    assert b.release(1, 1) and b.gt_last() == 1
+    resumed = late_pipeline(kafka_bootstrap, topic, 2, sink="resume")
+    assert prepare_outputs(dataclasses.replace(resumed, identity=spec.identity), tmp_path / "dead") == []
+    assert b.gt_last() == 1, "a run that resumes its sinks keeps the late records' released steps"
+    assert prepare_outputs(spec, tmp_path / "dead") == []
+    b.close()
+    assert b.gt_last() == 0, "a fresh run would otherwise drop its first late records"

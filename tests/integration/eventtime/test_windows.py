@@ -134,7 +134,8 @@ def test_an_idle_source_channel_does_not_hold_the_windows_back(tmp_path: Path, r
 
 def test_kafka_views_to_delta_windows_equal_the_oracle_through_a_killed_worker(tmp_path: Path,
                                                                               kafka_bootstrap: str) -> None:
-    """``examples/kafka-page-views``: the watermark over two partitions, one commit per step in Delta."""
+    """``examples/kafka-page-views``: the watermark over two partitions, one commit per step in Delta, the late
+    views in a topic (one transaction per step), each once."""
     from ftpipeline.kafka.topics import create_topics
 
     example = ROOT / "examples" / "kafka-page-views"
@@ -145,10 +146,10 @@ def test_kafka_views_to_delta_windows_equal_the_oracle_through_a_killed_worker(t
     spec["kafka"] = {"bootstrapServers": kafka_bootstrap}
     spec["checkpoint"] = {"intervalSteps": 4, "storage": {"path": str(tmp_path / "checkpoints")}}
     source, window, sink = spec["stages"]
-    source["source"]["kafka"]["topic"] = "kviews-views"
-    window["aggregate"]["window"]["lateData"] = {"path": str(tmp_path / "late")}
+    source["source"]["kafka"].update(topic="kviews-views", maxRecordsPerStep=200)  # 2 minutes a step: some late
+    window["aggregate"]["window"]["lateData"] = {"topic": "kviews-late"}
     sink["sink"]["delta"]["path"] = str(tmp_path / "table")
-    create_topics(kafka_bootstrap, {"kviews-views": 2})
+    create_topics(kafka_bootstrap, {"kviews-views": 2, "kviews-late": 1})
     pipeline = tmp_path / "kviews.yaml"
     pipeline.write_text(yaml.safe_dump(doc, sort_keys=False))
     run = run_cli(pipeline, tmp_path / "run", "--produce", f"kviews-views={EXAMPLE / 'clicks' / 'views.jsonl'}",
@@ -156,3 +157,5 @@ def test_kafka_views_to_delta_windows_equal_the_oracle_through_a_killed_worker(t
     assert run.code == 0, run.output[-4000:]
     verified(run.output, run.summary)
     assert run.summary["recoveries"] and run.summary["watermark"] == 2**63 - 1
+    [late] = [v for v in run.summary["verify"] if v["what"] == "late data"]  # type: ignore[union-attr]
+    assert late["expected_rows"] == run.summary["late_records"] > 0, late

@@ -48,6 +48,14 @@ def test_a_windowed_pipeline_becomes_its_model() -> None:
     assert window.late_data == Path("/p/late") and spec.event_time
 
 
+def test_late_records_may_go_to_a_kafka_topic_instead() -> None:
+    doc = copy.deepcopy(DOC)
+    doc["spec"]["stages"][1]["aggregate"]["window"]["lateData"] = {"topic": "late-views"}
+    spec = parse(doc)
+    stage = spec.stage("per-minute")
+    assert (stage.late_data, stage.late_topic, spec.uses_kafka) == (None, "late-views", True)
+
+
 def test_a_session_window_becomes_its_model() -> None:
     doc = copy.deepcopy(DOC)
     doc["spec"]["stages"][1]["aggregate"]["window"] = {"session": {"gap": "30m"}, "emit": "update"}
@@ -81,6 +89,10 @@ def edited(change: Any) -> dict[str, Any]:
      "spec.stages[1].aggregate.window.session.gap", "above 0"),
     (lambda s: s[1]["aggregate"]["window"].update(session={"gap": "5m"}),
      "spec.stages[1].aggregate.window", "exactly one of"),
+    (lambda s: s[1]["aggregate"]["window"]["lateData"].update(topic="late"),
+     "spec.stages[1].aggregate.window.lateData", "exactly one of path, topic"),
+    (lambda s: s[1]["aggregate"]["window"].update(lateData={"topic": "late views"}),
+     "spec.stages[1].aggregate.window.lateData.topic", "does not match"),
 ])
 def test_what_a_window_cannot_run_with_is_refused_naming_the_field(change: Any, path: str, words: str) -> None:
     def apply(stages: list[dict[str, Any]]) -> None:
