@@ -111,6 +111,7 @@ class CheckpointManager:
         self.last_started_at = clock()
         self.requested = False
         self.needs_settle = False
+        self.idle: set[int] = set()           # steps that carried nothing but a barrier (``idle_step``)
         self.history: list[dict[str, Any]] = []
         self.pinned: Callable[[], set[int]] = set  # epochs retention must keep (asked for by name)
         self.known: dict[int, tuple[int, float]] = {}  # committed epoch -> (boundary, commit time): read once
@@ -134,10 +135,17 @@ class CheckpointManager:
             return True
         every = self.spec.checkpoint_steps
         since = self.last["boundary"] if self.last is not None else 0
-        if every and boundary - since >= every:
+        self.idle = {s for s in self.idle if s > since}
+        worked = boundary - since - sum(1 for s in self.idle if s <= boundary)
+        if every and worked >= every:
             return True  # a boundary that fell while the previous one was busy defers it, never skips it
         ms = self.spec.checkpoint_ms
-        return bool(ms) and (self.clock() - self.last_started_at) * 1000 >= ms
+        return bool(ms) and worked > 0 and (self.clock() - self.last_started_at) * 1000 >= ms
+
+    def idle_step(self, step: int) -> None:
+        """``step`` runs only to carry a checkpoint's barrier, with no record and the same watermark: it is not
+        counted towards the next checkpoint, which would otherwise make another such step, and so on."""
+        self.idle.add(step)
 
     def timer_expired(self) -> bool:
         ms = self.spec.checkpoint_ms

@@ -360,6 +360,8 @@ class Coordinator:
         watermark = self.watermarks.next()
         if reason is None and watermark != self.watermarks.current and trigger.idle_for(now, self.spec.trigger.timer_ms):
             reason = Reason.WATERMARK  # no records, but windows may close (a channel went idle)
+        if reason is Reason.CHECKPOINT and plan.rows == 0 and watermark == self.watermarks.current:
+            self.ckpt.idle_step(step)
         if reason is not None:
             self._trigger(trigger, step, reason, plan.offsets, watermark)
 

@@ -76,6 +76,17 @@ def test_a_boundary_that_falls_during_a_checkpoint_is_deferred_not_skipped(tmp_p
     assert m.due(5)              # not only at 6: 3 steps have passed since the last one
 
 
+def test_a_step_that_carried_only_a_barrier_does_not_make_the_next_checkpoint_due(tmp_path: Path) -> None:
+    clock = Clock()
+    m = manager(tmp_path, clock, checkpoint_steps=1, checkpoint_ms=1000)
+    committed(m, 4)   # the checkpoint at 4 made step 5 go out, with no record and the same watermark
+    m.idle_step(5)
+    assert not m.due(5), "else each such step makes another: steps and checkpoints back to back, idle"
+    clock.now = 60.0
+    assert not m.due(5), "nor by time: nothing changed since the last checkpoint"
+    assert m.due(6), "a step with records (or a new watermark) counts"
+
+
 def test_timer_and_request(tmp_path: Path) -> None:
     clock = Clock()
     m = manager(tmp_path, clock, checkpoint_ms=1000)
