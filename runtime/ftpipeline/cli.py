@@ -26,6 +26,7 @@ from rich.console import Console
 from kazoo.client import KazooClient
 
 from ftpipeline.barrier import barrier_of
+from ftpipeline.control.history import history_dir
 from ftpipeline.barrier.delta import spark_settings
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.cluster.local import LocalCluster
@@ -37,7 +38,7 @@ from ftpipeline.coordinator.session import open_session
 from ftpipeline.dataflow.deadletter import default_dead_letter_root
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.embedded.kafka import EmbeddedKafka
-from ftpipeline.kafka.local import HISTORY, StepHistory, needs_private, produce_file, topics_of, with_private
+from ftpipeline.kafka.local import needs_private, produce_file, topics_of, with_private
 from ftpipeline.kafka.topics import topic_problems
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.obs.errors import one_line, redacted
@@ -196,11 +197,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(f"[bold]{spec.name}[/bold]: {len(spec.stages)} stages, {spec.workers} workers, "
                   f"Redis {'embedded' if private else redacted(session.redis_url)}, logs in {run_dir}")
     _warn_unbounded(console, spec)
-    history = (StepHistory(run_dir / HISTORY, fresh=not resuming)  # what --verify needs of the steps' inputs
-               if any(s.kafka for s in spec.stages) or spec.event_time else None)
     ledger = FaultLedger(run_dir / LEDGER, fresh=not resuming)
-    observer = (ProgressObserver(console, spec.max_steps, history, ledger) if not args.no_progress
-                else LocalObserver(console, history, ledger))
+    observer = (ProgressObserver(console, spec.max_steps, ledger) if not args.no_progress
+                else LocalObserver(console, ledger))
     timeline, ui = _timeline(console, spec, args.ui_port)
     coordinator = Coordinator(spec, session.store, session.tables, cluster, Fanout(observer, timeline), faults, metrics,
                               pointer=session.pointer, commands=session.commands,
@@ -337,7 +336,7 @@ def _verify(console: Console, spec: PipelineSpec, steps: int, work_dir: Path) ->
         with _stderr_to(work_dir / "oracle.log"):  # the JVM's banner lines go to its log, not the terminal
             spark = build_session("local[2]", {}, work_dir, "ftpipeline-oracle")
         try:
-            comparisons = verify(spark, spec, steps, default_dead_letter_root(spec), work_dir / HISTORY)
+            comparisons = verify(spark, spec, steps, default_dead_letter_root(spec), history_dir(spec))
         finally:
             spark.stop()
     for c in comparisons:

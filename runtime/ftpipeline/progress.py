@@ -1,4 +1,4 @@
-"""What ``ftpipeline run`` shows and keeps as the coordinator works: a rich progress bar, and the step history.
+"""What ``ftpipeline run`` shows and keeps as the coordinator works: a rich progress bar, and the faults.
 
 The coordinator reports through an :class:`~ftpipeline.coordinator.coordinator.Observer`;
 the operator turns the same calls into status and Events. Here they become
@@ -20,7 +20,6 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from ftpipeline.coordinator.coordinator import Observer
 from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.trigger import Reason
-from ftpipeline.kafka.local import StepHistory
 from ftpipeline.lineage.naming import Slot, WorkerId
 
 
@@ -57,23 +56,16 @@ class FaultLedger:
 class LocalObserver(Observer):
     """What every local run shows and keeps, with or without a progress bar: one line per fault and its
     outcome (a worker lost and how it was found, its recovery, a zombie refused, ZooKeeper or Redis out of
-    reach and back, an aborted checkpoint), and the offsets of each step of a Kafka source
-    (``kafka/local.py``)."""
+    reach and back, an aborted checkpoint)."""
 
-    def __init__(self, console: Console, history: StepHistory | None, ledger: FaultLedger | None = None) -> None:
+    def __init__(self, console: Console, ledger: FaultLedger | None = None) -> None:
         self.console = console
-        self.history = history
         self.ledger = ledger
         self.recoveries = 0
 
     def _line(self, text: str) -> None:
         """One line, with the time (printed above the progress bar while there is one)."""
         self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {text}")
-
-    def on_step_recorded(self, step: int, offsets: dict[Slot, tuple[int, int]],
-                         watermark: int | None = None) -> None:
-        if self.history is not None:
-            self.history.append(step, {slot.key(): o for slot, o in offsets.items()}, watermark)
 
     def on_worker_lost(self, worker: WorkerId, how: str = "") -> None:
         self._line(f"[red]worker {worker} lost[/red]" + (f", found by {how}" if how else "")
@@ -112,9 +104,9 @@ class ProgressObserver(LocalObserver):
     sources' remaining input), else a count and a rate; rows/s, recoveries, a Kafka source's lag; and a line
     per worker joined and checkpoint."""
 
-    def __init__(self, console: Console, total_steps: int | None, history: StepHistory | None,
+    def __init__(self, console: Console, total_steps: int | None,
                  ledger: FaultLedger | None = None) -> None:
-        super().__init__(console, history, ledger)
+        super().__init__(console, ledger)
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[count]}"),
             TextColumn("{task.fields[rate]}"), TextColumn("[yellow]{task.fields[info]}"), TimeElapsedColumn(),

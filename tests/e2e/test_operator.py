@@ -27,7 +27,9 @@ import pytest
 import yaml
 from kubernetes import client
 
+from ftpipeline.control import history as step_history
 from ftpipeline.oracle import compare
+from ftpipeline_operator import render
 from ftpipeline.spec import parse_pipeline
 
 from . import dashboard
@@ -348,31 +350,8 @@ def windowed_pipeline(namespace: str, name: str, steps: int) -> dict[str, Any]:
     return dict(doc)
 
 
-def generated_watermarks(doc: dict[str, Any], steps: int, path: Path) -> None:
-    """The watermark each step ran with, as a step history for the oracle (the operator keeps none on disk).
-    The example's events carry ``ts_ms = EPOCH + 7 * offset + channel``, and in lockstep every source task of
-    step S-1 reported before step S started, so W(S) is the smallest channel's newest event time through
-    S-1 less the bound: what the coordinator computed, and recorded before S's tasks went out."""
-    import importlib.util
-    import json
-
-    spec = importlib.util.spec_from_file_location("clickstream", ROOT / "examples" / "clickstream" / "clickstream.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    [source] = [s for s in doc["spec"]["stages"] if "source" in s]
-    channels, per_step = source["parallelism"], source["source"]["generator"]["rowsPerStep"]
-    bound_ms = 5_000  # the example's maxOutOfOrderness
-    lines = []
-    for step in range(1, steps + 1):
-        newest = [module.EPOCH_MS + 7 * ((step - 1) * (per_step // channels) - 1) + c for c in range(channels)]
-        mark = (min(newest) - bound_ms) * 1000 if step > 1 else None
-        lines.append(json.dumps({"step": step, "offsets": {}, **({"watermark": mark} if mark is not None else {})}))
-    path.write_text("\n".join(lines) + "\n")
-
-
 def test_the_windowed_example_survives_a_deleted_worker_pod_with_windows_equal_to_the_oracle(
-        kube: client.ApiClient, namespace: str, operator: str, spark: object, tmp_path: Path) -> None:
+        kube: client.ApiClient, namespace: str, operator: str, spark: object) -> None:
     from ftpipeline.oracle import verify
 
     api = client.CustomObjectsApi(kube)
@@ -387,8 +366,10 @@ def test_the_windowed_example_survives_a_deleted_worker_pod_with_windows_equal_t
     final = finished(api, namespace, name)
     assert final["phase"] == "Succeeded" and final["committedStep"] == steps, final
     assert final["recoveries"] >= 1 and final["eventTime"]["watermark"], final
-    history = tmp_path / "steps.jsonl"
-    generated_watermarks(doc, steps, history)
+    # the watermark each step ran with, as the releasing workers kept it beside the checkpoints
+    body = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    history = data / "checkpoints" / render.identity(body) / "history"
+    assert sorted(step_history.watermarks(history)) == list(range(1, steps + 1)), history
     local = yaml.safe_load(yaml.safe_dump(doc))
     local["metadata"] = {"name": name}
     local["spec"]["entryPoint"] = str(ROOT / "examples" / "clickstream" / "clickstream.py")

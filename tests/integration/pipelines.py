@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -124,6 +125,16 @@ def crashed_and_resumed(pipeline: Path, run_dir: Path, *first: str) -> CliRun:
     assert resumed.code == 0, resumed.output[-4000:]
     verified(resumed.output, resumed.summary)
     return resumed
+
+
+def run_history(pipeline: Path) -> Path:
+    """Where ``ftpipeline run`` of ``pipeline`` keeps its step history (``control/history.py``)."""
+    from ftpipeline.cli import run_identity
+    from ftpipeline.control.history import history_dir
+    from ftpipeline.spec import load_pipeline
+
+    spec = load_pipeline(pipeline)
+    return history_dir(dataclasses.replace(spec, identity=run_identity(spec.name, pipeline)))
 
 
 def verified(output: str, summary: dict[str, object]) -> None:

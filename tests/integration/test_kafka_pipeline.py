@@ -20,8 +20,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from ftpipeline.kafka.local import HISTORY, StepHistory
-from tests.integration.pipelines import crashed_and_resumed, kafka_clickstream, run_cli, verified
+from ftpipeline.control import history as step_history
+from tests.integration.pipelines import crashed_and_resumed, kafka_clickstream, run_cli, run_history, verified
 
 # (name, extra arguments, environment, recovery strategy): five seeded faults and a run without any
 CASES = [
@@ -71,23 +71,23 @@ def test_partitions_added_while_it_runs_are_read_from_their_beginning(tmp_path: 
                              "--summary-json", str(summary)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path, env=os.environ)
     try:
-        _grow_while_it_runs(proc, run_dir, kafka_bootstrap, data, steps)
+        _grow_while_it_runs(proc, run_history(pipeline), kafka_bootstrap, data, steps)
         output = proc.communicate(timeout=600)[0]
     finally:
         proc.kill()
     assert proc.returncode == 0, output[-4000:]
-    read = {slot: _read_from(run_dir, slot) for slot in ("clicks.3", "clicks.4")}
+    read = {slot: _read_from(run_history(pipeline), slot) for slot in ("clicks.3", "clicks.4")}
     assert all(n > 0 for n in read.values()), read
     verified(output, json.loads(summary.read_text()))
 
 
-def _grow_while_it_runs(proc: subprocess.Popen[str], run_dir: Path, bootstrap: str, data: Path, steps: int) -> None:
+def _grow_while_it_runs(proc: subprocess.Popen[str], history: Path, bootstrap: str, data: Path, steps: int) -> None:
     """Once a few steps read the topic's three partitions, give it two more and write to those alone: to
     partition 4 until a step read from it, then to partition 3 until one did; then enough to all five for the
     run to reach its last step. Each channel lists the topic on its own clock: records written to both new
     partitions at once could carry the run to its end before the channel that owns one of them looked again."""
     deadline = time.monotonic() + 300
-    while len(StepHistory.read(run_dir / HISTORY)) < 3:
+    while len(step_history.read(history)) < 3:
         assert proc.poll() is None, proc.communicate()[0][-3000:]
         assert time.monotonic() < deadline
         time.sleep(0.2)
@@ -106,16 +106,15 @@ def _grow_while_it_runs(proc: subprocess.Popen[str], run_dir: Path, bootstrap: s
 
     for partition in (4, 3):
         produce(f"late{partition}", 1500, (partition,))
-        while not _read_from(run_dir, f"clicks.{partition}"):
+        while not _read_from(history, f"clicks.{partition}"):
             assert proc.poll() is None, proc.communicate()[0][-3000:]
             assert time.monotonic() < deadline
             time.sleep(0.2)
     produce("rest", steps * PER_STEP, (0, 1, 2, 3, 4))
 
 
-def _read_from(run_dir: Path, slot: str) -> int:
-    history = StepHistory.read(run_dir / HISTORY)
-    return sum(hi - lo for offsets in history.values() for s, (lo, hi) in offsets.items() if s == slot)
+def _read_from(history: Path, slot: str) -> int:
+    return sum(hi - lo for offsets in step_history.read(history).values() for s, (lo, hi) in offsets.items() if s == slot)
 
 
 def test_a_broker_killed_and_restarted_mid_run_is_waited_for_and_the_output_equals_the_oracle(
@@ -134,7 +133,7 @@ def test_a_broker_killed_and_restarted_mid_run_is_waited_for_and_the_output_equa
                                 env=os.environ)
         try:
             deadline = time.monotonic() + 300
-            while len(StepHistory.read(run_dir / HISTORY)) < 3:
+            while len(step_history.read(run_history(pipeline))) < 3:
                 assert proc.poll() is None, proc.communicate()[0][-3000:]
                 assert time.monotonic() < deadline
                 time.sleep(0.1)

@@ -36,6 +36,7 @@ from ftpipeline.barrier.bundles import ParquetBundleSink
 from ftpipeline.barrier.delta import DeltaBarrier
 from ftpipeline.barrier.kafka import KafkaBarrier, KafkaReleaseError
 from ftpipeline.barrier.late import LateTopicBarrier
+from ftpipeline.control.history import history_dir
 from ftpipeline.kafka.topics import late_field
 from ftpipeline.spec.model import PipelineSpec
 
@@ -127,6 +128,7 @@ def prepare_outputs(spec: PipelineSpec, dead_letters: Path) -> list[ExistingOutp
         table.clear_staging()
     if overwrite and dead_letters.exists():
         shutil.rmtree(dead_letters)
+    shutil.rmtree(history_dir(spec), ignore_errors=True)  # the steps of a run before this one (control/history.py)
     for stage in spec.stages if overwrite else ():  # and the late records of its windows and deduplications
         if stage.late_data is not None and (stage.late_data / stage.name).exists():
             shutil.rmtree(stage.late_data / stage.name)

@@ -35,7 +35,9 @@ def release(c: Coordinator, step: int) -> bool:
     """Release ``step`` through any worker (idempotent); False when none answers, or the sink's
     Kafka cluster is out of reach (the run pauses on it as on a control-plane outage, ``outages.py``)."""
     try:
-        answer = c.members.call_any("release", {"step": step}, f"release step {step}")
+        record = c.store.step(step)  # kept by the releasing worker for the oracle (control/history.py)
+        body: dict[str, Any] = {"step": step, **({"record": record.to_json()} if record is not None else {})}
+        answer = c.members.call_any("release", body, f"release step {step}")
     except PipelineFailed as exc:  # every worker just died: their losses are found next turn
         log.warning("release deferred: no worker answers", extra={"step": step, "error": str(exc)})
         c._release_error = str(exc)

@@ -41,7 +41,7 @@ from ftpipeline.oracle.kafka import read_kafka_stage
 from ftpipeline.oracle.dedup import deduplicated
 from ftpipeline.oracle.sessions import sessionized
 from ftpipeline.oracle.windows import windowed
-from ftpipeline.kafka.local import StepHistory
+from ftpipeline.control import history as step_history
 from ftpipeline.spec.load import load_entry_module
 from ftpipeline.spec.model import PipelineSpec, StageKind
 
@@ -95,7 +95,7 @@ def expected(spark: Any, spec: PipelineSpec, steps: int, work: Path | None = Non
     frames: dict[str, Any] = {}
     letters: list[Letter] = []
     late: dict[str, Any] = {}  # a window's expected late rows (oracle/windows.py)
-    marks = StepHistory.watermarks(history) if history is not None else {}
+    marks = step_history.watermarks(history) if history is not None else {}
     marks = {s: m for s, m in marks.items() if s <= steps}
     for name in graph.order:
         stage = spec.stage(name)

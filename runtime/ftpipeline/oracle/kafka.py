@@ -7,7 +7,7 @@ applies the documented rules itself:
 
 - a record of partition p at offset o belongs to the step whose recorded
   range of slot ``<stage>.<p>`` holds o; which ranges the steps read is the
-  run's step history (``kafka/local.py``), the one thing the oracle takes
+  run's step history (``control/history.py``), the one thing the oracle takes
   from the run: the *batching* it chose as records arrived, not anything it
   computed;
 - a value is a row when it is a JSON object whose schema columns have their
@@ -26,7 +26,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ftpipeline.kafka.local import StepHistory
+from ftpipeline.control import history as step_history
 from ftpipeline.kafka.topics import read_committed
 from ftpipeline.oracle.files import STEP, Letter, json_row, types_of
 from ftpipeline.spec.model import StageSpec
@@ -57,7 +57,7 @@ def read_kafka_stage(stage: StageSpec, bootstrap: str, steps: int, history_path:
     """Every record of steps 1..``steps`` of a Kafka source (with a ``_step`` column), and its dead letters."""
     spec = stage.kafka
     assert spec is not None
-    history = StepHistory.read(history_path)
+    history = step_history.read(history_path)
     if not history:
         raise ValueError(f"stage {stage.name!r}: no step history at {history_path}: the oracle cannot tell which "
                          "records each step read")

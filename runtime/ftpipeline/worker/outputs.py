@@ -35,6 +35,7 @@ from ftpipeline.barrier.delta import DeltaBarrier, DeltaReleaseError, StepWrite
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.barrier.kafka import KafkaBarrier, KafkaReleaseError
 from ftpipeline.barrier.late import LateTopicBarrier, late_output
+from ftpipeline.control.history import history_dir, remember
 from ftpipeline.control.store import RunStore
 from ftpipeline.dataflow.deadletter import default_dead_letter_root
 from ftpipeline.dataflow.graph import Graph
@@ -158,6 +159,8 @@ class Outputs:
                 raise
             log.error("release refused", extra={"step": step, "error": str(exc)})
             return {"failed": str(exc)}
+        if body.get("record") and self.spec is not None:
+            remember(history_dir(self.spec), self.worker, str(body["record"]))
         return {"released": released}
 
     def _do_prepare_outputs(self, body: dict[str, Any]) -> list[dict[str, Any]]:

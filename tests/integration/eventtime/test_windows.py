@@ -11,6 +11,7 @@ run with the end-of-input watermark, which closes every window still open.
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import yaml
 from ftpipeline.oracle import verify
 from ftpipeline.spec import load_pipeline
 
-from ..pipelines import ROOT, crashed_and_resumed, run_cli, sampled, verified
+from ..pipelines import ROOT, crashed_and_resumed, run_cli, run_history, sampled, verified
 
 EXAMPLE = ROOT / "examples" / "page-views"
 LAST = 16  # 15 steps of input, then the end of input
@@ -65,7 +66,7 @@ def checked(spark: Any, pipeline: Path, run_dir: Path, steps: int, late_from: tu
     """Every sink, the late-data output and the dead letters against the oracle, in this process's Spark; the
     stages in ``late_from`` found late records."""
     spec = load_pipeline(pipeline)
-    results = verify(spark, spec, steps, spec.dead_letter or run_dir, run_dir / "steps.jsonl")
+    results = verify(spark, spec, steps, spec.dead_letter or run_dir, run_history(pipeline))
     for result in results:
         assert result.equal and result.duplicates == 0, result
     late = {r.sink: r.expected_rows for r in results if r.what == "late data"}
@@ -136,6 +137,8 @@ def test_kafka_views_to_delta_windows_equal_the_oracle_through_a_killed_worker(t
                                                                               kafka_bootstrap: str) -> None:
     """``examples/kafka-page-views``: the watermark over two partitions, one commit per step in Delta, the late
     views in a topic (one transaction per step), each once."""
+    from confluent_kafka import Producer
+
     from ftpipeline.kafka.topics import create_topics
 
     example = ROOT / "examples" / "kafka-page-views"
@@ -146,14 +149,20 @@ def test_kafka_views_to_delta_windows_equal_the_oracle_through_a_killed_worker(t
     spec["kafka"] = {"bootstrapServers": kafka_bootstrap}
     spec["checkpoint"] = {"intervalSteps": 4, "storage": {"path": str(tmp_path / "checkpoints")}}
     source, window, sink = spec["stages"]
-    source["source"]["kafka"].update(topic="kviews-views", maxRecordsPerStep=200)  # 2 minutes a step: some late
-    window["aggregate"]["window"]["lateData"] = {"topic": "kviews-late"}
+    views, late_views = (f"kviews-{what}-{uuid.uuid4().hex[:6]}" for what in ("views", "late"))  # this run's own
+    source["source"]["kafka"]["topic"] = views
+    window["aggregate"]["window"]["lateData"] = {"topic": late_views}
     sink["sink"]["delta"]["path"] = str(tmp_path / "table")
-    create_topics(kafka_bootstrap, {"kviews-views": 2, "kviews-late": 1})
+    create_topics(kafka_bootstrap, {views: 2, late_views: 1})
+    # the views in file order, one partition then the other (a producer's own partitioner batches them unevenly,
+    # and which views are late depends on how far each partition got): every run reads the same steps
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 20})
+    for i, line in enumerate((EXAMPLE / "clicks" / "views.jsonl").read_bytes().splitlines()):
+        producer.produce(views, value=line, partition=i % 2)
+    assert producer.flush(30) == 0
     pipeline = tmp_path / "kviews.yaml"
     pipeline.write_text(yaml.safe_dump(doc, sort_keys=False))
-    run = run_cli(pipeline, tmp_path / "run", "--produce", f"kviews-views={EXAMPLE / 'clicks' / 'views.jsonl'}",
-                  "--verify", "--kill-at-step", "5")
+    run = run_cli(pipeline, tmp_path / "run", "--verify", "--kill-at-step", "5")
     assert run.code == 0, run.output[-4000:]
     verified(run.output, run.summary)
     assert run.summary["recoveries"] and run.summary["watermark"] == 2**63 - 1

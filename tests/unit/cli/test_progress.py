@@ -46,7 +46,7 @@ def test_with_max_steps_the_counter_shows_the_total() -> None:
 
 def test_without_a_progress_bar_each_fault_still_gets_a_line(tmp_path: Path) -> None:
     out = io.StringIO()
-    observer = LocalObserver(Console(file=out, width=1000), None, FaultLedger(tmp_path / "faults.jsonl", fresh=True))
+    observer = LocalObserver(Console(file=out, width=1000), FaultLedger(tmp_path / "faults.jsonl", fresh=True))
     observer.on_worker_lost(WorkerId("w1"), "heartbeat expiry after 2000 ms")
     observer.on_control_plane("redis", False, "redis unreachable, the run is paused until it answers: gone")
     observer.on_control_plane("redis", True, "redis answers again after 3.0 s; the run continues")

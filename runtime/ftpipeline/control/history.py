@@ -1,0 +1,75 @@
+"""The step history: what each released step read and the watermark it ran with, kept for the oracle.
+
+The oracle (``oracle/``) recomputes a run's output as one batch job; what
+it cannot derive from the input alone is what the run decided as it went:
+which offsets each step of a Kafka source read (they depend on what had
+arrived when the step started) and the watermark each step ran with (it
+depends on wall-clock idleness). Both are in the step's record (the step
+log, ``store.py``), which checkpoints trim; so each step's record is kept
+here as the step is released, on both paths the same way:
+
+- the coordinator sends the record with its ``release`` call
+  (``coordinator/release.py``); the worker that releases the step appends
+  it to its own file, ``<checkpoint storage>/<pipeline>/history/<worker>.jsonl`` (the
+  coordinator never opens pipeline storage: on Kubernetes it runs in the
+  operator). One file per worker: no two processes append to one file.
+- a release asked again (of another worker, after a failure) appends the
+  same record again; a step replayed after a rollback runs with its recorded
+  offsets and watermark, so every line of a step says the same thing.
+- a fresh run starts the directory empty (``barrier/existing.py``); a
+  resumed one appends.
+
+A line is ``{"step", "offsets": {"<stage>.<channel>": [lo, hi]}, "watermark"?}``.
+The history grows by a line a step, as a log does: about 100 bytes per step
+and source channel.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from ftpipeline.spec.model import PipelineSpec
+
+def history_dir(spec: PipelineSpec) -> Path:
+    """Beside the pipeline's checkpoints (``checkpoint/storage.py``), which only its own pods mount."""
+    return spec.checkpoint_root / spec.store_key / "history"
+
+
+def remember(directory: Path, worker: str, record: str) -> None:
+    """Append a released step's record (``StepRecord.to_json``) to this worker's file."""
+    doc = json.loads(record)
+    line = {"step": doc["step"], "offsets": doc.get("offsets", {}),
+            **({"watermark": doc["watermark"]} if doc.get("watermark") is not None else {})}
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / f"{worker}.jsonl").open("a") as out:
+        out.write(json.dumps(line) + "\n")
+
+
+def _lines(path: Path) -> Iterator[dict[str, object]]:
+    """The records of a history directory (every worker's file), or of one file."""
+    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path] if path.exists() else []
+    for file in files:
+        for line in file.read_text().splitlines():
+            if line.strip():
+                yield json.loads(line)
+
+
+def read(path: Path) -> dict[int, dict[str, tuple[int, int]]]:
+    """step -> source channel -> its offsets [lo, hi)."""
+    steps: dict[int, dict[str, tuple[int, int]]] = {}
+    for doc in _lines(path):
+        offsets = doc["offsets"]
+        assert isinstance(offsets, dict)
+        steps[int(str(doc["step"]))] = {k: (int(v[0]), int(v[1])) for k, v in offsets.items()}
+    return steps
+
+
+def watermarks(path: Path) -> dict[int, int | None]:
+    """step -> the watermark it ran with (``eventtime/``)."""
+    marks: dict[int, int | None] = {}
+    for doc in _lines(path):
+        mark = doc.get("watermark")
+        marks[int(str(doc["step"]))] = int(str(mark)) if mark is not None else None
+    return marks
