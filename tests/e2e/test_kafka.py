@@ -24,7 +24,7 @@ from kubernetes import client
 
 from ftpipeline.control import access
 from ftpipeline.control.store import RunStore
-from ftpipeline.kafka.local import StepHistory
+from ftpipeline.control import history as step_history
 from ftpipeline.kafka.topics import create_topics, produce
 from ftpipeline.oracle import compare
 from ftpipeline.spec import parse_pipeline
@@ -85,11 +85,10 @@ def _history(core: client.CoreV1Api, namespace: str, body: dict[str, Any], steps
     password = _secret(core, namespace, "ftp-ftpipeline-redis-auth", "password")
     redis = _chart_redis(core, namespace, access.with_credentials("rediss://redis", "", password))
     store = RunStore(redis, render.identity(body))
-    history = StepHistory(path, fresh=True)
     for step in range(1, steps + 1):
         record = store.step(step)
         assert record is not None, f"step {step} is not in the step log"
-        history.append(step, {slot.key(): o for slot, o in record.offsets.items()})
+        step_history.remember(path, "redis", record.to_json())
     return path
 
 
@@ -112,7 +111,7 @@ def test_kafka_to_kafka_with_a_deleted_worker_pod_equals_the_oracle(
     steps = final["committedStep"]
     assert steps >= len(events) // PER_STEP, final
     body = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-    history = _history(core, namespace, body, steps, tmp_path / "steps.jsonl")
+    history = _history(core, namespace, body, steps, tmp_path / "history")
     local = yaml.safe_load(yaml.safe_dump(doc))
     local["metadata"] = {"name": name}
     local["spec"]["entryPoint"] = str(EXAMPLE / "clickstream.py")

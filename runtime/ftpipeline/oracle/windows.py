@@ -1,7 +1,7 @@
 """The oracle of an event-time window (``operators/window.py``), as plain PySpark over the whole input.
 
 Every input row carries the step that read it; the run's step history gives
-each step's watermark (``kafka/local.py``'s ``steps.jsonl``), the one thing
+each step's watermark (``control/history.py``), the one thing
 taken from the run, as a Kafka source's offsets are. From those alone:
 
 - a row is late when the newest window it belongs to fires (ends, plus
