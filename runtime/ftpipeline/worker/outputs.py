@@ -68,6 +68,7 @@ class Outputs:
         self.graph: Graph | None = None
         self.barriers: dict[str, Barrier] = {}
         self.late: list[str] = []  # the barriers of late records going to Kafka (``barrier/late.py``)
+        self._history_failed = False  # the step history could not be written (``control/history.py``)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._queued: deque[_Request] = deque()
@@ -163,8 +164,10 @@ class Outputs:
             try:
                 remember(history_dir(self.spec), self.worker, str(body["record"]))
             except OSError as exc:  # only --verify needs it: the step is released all the same
-                log.warning("step history not kept", extra={"step": step, "path": str(history_dir(self.spec)),
-                                                            "error": str(exc)})
+                if not self._history_failed:  # said once, not every step
+                    log.warning("step history not kept", extra={"step": step, "path": str(history_dir(self.spec)),
+                                                                "error": str(exc)})
+                self._history_failed = True
         return {"released": released}
 
     def _do_prepare_outputs(self, body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -150,7 +150,7 @@ def test_kafka_views_to_delta_windows_equal_the_oracle_through_a_killed_worker(t
     spec["checkpoint"] = {"intervalSteps": 4, "storage": {"path": str(tmp_path / "checkpoints")}}
     source, window, sink = spec["stages"]
     views, late_views = (f"kviews-{what}-{uuid.uuid4().hex[:6]}" for what in ("views", "late"))  # this run's own
-    source["source"]["kafka"]["topic"] = views
+    source["source"]["kafka"].update(topic=views, maxRecordsPerStep=500)  # 13 steps; the stragglers are still late
     window["aggregate"]["window"]["lateData"] = {"topic": late_views}
     sink["sink"]["delta"]["path"] = str(tmp_path / "table")
     create_topics(kafka_bootstrap, {views: 2, late_views: 1})
