@@ -26,11 +26,11 @@ from rich.console import Console
 from kazoo.client import KazooClient
 
 from ftpipeline.barrier import barrier_of
-from ftpipeline.control.history import history_dir
 from ftpipeline.barrier.delta import spark_settings
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.cluster.local import LocalCluster
 from ftpipeline.commandlog.zkclient import connect as zk_connect
+from ftpipeline.control.history import history_dir
 from ftpipeline.coordinator.coordinator import Coordinator, PipelineFailed
 from ftpipeline.coordinator.errors import TaskFailed
 from ftpipeline.coordinator.faults import FaultPlan

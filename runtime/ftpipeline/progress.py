@@ -20,7 +20,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from ftpipeline.coordinator.coordinator import Observer
 from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.trigger import Reason
-from ftpipeline.lineage.naming import Slot, WorkerId
+from ftpipeline.lineage.naming import WorkerId
 
 
 LEDGER = "faults.jsonl"  # in the run directory: every recovery, rollback and pause of the run, across resumes

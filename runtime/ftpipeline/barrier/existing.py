@@ -14,10 +14,10 @@ runs, silently. Each sink says what it wants in
 A Kafka sink's topic must exist: a fresh run fails naming the field when it
 does not (the broker does not create topics on a producer's first write).
 A late-data topic (``late.py``) too; a fresh run forgets its released
-steps unless a sink resumes. A
-Delta table may hold rows of other writers: only this pipeline's steps (its
-transaction version) count as output already there, and ``overwrite``
-removes the table (Delta never lets a transaction version go back).
+steps unless a sink resumes. A Delta table may hold rows of other
+writers: only this pipeline's steps (its transaction version) count as
+output already there, and ``overwrite`` removes the table (Delta never
+lets a transaction version go back).
 
 ``ftpipeline run --overwrite`` sets every sink to ``overwrite``. The CLI
 applies this rule before it starts any worker; on both paths the

@@ -29,8 +29,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from ftpipeline.spec.model import PipelineSpec
+
 
 def history_dir(spec: PipelineSpec) -> Path:
     """Beside the pipeline's checkpoints (``checkpoint/storage.py``), which only its own pods mount."""
@@ -47,7 +49,7 @@ def remember(directory: Path, worker: str, record: str) -> None:
         out.write(json.dumps(line) + "\n")
 
 
-def _lines(path: Path) -> Iterator[dict[str, object]]:
+def _lines(path: Path) -> Iterator[dict[str, Any]]:
     """The records of a history directory (every worker's file), or of one file."""
     files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path] if path.exists() else []
     for file in files:
@@ -60,9 +62,7 @@ def read(path: Path) -> dict[int, dict[str, tuple[int, int]]]:
     """step -> source channel -> its offsets [lo, hi)."""
     steps: dict[int, dict[str, tuple[int, int]]] = {}
     for doc in _lines(path):
-        offsets = doc["offsets"]
-        assert isinstance(offsets, dict)
-        steps[int(str(doc["step"]))] = {k: (int(v[0]), int(v[1])) for k, v in offsets.items()}
+        steps[int(doc["step"])] = {k: (int(v[0]), int(v[1])) for k, v in doc["offsets"].items()}
     return steps
 
 
@@ -70,6 +70,5 @@ def watermarks(path: Path) -> dict[int, int | None]:
     """step -> the watermark it ran with (``eventtime/``)."""
     marks: dict[int, int | None] = {}
     for doc in _lines(path):
-        mark = doc.get("watermark")
-        marks[int(str(doc["step"]))] = int(str(mark)) if mark is not None else None
+        marks[int(doc["step"])] = doc.get("watermark")
     return marks

@@ -21,6 +21,7 @@ from ftpipeline.embedded.kafka import EmbeddedKafka
 from ftpipeline.kafka.topics import create_topics, produce
 from ftpipeline.spec.model import PipelineSpec
 
+
 def topics_of(spec: PipelineSpec) -> dict[str, int]:
     """Every topic the pipeline names, with the partitions a private broker gives it: its stage's channels."""
     out: dict[str, int] = {}

@@ -67,7 +67,6 @@ class Outputs:
         self.spec: PipelineSpec | None = None
         self.graph: Graph | None = None
         self.barriers: dict[str, Barrier] = {}
-        self.late: list[str] = []  # the barriers of late records going to Kafka (``barrier/late.py``)
         self._history_failed = False  # the step history could not be written (``control/history.py``)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -81,15 +80,14 @@ class Outputs:
         self.barriers = {s.name: barrier_of(s, spec, self.store, self.worker, self._write)
                          for s in graph.sinks()}
         crash = CrashPoint.from_env(self.worker)
-        late = [s for s in graph.spec.stages if s.late_topic is not None]
-        self.late = [late_output(s.name) for s in late]
-        self.barriers |= {late_output(s.name): LateTopicBarrier(s, spec, self.store, crash) for s in late}
+        self.barriers |= {late_output(s.name): LateTopicBarrier(s, spec, self.store, crash)
+                          for s in graph.spec.stages if s.late_topic is not None}
 
     def close(self) -> None:
         for barrier in self.barriers.values():
             if isinstance(barrier, KafkaBarrier):
                 barrier.close()
-        self.barriers, self.late = {}, []
+        self.barriers = {}
 
     def stage(self, sink: str, step: int, channel: int, path: Path) -> None:
         """A Kafka sink's part, or late records for a topic, the Spark process left in a file (it has no Redis)."""
@@ -148,8 +146,9 @@ class Outputs:
         try:
             for sink in self.graph.sinks():
                 released[sink.name] = self.barriers[sink.name].release(step, sink.parallelism)
-            for late in self.late:  # one transaction for all of a stage's channels
-                released[late] = self.barriers[late].release(step, 1)
+            for name, barrier in self.barriers.items():  # late records: one transaction for all channels
+                if isinstance(barrier, LateTopicBarrier):
+                    released[name] = barrier.release(step, 1)
         except KafkaReleaseError as exc:
             if not exc.unreachable:
                 raise
