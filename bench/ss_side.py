@@ -5,7 +5,8 @@ user functions (imported from its entry point, as ftpipeline's workers do): the 
 becomes a streaming file source with the same explicit schema and ``maxFilesPerTrigger`` = its
 parallelism (one step's files per micro-batch); malformed JSON Lines records, ftpipeline's dead
 letters, are dropped (``mode=DROPMALFORMED``); a transform is its function applied to the
-streaming DataFrame; an aggregate is the same ``groupBy`` ftpipeline runs per step
+streaming DataFrame, after a ``repartition`` on the keys of a hash-partitioned input edge (the
+same shuffle ftpipeline makes there); an aggregate is the same ``groupBy`` ftpipeline runs per step
 (``dataflow.aggregate.partial``) over the stream, null keys dropped as ftpipeline sends them to dead
 letters. A query has one sink, so each sink is its own query (``update`` output mode below an
 aggregate, else ``append``), written by ``foreachBatch`` as Parquet to ``WORK/out/<sink>/batch=N``
@@ -32,7 +33,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from ftpipeline.dataflow import aggregate as agg
 from ftpipeline.spec.load import load_entry_module, load_pipeline
-from ftpipeline.spec.model import PipelineSpec, StageKind, StageSpec
+from ftpipeline.spec.model import Partition, PipelineSpec, StageKind, StageSpec
 from ftpipeline.worker.session import build_session
 
 SQL_TYPES = {"string": "STRING", "long": "BIGINT", "double": "DOUBLE", "boolean": "BOOLEAN"}
@@ -69,6 +70,9 @@ class Translation:
         ups = [self.frame(edge.upstream) for edge in stage.inputs]
         df = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), [u[0] for u in ups])
         stateful = any(u[1] for u in ups)
+        hashed = [e for e in stage.inputs if e.partition is Partition.HASH]
+        if hashed and stage.kind is not StageKind.AGGREGATE:  # the same shuffle (an aggregate makes its own)
+            df = df.repartition(stage.parallelism, *hashed[0].keys)
         if stage.kind is StageKind.TRANSFORM:
             assert stage.function is not None
             out: DataFrame = getattr(self.module, stage.function)(df)

@@ -5,7 +5,7 @@ Spark streaming does per micro-batch; this prints how its throughput, step laten
 time compare with SS's on identical work, measured side by side, alternating the two (so drift
 in the machine's load hits both alike).
 
-    python bench/vs_spark.py [--workloads aggregate six-stage stateless] [--sizes 5000 50000]
+    python bench/vs_spark.py [--workloads aggregate six-stage stateless many-channels deep-chain] [--sizes 5000 50000]
                              [--steps 20] [--warmup 3] [--pairs 2] [--parallelism 2] [--json FILE]
                              [--ours-args=--no-chaining] [--ss-java-options=OPTS]
     python bench/vs_spark.py --recovery [--kills 5] [--kill-step 6] [--sizes 50000] [--checkpoint-every 1]
@@ -15,7 +15,14 @@ Workloads (``bench/vs_spark_workloads.py``), each at every ``--sizes`` rows per 
 * ``aggregate``: the clickstream example (clean -> per-user running aggregate -> Parquet);
 * ``six-stage``: JSON Lines orders, 2% malformed -> enrich -> a (country, user) running
   aggregate -> sink, and enrich -> a filter (big orders) -> a second sink;
-* ``stateless``: events -> enrich -> filter -> project -> sink.
+* ``stateless``: events -> enrich -> filter -> project -> sink;
+* ``many-channels``: the six-stage dataflow sized for a bigger cluster than the two cores it
+  gets: 4, 6, 8, 6, 4 and 2 channels (30 tasks a step), four hash-partitioned edges, two sinks;
+* ``deep-chain``: events -> enrich -> filter -> project -> a per-user running count -> sink, with
+  a hash-partitioned edge (a shuffle) before every stage after the source.
+
+Besides throughput and step latency, each run's start-up: from the process start to the first
+output file visible in a sink (polled every 20 ms), on both sides.
 
 Equal input: every step's rows are written once as files, one per source channel, so that
 ftpipeline's file source reads step k's files in step k and SS (``maxFilesPerTrigger``)
@@ -55,6 +62,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -84,6 +92,7 @@ class Side:
     latencies: list[float]
     busy: float
     out_rows: dict[str, int]
+    startup: float  # process start -> first output visible, s
 
     @property
     def rate(self) -> float:
@@ -100,6 +109,8 @@ class Row:
     ours_p99_ms: float
     spark_p50_ms: float
     spark_p99_ms: float
+    ours_startup_s: float
+    spark_startup_s: float
     same_output: bool
 
     @property
@@ -113,11 +124,47 @@ class Row:
 
 # --- running each side -------------------------------------------------------------------
 
-def command(args: list[str], what: str, timeout_s: float = 7200) -> None:
-    done = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
+def command(args: list[str], what: str, timeout_s: float = 7200, watch: Path | None = None) -> float | None:
+    """Run ``args`` to its end; with ``watch``, return the seconds from its start until the first output
+    file is visible under that directory (``first_output``)."""
+    seen: list[float] = []
+    stop = threading.Event()
+    started = time.monotonic()
+    watcher = threading.Thread(target=first_output, args=(watch, started, seen, stop), daemon=True) if watch else None
+    if watcher:
+        watcher.start()
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
+    finally:
+        stop.set()
+        if watcher:
+            watcher.join()
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])
         raise RuntimeError(f"{what} exited with {done.returncode}:\n{tail}")
+    return seen[0] if seen else None
+
+
+def visible(directory: Path) -> bool:
+    """Is a committed data file under ``directory``: ``<sink>/<part>/*.parquet``, no part of the path
+    hidden (ftpipeline stages under ``_staging``, Spark writes under ``_temporary`` before its commit)?"""
+    if not directory.is_dir():
+        return False
+    for sink in directory.iterdir():
+        if sink.is_dir() and not sink.name.startswith(("_", ".")):
+            for part in sink.iterdir():
+                if part.is_dir() and not part.name.startswith(("_", ".")) and any(part.glob("*.parquet")):
+                    return True
+    return False
+
+
+def first_output(directory: Path, started: float, seen: list[float], stop: threading.Event) -> None:
+    """Poll every 20 ms; append the seconds from ``started`` to the first visible output."""
+    while not stop.is_set():
+        if visible(directory):
+            seen.append(time.monotonic() - started)
+            return
+        time.sleep(0.02)
 
 
 def ours_command(pipeline: Path, work: Path, *extra: str) -> list[str]:
@@ -141,11 +188,11 @@ def out_rows(directory: Path) -> dict[str, int]:
 
 
 def run_ours(pipeline: Path, work: Path, rows_per_step: int, warmup: int, extra: list[str]) -> Side:
-    command(ours_command(pipeline, work, *extra), "ftpipeline run")
+    startup = command(ours_command(pipeline, work, *extra), "ftpipeline run", watch=work / "out")
     summary = json.loads((work / "summary.json").read_text())
     spans = step_spans(summary["commit_at"], summary["step_seconds"])[warmup:]
     seconds = [end - start for start, end in spans]
-    return Side(rows_per_step * len(spans), seconds, busy_seconds(spans), out_rows(work / "out"))
+    return Side(rows_per_step * len(spans), seconds, busy_seconds(spans), out_rows(work / "out"), startup or float("nan"))
 
 
 def batches(reports: list[dict[str, Any]]) -> dict[int, tuple[float, float]]:
@@ -160,14 +207,15 @@ def batches(reports: list[dict[str, Any]]) -> dict[int, tuple[float, float]]:
 
 def run_spark(pipeline: Path, work: Path, rows_per_step: int, warmup: int, cores: int, java_options: str) -> Side:
     result = work / "progress.json"
-    command(spark_command(pipeline, work, cores, result, java_options), "Spark Structured Streaming")
+    startup = command(spark_command(pipeline, work, cores, result, java_options), "Spark Structured Streaming",
+                      watch=work / "out")
     queries = [batches(r) for r in json.loads(result.read_text()).values()]
     ids = sorted(set.intersection(*(set(q) for q in queries)))[warmup:]
     # a step's latency: the longest of its queries' batch k (they run side by side, each at its own
     # pace, so batch k of one may start long after the other's: a span across them would count that)
     latencies = [max(q[i][1] - q[i][0] for q in queries) for i in ids]
     every = [q[i] for q in queries for i in ids]
-    return Side(rows_per_step * len(ids), latencies, busy_seconds(every), out_rows(work / "out"))
+    return Side(rows_per_step * len(ids), latencies, busy_seconds(every), out_rows(work / "out"), startup or float("nan"))
 
 
 # --- the comparison -----------------------------------------------------------------------
@@ -199,25 +247,27 @@ def compare(workload: str, size: int, data: Path, tmp: Path, args: argparse.Name
                 spark.append(run_spark(pipeline, work, size, args.warmup, args.parallelism, args.ss_java_options))
             got = (ours if side == "ours" else spark)[-1]
             console.print(f"{workload} {size:,} rows/step, pair {pair + 1}, {side:5}: {got.rate:>10,.0f} rows/s, "
-                          f"out {got.out_rows}")
+                          f"first output after {got.startup:.1f} s, out {got.out_rows}")
     same = all(o.out_rows == s.out_rows for o, s in zip(ours, spark))
     o_lat = [x for o in ours for x in o.latencies]
     s_lat = [x for s in spark for x in s.latencies]
     return Row(workload, size, statistics.median(o.rate for o in ours), statistics.median(s.rate for s in spark),
                1000 * percentile(o_lat, 0.5), 1000 * percentile(o_lat, 0.99),
-               1000 * percentile(s_lat, 0.5), 1000 * percentile(s_lat, 0.99), same)
+               1000 * percentile(s_lat, 0.5), 1000 * percentile(s_lat, 0.99),
+               statistics.median(o.startup for o in ours), statistics.median(s.startup for s in spark), same)
 
 
 def table(rows: list[Row], args: argparse.Namespace) -> Table:
     t = Table(title=f"ftpipeline vs Spark Structured Streaming: {args.steps} steps, first {args.warmup} dropped, "
                     f"{args.pairs} pairs, {args.parallelism} cores each")
     for column in ("workload", "rows/step", "ours rows/s", "SS rows/s", "ours÷SS", "ours p50/p99 ms",
-                   "SS p50/p99 ms", "p50 ours÷SS", "same output"):
+                   "SS p50/p99 ms", "p50 ours÷SS", "first output ours / SS s", "same output"):
         t.add_column(column, justify="left" if column == "workload" else "right")
     for r in rows:
         t.add_row(r.workload, f"{r.rows_per_step:,}", f"{r.ours_rows_s:,.0f}", f"{r.spark_rows_s:,.0f}",
                   f"{r.throughput_ratio:.2f}", f"{r.ours_p50_ms:,.0f} / {r.ours_p99_ms:,.0f}",
                   f"{r.spark_p50_ms:,.0f} / {r.spark_p99_ms:,.0f}", f"{r.latency_ratio:.2f}",
+                  f"{r.ours_startup_s:.1f} / {r.spark_startup_s:.1f}",
                   "yes" if r.same_output else "[red]NO[/red]")
     return t
 
@@ -227,7 +277,7 @@ def throughput(args: argparse.Namespace, console: Console, tmp: Path) -> list[di
     for size in args.sizes:
         inputs: dict[str, Path] = {}
         for workload in args.workloads:
-            kind = "orders" if workload == "six-stage" else "clicks"
+            kind = wl.input_kind(workload, args.parallelism)
             if kind not in inputs:
                 inputs[kind] = fresh(tmp / f"in-{kind}-{size}")
                 console.print(f"writing {args.steps} steps of {size:,} {kind} ...")

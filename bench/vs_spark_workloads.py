@@ -32,7 +32,10 @@ from ftpipeline.spec.model import GeneratorSource
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "clickstream"
-WORKLOADS = ("aggregate", "six-stage", "stateless")
+WORKLOADS = ("aggregate", "six-stage", "stateless", "many-channels", "deep-chain")
+# many-channels: channels per stage as a user sizes them for a bigger cluster (source, enrich,
+# aggregate, filter, the two sinks), more than the cores the benchmark gives either side
+WIDE = {"orders": 4, "enrich": 6, "per-country-user": 8, "big-orders": 6, "totals": 4, "big": 2}
 CLICK_SCHEMA = {"event_id": "string", "user_id": "string", "event_type": "string", "page": "long",
                 "amount_cents": "long", "is_bot": "boolean", "ts_ms": "long"}
 ORDER_SCHEMA = {"order_id": "string", "user_id": "string", "country": "string", "amount_cents": "long", "qty": "long"}
@@ -139,10 +142,18 @@ def orders(directory: Path, rows: int, steps: int, parallelism: int) -> None:
 
 # --- pipeline documents -------------------------------------------------------------------
 
-def _stage(name: str, parallelism: int, inputs: list[str], **kind: Any) -> dict[str, Any]:
+COUNTRY_USER = {"keyBy": ["country", "user_id"],
+                "aggregations": [{"name": "orders", "op": "count"}, {"name": "eur", "op": "sum", "column": "total_eur"},
+                                 {"name": "largest_cents", "op": "max", "column": "amount_cents"}]}
+
+
+def _stage(name: str, parallelism: int, inputs: list[str], hash_by: tuple[str, ...] = (),
+           **kind: Any) -> dict[str, Any]:
+    """A stage; ``hash_by``: its input edges are hash-partitioned on these columns."""
     stage: dict[str, Any] = {"name": name, "parallelism": parallelism}
     if inputs:
-        stage["inputs"] = [{"stage": i} for i in inputs]
+        stage["inputs"] = [{"stage": i} | ({"partition": "hash", "keys": list(hash_by)} if hash_by else {})
+                           for i in inputs]
     return stage | kind
 
 
@@ -167,14 +178,32 @@ def stages(workload: str, data: Path, out: Path, rows: int, p: int) -> tuple[str
                 stage["sink"] = _sink(out / stage["name"])
         return str(EXAMPLE / "clickstream.py"), found
     here = str(Path(__file__).resolve())
+    if workload == "many-channels":  # the six-stage dataflow, 30 tasks a step, four hash edges
+        w = WIDE
+        return here, [
+            _stage("orders", w["orders"], [], source=_file_source(data, "jsonl", rows, ORDER_SCHEMA)),
+            _stage("enrich", w["enrich"], ["orders"], ("order_id",), transform={"function": "enrich_orders"}),
+            _stage("per-country-user", w["per-country-user"], ["enrich"], aggregate=COUNTRY_USER),
+            _stage("big-orders", w["big-orders"], ["enrich"], transform={"function": "big_orders"}),
+            _stage("totals", w["totals"], ["per-country-user"], ("country", "user_id"), sink=_sink(out / "totals")),
+            _stage("big", w["big"], ["big-orders"], ("order_id",), sink=_sink(out / "big")),
+        ]
+    if workload == "deep-chain":  # the stateless chain with a shuffle before every stage, then a running count
+        return here, [
+            _stage("events", p, [], source=_file_source(data, "parquet", rows, CLICK_SCHEMA)),
+            _stage("tag", p, ["events"], ("user_id",), transform={"function": "tag_events"}),
+            _stage("engaged", p, ["tag"], ("event_id",), transform={"function": "engaged_only"}),
+            _stage("shape", p, ["engaged"], ("user_id",), transform={"function": "shape"}),
+            _stage("per-user", p, ["shape"], aggregate={
+                "keyBy": ["user_id"], "aggregations": [{"name": "events", "op": "count"},
+                                                       {"name": "eur", "op": "sum", "column": "revenue_eur"}]}),
+            _stage("output", p, ["per-user"], ("user_id",), sink=_sink(out / "output")),
+        ]
     if workload == "six-stage":
         return here, [
             _stage("orders", p, [], source=_file_source(data, "jsonl", rows, ORDER_SCHEMA)),
             _stage("enrich", p, ["orders"], transform={"function": "enrich_orders"}),
-            _stage("per-country-user", p, ["enrich"], aggregate={
-                "keyBy": ["country", "user_id"],
-                "aggregations": [{"name": "orders", "op": "count"}, {"name": "eur", "op": "sum", "column": "total_eur"},
-                                 {"name": "largest_cents", "op": "max", "column": "amount_cents"}]}),
+            _stage("per-country-user", p, ["enrich"], aggregate=COUNTRY_USER),
             _stage("big-orders", p, ["enrich"], transform={"function": "big_orders"}),
             _stage("totals", p, ["per-country-user"], sink=_sink(out / "totals")),
             _stage("big", p, ["big-orders"], sink=_sink(out / "big")),
@@ -204,9 +233,18 @@ def pipeline(path: Path, workload: str, data: Path, out: Path, rows: int, steps:
     return path
 
 
+def input_kind(workload: str, p: int) -> str:
+    """Which input a workload reads, and split over how many source channels (workloads share inputs)."""
+    if workload == "many-channels":
+        return f"orders-{WIDE['orders']}"
+    return f"orders-{p}" if workload == "six-stage" else f"clicks-{p}"
+
+
 def write_input(workload: str, directory: Path, rows: int, steps: int, p: int) -> None:
-    """The input of ``workload`` (aggregate and stateless share the clickstream events)."""
-    if workload == "six-stage":
+    """The input of ``workload``: one file per (step, source channel)."""
+    if workload == "many-channels":
+        orders(directory, rows, steps, WIDE["orders"])
+    elif workload == "six-stage":
         orders(directory, rows, steps, p)
     else:
         clicks(directory, rows, steps, p)

@@ -1,26 +1,31 @@
 """Splitting one task's output into objects, one per downstream channel.
 
-Hash partitioning uses Spark's own ``hash`` (Murmur3, fixed seed), computed
-in the same Spark job as the chain's functions (``hashing`` is the last step
-of the chain's program), so the split is deterministic across
-processes and runs — Python's ``hash`` is salted per process and would send
-a replayed row to a different channel than the original. Forward and
-broadcast edges need no Spark at all.
+Hash partitioning is Spark's own ``hash`` (Murmur3, fixed seed), so the
+split is deterministic across processes and runs — Python's ``hash`` is
+salted per process and would send a replayed row to a different channel
+than the original. It is computed over the task's Arrow output in numpy
+(``dataflow/murmur3.py``), with no Spark job: a task that runs no user
+function (a source, an aggregate) needs no Spark at all. Key columns of a
+type that module does not hash (decimals, binary, nested) are hashed by
+Spark, the same function, in a job of their own. Re-partitioning state on
+a rescale (``worker/rekey.py``) uses the same :func:`channels_of`.
+Forward and broadcast edges need no hashing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ftpipeline.dataflow import murmur3
+from ftpipeline.dataflow.frames import to_dataframe
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.lineage.naming import ObjectName, Task
 from ftpipeline.spec.model import Partition
 
-_PART = "__ftp_part_{}"
+_ROW = "__ftp_row"
 
 
 def wanted(graph: Graph, task: Task) -> set[str]:
@@ -29,46 +34,38 @@ def wanted(graph: Graph, task: Task) -> set[str]:
     return names if task.emit is None else names & task.emit
 
 
-def hashing(graph: Graph, stage: str) -> Callable[[Any], Any] | None:
-    """A DataFrame -> DataFrame step adding, per hash edge out of ``stage``, the column of each row's
-    target channel (Spark's Murmur3 ``hash``); None when no edge hashes. It runs inside the
-    chain's program (``dataflow/plans.py``), so Spark computes it in the same job."""
-    edges = graph.downstream(stage)
-    hashed = [(i, e, graph.stage(e.downstream).parallelism) for i, e in enumerate(edges)
-              if e.partition is Partition.HASH]
-    if not hashed:
-        return None
+def channels_of(spark: Any, table: pa.Table, keys: tuple[str, ...] | list[str], parallelism: int) -> pa.Array:
+    """The channel (of ``parallelism``) each row of ``table`` belongs to, in row order:
+    ``pmod(hash(*keys), parallelism)``, in numpy where the key types allow, else by Spark."""
+    routed = murmur3.channels(table, keys, parallelism)
+    if routed is not None:
+        return routed
+    from pyspark.sql import functions as F
 
-    def add(df: Any) -> Any:
-        from pyspark.sql import functions as F
-
-        for i, edge, parallelism in hashed:
-            df = df.withColumn(_PART.format(i), F.pmod(F.hash(*[F.col(k) for k in edge.keys]), F.lit(parallelism)))
-        return df
-    return add
+    numbered = table.select(list(keys)).append_column(_ROW, pa.array(range(table.num_rows), pa.int64()))
+    out = to_dataframe(spark, numbered).select(
+        F.col(_ROW), F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(parallelism)).alias("c")).toArrow()
+    return pc.take(out["c"], pc.sort_indices(out[_ROW])).combine_chunks()
 
 
-def split(graph: Graph, task: Task, table: pa.Table) -> dict[str, pa.Table]:
-    """Objects of ``task``'s output: ``{object name: table}`` for the names it may emit.
-
-    ``table`` carries the columns ``hashing`` adds when an edge hashes; they route rows and are dropped.
-    """
-    edges = graph.downstream(task.stage)
+def split(graph: Graph, task: Task, table: pa.Table, spark: Any = None) -> dict[str, pa.Table]:
+    """Objects of ``task``'s output: ``{object name: table}`` for the names it may emit (``spark``:
+    for keys of a type only Spark hashes)."""
     names = wanted(graph, task)
     if not names:
         return {}
-    hashed = [i for i, e in enumerate(edges) if e.partition is Partition.HASH]
-    helpers = [_PART.format(i) for i in hashed]
-    payload = table.drop_columns(helpers) if helpers else table
     out: dict[str, pa.Table] = {}
-    for i, edge in enumerate(edges):
+    for edge in graph.downstream(task.stage):
         pf = edge.partition.number
+        routed = None
         for tc in graph.targets(edge, task.channel):
             name = ObjectName(task.stage, task.channel, task.step, edge.downstream, pf, tc).key()
             if name not in names:
                 continue
             if edge.partition is Partition.HASH:
-                out[name] = payload.filter(pc.equal(table.column(_PART.format(i)), tc))
+                if routed is None:
+                    routed = channels_of(spark, table, edge.keys, graph.stage(edge.downstream).parallelism)
+                out[name] = table.filter(pc.equal(routed, tc))
             else:
-                out[name] = payload
+                out[name] = table
     return out

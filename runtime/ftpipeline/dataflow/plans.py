@@ -42,6 +42,22 @@ never depends on which path ran.
 The result comes back as an Arrow table (``toArrow``), or, for a task too
 large to collect, is written by Spark itself (``run``'s ``finish``,
 ``dataflow/spill.py``).
+
+Several tasks of one chain, one job (``run_many``). A worker that holds
+several channels of a stage runs their tasks of a step one after another,
+each a Spark job of its own: 50-80 ms of planning and scheduling each,
+whatever its rows, which is what set the pace once a pipeline has more
+channels than cores. When those tasks are ready together, their rows go
+into one scan directory as one file per task, the program runs once, and
+each output row is given back to its task by the file it was read from
+(Spark's ``input_file_name``). That is exact only where every row of the
+output comes from one input row read in the same pass: the program's
+optimised plan may hold only projections, filters and generators (explode)
+over the scan. An aggregate, a join, a sort, a limit, a distinct, a window
+or a Python UDF (whose rows are evaluated in batches, apart from the scan)
+make the program *ungroupable*: its template remembers that, and its
+tasks run one by one as before. Grouped templates are separate from
+single ones; the same reuse rules apply to both.
 """
 
 from __future__ import annotations
@@ -49,11 +65,12 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ftpipeline.dataflow.frames import to_dataframe
@@ -83,12 +100,16 @@ def scannable(schema: pa.Schema) -> bool:
     return len(schema) > 0 and all(_scannable(f.type) for f in schema)
 
 
+ROW_WISE = frozenset({"Project", "Filter", "Generate", "LogicalRelation"})  # plan nodes a grouped job may hold
+_FILE = "__ftp_file"
+
+
 @dataclass
 class _Template:
     scan: Path           # the directory the plan's input relation lists (this template's own)
     plan: Any = None     # the analysed logical plan (JVM object); None: the program runs per task
     index: Any = None    # the input relation's file index (JVM object), refreshed per task
-    file: Path | None = None
+    files: list[Path] = field(default_factory=list)  # the task's rows (one file per task when grouped)
 
 
 class Plans:
@@ -122,6 +143,37 @@ class Plans:
             self._keep(key, template, df, out)
         return finish(out)
 
+    def run_many(self, key: str, program: Program, tables: list[pa.Table]) -> list[pa.Table] | None:
+        """``program`` applied to each table's rows, in one Spark job; None when it cannot be (the
+        program is not row-wise, the tables differ in schema or take no scan, plans are not reused):
+        the caller then runs each on its own."""
+        schema = tables[0].schema
+        if not self.reuse or not scannable(schema) or any(t.schema != schema for t in tables[1:]):
+            return None
+        slot = (f"{key}#many", schema)
+        template = self._templates.get(slot)
+        if template is None:
+            template = self._new(f"{key}-many")
+            names = self._write(template, tables)
+            df = self._read(template, schema)
+            out = program(df)  # a user error leaves no template, as in ``run``
+            self._templates[slot] = template
+            if not row_wise(out):
+                log.info("tasks not grouped: the program is not row-wise", extra={"program": key})
+                return None
+            out = _tagged(out)
+            self._keep(key, template, df, out)
+            if template.plan is None:
+                return None
+            result = out.toArrow()
+        elif template.plan is None:
+            return None
+        else:
+            names = self._write(template, tables)
+            template.index.refresh()
+            result = self._execute(template.plan).toArrow()
+        return _by_file(result, names)
+
     def _once(self, key: str, program: Program, table: pa.Table, finish: Callable[[Any], R]) -> R:
         """The program called on this task's rows alone, in a directory of their own: Spark's cache
         matches a file scan by its directory, so a program that caches never meets an older task's."""
@@ -139,22 +191,29 @@ class Plans:
         template.scan.mkdir(parents=True, exist_ok=True)
         return template
 
-    def _write(self, template: _Template, table: pa.Table) -> None:
-        self._files += 1  # a new name per task: nothing Spark might keep by path sees stale rows
-        path = template.scan / f"part-{self._files}.parquet"
-        pq.write_table(table, path, compression="none", row_group_size=ROW_GROUP)
-        if template.file is not None:
-            template.file.unlink(missing_ok=True)
-        template.file = path
+    def _write(self, template: _Template, tables: list[pa.Table]) -> list[str]:
+        """The tables as the scan's files (one each), replacing the previous task's; their names in order."""
+        for old in template.files:
+            old.unlink(missing_ok=True)
+        template.files = []
+        for table in tables:
+            self._files += 1  # a new name per task: nothing Spark might keep by path sees stale rows
+            path = template.scan / f"part-{self._files}.parquet"
+            pq.write_table(table, path, compression="none", row_group_size=ROW_GROUP)
+            template.files.append(path)
+        return [p.name for p in template.files]
 
-    def _scan(self, template: _Template, table: pa.Table) -> Any:
+    def _read(self, template: _Template, schema: pa.Schema) -> Any:
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        self._write(template, table)
-        return self.spark.read.schema(from_arrow_schema(table.schema)).parquet(str(template.scan))
+        return self.spark.read.schema(from_arrow_schema(schema)).parquet(str(template.scan))
+
+    def _scan(self, template: _Template, table: pa.Table) -> Any:
+        self._write(template, [table])
+        return self._read(template, table.schema)
 
     def _replace(self, template: _Template, table: pa.Table) -> None:
-        self._write(template, table)
+        self._write(template, [table])
         template.index.refresh()
 
     # --- Spark internals (classic Spark 4) ---------------------------------------------------------
@@ -176,3 +235,35 @@ class Plans:
 
         dataset = self.spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(self.spark._jsparkSession, plan)
         return DataFrame(dataset, self.spark)
+
+
+def _nodes(plan: Any) -> list[str]:
+    children = plan.children()
+    return [str(plan.nodeName()), *(n for i in range(children.size()) for n in _nodes(children.apply(i)))]
+
+
+def row_wise(df: Any) -> bool:
+    """Does every output row of ``df`` come from one input row, in the pass that reads it (its optimised
+    plan holds only projections, filters and generators over one scan)? Python UDFs are evaluated apart."""
+    try:
+        nodes = _nodes(df._jdf.queryExecution().optimizedPlan())
+    except Exception:  # py4j: a Spark without these internals groups nothing
+        return False
+    return set(nodes) <= ROW_WISE and nodes.count("LogicalRelation") == 1
+
+
+def _tagged(df: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return df.withColumn(_FILE, F.input_file_name())
+
+
+def _by_file(result: pa.Table, names: list[str]) -> list[pa.Table]:
+    """``result``'s rows per input file, in the order of ``names``, without the file column."""
+    files = result.column(_FILE)
+    payload = result.drop_columns([_FILE])
+    out = [payload.filter(pc.ends_with(files, "/" + name)) for name in names]
+    if sum(t.num_rows for t in out) != result.num_rows:  # row_wise let through a plan it should not have
+        raise RuntimeError(f"grouped tasks: {result.num_rows} rows out, {sum(t.num_rows for t in out)} traced "
+                           "to their input files")
+    return out

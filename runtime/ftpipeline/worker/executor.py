@@ -44,6 +44,7 @@ import shutil
 import time
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ from ftpipeline.checkpoint.tracker import ChannelSnapshot
 from ftpipeline.dataflow import spill
 from ftpipeline.dataflow.deadletter import default_dead_letter_root, write_dead_letters
 from ftpipeline.dataflow.graph import Graph
-from ftpipeline.dataflow.partition import hashing, split, wanted
+from ftpipeline.dataflow.partition import split, wanted
 from ftpipeline.dataflow.plans import Plans
 from ftpipeline.dataflow.sources import DeadLetter, SourceReader, make_reader, read_ranges
 from ftpipeline.eventtime.columns import largest
@@ -203,55 +204,83 @@ class TaskRunner:
         return table, table.num_rows
 
     def run(self, task: Task, inputs: list[list[Any]], watermarks: dict[int, int | None] | None = None) -> dict[str, Any]:
+        return self.run_group([(task, inputs, watermarks)])[0]
+
+    def run_group(self, items: list[tuple[Task, list[list[Any]], dict[int, int | None] | None]]) -> list[dict[str, Any]]:
+        """Tasks handed out together (of one stage and step, ``worker/sidecar.py``): each one's own work,
+        then their chain's program as one Spark job where it may be (``Plans.run_many``), then each
+        one's outputs; one result per task, in order."""
+        heads = [self._head(task, inputs, marks) for task, inputs, marks in items]
+        tables = self._chains([h.task for h in heads], [h.table for h in heads])
+        return [self._finish(h, table) for h, table in zip(heads, tables)]
+
+    def _head(self, task: Task, inputs: list[list[Any]], watermarks: dict[int, int | None] | None) -> _Head:
+        """The task's own work before its chain: read, or its operator's step, or its sink's staging."""
         stage = self.graph.stage(task.stage)
-        dead: list[DeadLetter] = []
-        late = 0
-        event_max: int | None = None
-        table, rows_in = self._inputs(inputs)
+        head = _Head(task)
+        head.table, head.rows_in = self._inputs(inputs)
         if task.kind is TaskKind.SOURCE:
             assert task.ranges is not None
             batch = read_ranges(self.readers[task.stage], task.step, task.ranges)
-            table, dead, rows_in = batch.table, batch.dead_letters, task.source_rows
+            head.table, head.dead, head.rows_in = batch.table, batch.dead_letters, task.source_rows
             if stage.event_time is not None:  # what the watermark is made of (eventtime/)
-                event_max = largest(table, stage.event_time.column, f"stage {stage.name!r} source.eventTime.column")
+                head.event_max = largest(head.table, stage.event_time.column,
+                                         f"stage {stage.name!r} source.eventTime.column")
         elif task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD):  # a rebuild returns none: its chain ran
             marks = {int(s): w for s, w in (watermarks or {}).items()}  # JSON keys are text
-            table, dead, late = self._operate(task, inputs, marks)
+            head.table, head.dead, head.late = self._operate(task, inputs, marks)
         elif task.kind is TaskKind.SINK:
-            assert table is not None
-            self._sink(task, stage, table)
-            table = None
+            assert head.table is not None
+            self._sink(task, stage, head.table)
+            head.table = None
         else:
-            assert table is not None  # a transform: its function opens the chain's program
-        if table is not None:
-            table = self._chain(task, stage, table)
-        if dead and task.kind is not TaskKind.REBUILD:
-            write_dead_letters(self.dead_letters, task.stage, task.step, task.channel, dead)
+            assert head.table is not None  # a transform: its function opens the chain's program
+        return head
+
+    def _finish(self, head: _Head, table: pa.Table | spill.Written | None) -> dict[str, Any]:
+        task = head.task
+        if head.dead and task.kind is not TaskKind.REBUILD:
+            write_dead_letters(self.dead_letters, task.stage, task.step, task.channel, head.dead)
         outputs: list[list[Any]] = []
         key = f"{task.stage}.{task.channel}.{task.step}.{task.epoch}"
         if isinstance(table, spill.Written):
             try:
-                outputs = self.buffer.put_streamed(key, (split(self.graph, task, t) for t in table.batches()))
+                outputs = self.buffer.put_streamed(key, (split(self.graph, task, t, self.spark) for t in table.batches()))
             finally:
                 table.remove()
         elif table is not None:
-            outputs = self.buffer.put_bundle(key, split(self.graph, task, table))
+            outputs = self.buffer.put_bundle(key, split(self.graph, task, table, self.spark))
         evicted, self.evicted = self.evicted, 0
         staged, self.staged = self.staged, []
-        return {"task": task.to_json(), "outputs": outputs, "rows_in": rows_in, "dead_letters": len(dead),
-                "evicted": evicted, "staged": staged, "late": late, "event_max": event_max}
+        return {"task": task.to_json(), "outputs": outputs, "rows_in": head.rows_in, "dead_letters": len(head.dead),
+                "evicted": evicted, "staged": staged, "late": head.late, "event_max": head.event_max}
+
+    def _chains(self, tasks: list[Task], tables: list[pa.Table | None]) -> list[pa.Table | spill.Written | None]:
+        """Each task's chain (``_chain``); tasks of one stage ready together run its program as one job."""
+        stage = self.graph.stage(tasks[0].stage)
+        functions, sink = _program_of(stage)
+        ready = [t for t in tables if t is not None]
+        limit = self.spec.max_in_memory_bytes  # 0: every task goes through files
+        if (len(tasks) > 1 and functions and len(ready) == len(tables) and 0 < limit >= sum(t.nbytes for t in ready)
+                and (sink is not None or all(wanted(self.graph, t) for t in tasks))):
+            outs = self.plans.run_many(stage.name, _compose([self._function(m) for m in functions]), ready)
+            if outs is not None:
+                if sink is None:
+                    return list(outs)
+                for task, out in zip(tasks, outs):
+                    self._sink(task, sink, out)
+                return [None] * len(tasks)
+        return [None if t is None else self._chain(task, stage, t) for task, t in zip(tasks, tables)]
 
     def _chain(self, task: Task, stage: StageSpec, table: pa.Table) -> pa.Table | spill.Written | None:
         """The rest of the chain after its head's own work, as one program run by Spark
-        (``dataflow/plans.py``): the transforms' functions, then the hash columns of the chain's
-        output edges; then the chain's sink, or the output for the objects downstream wants.
+        (``dataflow/plans.py``): the transforms' functions; then the chain's sink, or the output
+        for the objects downstream wants (split per channel by ``dataflow/partition.py``).
         A task larger than ``spark.maxInMemoryBytes`` has Spark write it (``dataflow/spill.py``)."""
-        functions = [m for m in (stage, *stage.chain) if m.kind is StageKind.TRANSFORM]
-        sink = stage.chain[-1] if stage.chain and stage.chain[-1].kind is StageKind.SINK else None
-        route = None if sink else hashing(self.graph, task.stage)
+        functions, sink = _program_of(stage)
         if sink is None and not wanted(self.graph, task):
             return None  # nothing downstream asks for this output (a recovery re-run for other objects)
-        program = [self._function(m) for m in functions] + ([route] if route else [])
+        program = [self._function(m) for m in functions]
         if program and spill.through_files(table, self.spec.max_in_memory_bytes):
             return self._through_files(task, sink, _compose(program), table)
         if program:
@@ -350,6 +379,18 @@ class TaskRunner:
         return emitted.rows, emitted.dead, late
 
 
+@dataclass
+class _Head:
+    """A task's own work done, before its chain: the rows it passes on, and what it reports."""
+
+    task: Task
+    table: pa.Table | None = None
+    rows_in: int = 0
+    dead: list[DeadLetter] = field(default_factory=list)
+    late: int = 0
+    event_max: int | None = None
+
+
 class _Holder:
     """A channel's state for an operator: the runner's, created on first use with the operator's keys."""
 
@@ -365,12 +406,31 @@ class _Holder:
         return state
 
 
+def _program_of(stage: StageSpec) -> tuple[list[StageSpec], StageSpec | None]:
+    """A chain's transforms (its program's functions, in order) and its sink, if it ends in one."""
+    functions = [m for m in (stage, *stage.chain) if m.kind is StageKind.TRANSFORM]
+    sink = stage.chain[-1] if stage.chain and stage.chain[-1].kind is StageKind.SINK else None
+    return functions, sink
+
+
 def _compose(program: list[Callable[[Any], Any]]) -> Callable[[Any], Any]:
     def run(df: Any) -> Any:
         for step in program:
             df = step(df)
         return df
     return run
+
+
+def _snapshot(runner: TaskRunner, snapshots: SidecarClient, epoch: int) -> None:
+    """Snapshot every state of this process for checkpoint ``epoch``, reported on the snapshot connection."""
+
+    def report(snaps: list[dict[str, Any]]) -> None:
+        snapshots.call("snapshot_done", {"epoch": epoch, "snapshots": snaps})
+
+    def failed(error: str) -> None:
+        snapshots.call("snapshot_failed", {"epoch": epoch, "error": error})
+
+    runner.snapshot(epoch, report, failed)
 
 
 def _sidecar_address(work_dir: Path, timeout_s: float = 60) -> str:
@@ -428,33 +488,31 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> Non
             sidecar.call("opened", {})
             log.info("opened", extra={"worker": worker, "boundary": reply["open"]["boundary"]})
             continue
-        if "checkpoint" in reply:  # before the first task of a newer epoch (see worker/epochs.py)
-            epoch = int(reply["checkpoint"])
-
-            def report(snaps: list[dict[str, Any]], epoch: int = epoch) -> None:
-                snapshots.call("snapshot_done", {"epoch": epoch, "snapshots": snaps})
-
-            def failed(error: str, epoch: int = epoch) -> None:
-                snapshots.call("snapshot_failed", {"epoch": epoch, "error": error})
-
-            runner.snapshot(epoch, report, failed)
-        task = Task.from_json(reply["task"])
+        group = reply.get("group", [reply])  # tasks of one stage and step handed out together
+        for item in group:
+            if "checkpoint" in item:  # before the first task of a newer epoch (see worker/epochs.py)
+                _snapshot(runner, snapshots, int(item["checkpoint"]))
+        items = [(Task.from_json(r["task"]), r["inputs"], r.get("watermarks")) for r in group]
         started = time.monotonic()
         try:
-            result = runner.run(task, reply["inputs"], reply.get("watermarks"))
+            results = runner.run_group(items)
         except Fenced as exc:
-            log.error("fenced", extra={"task": task.id, "error": str(exc)})
+            log.error("fenced", extra={"tasks": [t.id for t, _, _ in items], "error": str(exc)})
             continue
         except Exception as exc:
+            task = items[0][0]
             user = user_errors.describe(exc, runner.graph.stage(task.stage).members, module, code_dir)
             error = str(user) if user is not None else one_line(exc)
             log.exception("task failed", extra={"task": task.id, "error": error})  # the traceback: here
-            sidecar.call("task_failed", {"id": task.id, "error": error,
-                                         **({"user": user.to_json()} if user is not None else {})})
+            for failed, _, _ in items:
+                sidecar.call("task_failed", {"id": failed.id, "error": error,
+                                             **({"user": user.to_json()} if user is not None else {})})
             continue
-        sidecar.call("task_done", result)
-        log.info("task done", extra={"task": task.id, "seconds": round(time.monotonic() - started, 4),
-                                     "rows_in": result["rows_in"], "outputs": len(result["outputs"])})
+        seconds = round((time.monotonic() - started) / len(items), 4)
+        for (task, _, _), result in zip(items, results):
+            sidecar.call("task_done", result)
+            log.info("task done", extra={"task": task.id, "seconds": seconds, "rows_in": result["rows_in"],
+                                         "outputs": len(result["outputs"]), "group": len(items)})
     runner.close()
     spark.stop()
 

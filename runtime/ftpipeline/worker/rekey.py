@@ -5,7 +5,8 @@ upstream hash edge sends it, and that edge routes by Spark's own Murmur3
 ``hash`` (``dataflow/partition.py``). Re-partitioning with anything else
 would put a key in one channel while its next rows arrive at another. So
 the keys of each old snapshot go through the same ``pmod(hash(keys), n)``
-in Spark, and the rows whose result is this channel's index are put into a
+(``partition.channels_of``: numpy, or Spark for the key types only it
+hashes), and the rows whose result is this channel's index are put into a
 new state (``checkpoint/rescale.py`` says which snapshots and which n).
 """
 
@@ -18,24 +19,10 @@ import pyarrow.compute as pc
 
 from ftpipeline.checkpoint.rescale import Rescaled
 from ftpipeline.checkpoint.storage import CheckpointStorage
-from ftpipeline.dataflow.frames import to_dataframe
+from ftpipeline.dataflow.partition import channels_of
 from ftpipeline.lineage.naming import Channel
 from ftpipeline.state.backend import KeyedState, StateBackend
 from ftpipeline.state.snapshots import read_rows
-
-_ROW = "__ftp_row"
-
-
-def targets(spark: Any, table: pa.Table, keys: list[str], parallelism: int) -> pa.Array:
-    """The channel (of ``parallelism``) each row of ``table`` belongs to, in row order."""
-    from pyspark.sql import functions as F
-
-    numbered = table.select(keys).append_column(_ROW, pa.array(range(table.num_rows), pa.int64()))
-    df = to_dataframe(spark, numbered)
-    out = df.select(F.col(_ROW), F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(parallelism)).alias("c")).toArrow()
-    order = pc.sort_indices(out[_ROW])
-    return pc.take(out["c"], order).combine_chunks()
-
 
 def restore_rescaled(spark: Any, backend: StateBackend, storage: CheckpointStorage, channel: Channel,
                      rescaled: Rescaled, keys: list[str], step: int, index: str | None) -> KeyedState | None:
@@ -49,7 +36,7 @@ def restore_rescaled(spark: Any, backend: StateBackend, storage: CheckpointStora
             if not batch.num_rows:
                 continue
             table = pa.Table.from_batches([batch], schema=schema)
-            routed = targets(spark, table, list(rescaled.keys), rescaled.parallelism)
+            routed = channels_of(spark, table, rescaled.keys, rescaled.parallelism)
             mine = table.filter(pc.equal(routed, channel.index))
             if mine.num_rows:
                 if state is None:

@@ -13,7 +13,10 @@ in a separate process that never runs user code. It
   readable locally (``inputs.py``). It looks again when something may have
   made one ready — new tasks (the coordinator's ``step`` and ``wake``), a
   completion here, or one announced by another worker (pub/sub,
-  ``background.py``) — and otherwise only every ``SAFETY_POLL_S``;
+  ``background.py``) — and otherwise only every ``SAFETY_POLL_S``; the
+  ready tasks of one stage and step that run user functions are handed out
+  together, for one Spark job (``dataflow/plans.py``'s ``run_many``), each
+  still recorded as its own task;
 - takes part in checkpoints (``epochs.py``): stamps vector clocks on outputs,
   asks the Spark process to snapshot its state before the first task of a
   newer epoch, saves in-flight inputs, reports deficits;
@@ -67,7 +70,7 @@ from ftpipeline.lineage.tables import Completion, LineageTables
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.metrics import WorkerMetrics
 from ftpipeline.spec.load import for_user_code, worker_spec
-from ftpipeline.spec.model import PipelineSpec
+from ftpipeline.spec.model import PipelineSpec, StageKind
 from ftpipeline.worker.buffer import ObjectBuffer, read_ipc, write_ipc
 from ftpipeline.worker.checkpoint_files import CheckpointFiles
 from ftpipeline.worker.epochs import EpochKeeper
@@ -97,6 +100,16 @@ class WorkerState(str, enum.Enum):
 def _priority(graph: Graph, task: Task) -> tuple[int, int, int, int]:
     # rebuilds first (they unblock a channel), then older steps, then topological order
     return (0 if task.kind is TaskKind.REBUILD else 1, task.step, graph.rank(task.stage), task.channel)
+
+
+def _groups_with(graph: Graph, first: Task, task: Task) -> bool:
+    """May ``task`` run in one Spark job with ``first`` (``Plans.run_many``)? Tasks of the same stage,
+    step and epoch, each a source or a transform whose chain runs user functions, not a recovery's."""
+    stage = graph.stage(first.stage)
+    return (task.stage == first.stage and task.step == first.step and task.epoch == first.epoch
+            and task.kind is first.kind and task.kind in (TaskKind.SOURCE, TaskKind.TRANSFORM)
+            and not task.recovery and not first.recovery
+            and any(m.kind is StageKind.TRANSFORM for m in stage.members))
 
 
 class Sidecar:
@@ -428,6 +441,8 @@ class Sidecar:
                 self._set_state(WorkerState.OPEN, self._step)
 
     def _pick(self) -> dict[str, Any] | None:
+        """The next ready task; with it, every other ready task it may share a Spark job with
+        (``_groups_with``), as ``{"group": [...]}``."""
         assert self.graph is not None
         if self.fenced is not None:
             return None
@@ -437,26 +452,41 @@ class Sidecar:
         if self._chaos is not None:  # fault injection: deliver messages late and out of order
             self._chaos[0].shuffle(candidates)
             time.sleep(self._chaos[0].uniform(0, self._chaos[1]))
+        picked: list[dict[str, Any]] = []
         for task in candidates:
-            if task.kind is TaskKind.AGGREGATE and self._state_steps.get(task.ref) != task.step - 1:
+            if picked and not _groups_with(graph, Task.from_json(picked[0]["task"]), task):
                 continue
-            names = [o.key() for o in graph.inputs_of(task)]
-            inputs = self.inputs.resolve(names)
-            if inputs is None:
-                continue
-            with self._cv:
-                if self._queue.pop(task.id, None) is None:
-                    continue
-                self._running[task.id] = [n for n, p, _ in inputs if Path(p).parent == self.buffer.cache]
-                if task.kind is TaskKind.REBUILD:
-                    self._state_steps.pop(task.ref, None)
-                reply: dict[str, Any] = {"task": task.to_json(), "inputs": inputs}
-                if not task.recovery:
-                    reply.update(self._consume(task, names, inputs))
-            if graph.on_event_time(task.stage):  # the watermark of each step it runs (eventtime/)
-                reply["watermarks"] = self.store.watermarks(task.steps)
-            return reply
-        return None
+            reply = self._hand_out(task)
+            if reply is not None:
+                picked.append(reply)
+                if not _groups_with(graph, task, task):
+                    break
+        if len(picked) > 1:
+            return {"group": picked}
+        return picked[0] if picked else None
+
+    def _hand_out(self, task: Task) -> dict[str, Any] | None:
+        """``task`` taken from the queue for the Spark process, if it is ready (its inputs readable here)."""
+        assert self.graph is not None
+        graph = self.graph
+        if task.kind is TaskKind.AGGREGATE and self._state_steps.get(task.ref) != task.step - 1:
+            return None
+        names = [o.key() for o in graph.inputs_of(task)]
+        inputs = self.inputs.resolve(names)
+        if inputs is None:
+            return None
+        with self._cv:
+            if self._queue.pop(task.id, None) is None:
+                return None
+            self._running[task.id] = [n for n, p, _ in inputs if Path(p).parent == self.buffer.cache]
+            if task.kind is TaskKind.REBUILD:
+                self._state_steps.pop(task.ref, None)
+            reply: dict[str, Any] = {"task": task.to_json(), "inputs": inputs}
+            if not task.recovery:
+                reply.update(self._consume(task, names, inputs))
+        if graph.on_event_time(task.stage):  # the watermark of each step it runs (eventtime/)
+            reply["watermarks"] = self.store.watermarks(task.steps)
+        return reply
 
     def _consume(self, task: Task, names: list[str], inputs: list[list[Any]]) -> dict[str, Any]:
         """The checkpoint algorithm at task start (see ``epochs.py``); called under the lock."""

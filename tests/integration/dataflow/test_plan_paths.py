@@ -162,3 +162,46 @@ def test_types_the_scan_does_not_take_call_the_functions_on_their_rows(spark: An
     for _ in range(2):
         assert plans.run("decimal", fn, table).column("double").to_pylist() == [2, 4]
     assert len(calls) == 2
+
+
+# --- several tasks in one job (Plans.run_many) ---------------------------------------------------
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parts=st.lists(rows, min_size=2, max_size=4))
+def test_tasks_run_together_get_what_each_gets_alone(spark: Any, plans: Plans, parts: list[list[tuple[Any, ...]]]) -> None:
+    tables = [_table(p) for p in parts]
+    together = plans.run_many("typed", program, tables)
+    assert together is not None and len(together) == len(tables)
+    for ours, table in zip(together, tables):
+        _same(ours, program(to_dataframe(spark, table)).toArrow())
+
+
+def test_explode_is_row_wise_and_each_row_returns_to_its_task(spark: Any, tmp_path: Path) -> None:
+    from pyspark.sql import functions as F
+
+    plans = Plans(spark, tmp_path / "scan")
+
+    def twice(df: Any) -> Any:
+        return df.withColumn("copy", F.explode(F.array(F.lit(1), F.lit(2)))).filter(F.col("x") != 0).select("x", "copy")
+    for step in range(3):
+        tables = [_x(*range(step, step + 3)), _x(), _x(10 + step)]
+        outs = plans.run_many("explode", twice, tables)
+        assert outs is not None
+        assert [t.to_pylist() for t in outs] == [twice(to_dataframe(spark, t)).toArrow().to_pylist() for t in tables]
+
+
+def test_a_program_that_is_not_row_wise_is_not_grouped(spark: Any, tmp_path: Path) -> None:
+    """Rows of an aggregate, a sort, a limit, a distinct or a Python UDF cannot be traced to one input file."""
+    from pyspark.sql import functions as F
+
+    plus_one = F.udf(lambda x: x + 1, "long", useArrow=False)
+    plans = Plans(spark, tmp_path / "scan")
+    calls, counted = _counted()
+    assert plans.run_many("counted", counted, [_x(1), _x(2)]) is not None
+    not_row_wise = {"aggregate": lambda df: df.groupBy("x").count(), "sort": lambda df: df.sort("x"),
+                    "limit": lambda df: df.limit(1), "distinct": lambda df: df.distinct(),
+                    "udf": lambda df: df.withColumn("y", plus_one("x")), "union": lambda df: df.union(df)}
+    for name, fn in not_row_wise.items():
+        for _ in range(2):  # the second time, the template remembers
+            assert plans.run_many(name, fn, [_x(1, 2), _x(2)]) is None, name
+    assert plans.run_many("counted", counted, [_x(3), _x(4)]) is not None and len(calls) == 1
