@@ -22,7 +22,8 @@ Workloads (``bench/vs_spark_workloads.py``), each at every ``--sizes`` rows per 
   a hash-partitioned edge (a shuffle) before every stage after the source.
 
 Besides throughput and step latency, each run's start-up: from the process start to the first
-output file visible in a sink (polled every 20 ms), on both sides.
+output file visible in a sink (polled every 20 ms), on both sides; and where a step's time goes
+on each side (``bench/breakdown.py``).
 
 Equal input: every step's rows are written once as files, one per source channel, so that
 ftpipeline's file source reads step k's files in step k and SS (``maxFilesPerTrigger``)
@@ -76,6 +77,7 @@ from rich.table import Table
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
+import breakdown  # noqa: E402
 import vs_spark_workloads as wl  # noqa: E402
 
 from ftpipeline.obs.spans import busy_seconds, step_spans  # noqa: E402
@@ -93,6 +95,7 @@ class Side:
     busy: float
     out_rows: dict[str, int]
     startup: float  # process start -> first output visible, s
+    detail: dict[str, Any]  # ours: the summary; SS: every query's progress reports (bench/breakdown.py)
 
     @property
     def rate(self) -> float:
@@ -112,6 +115,8 @@ class Row:
     ours_startup_s: float
     spark_startup_s: float
     same_output: bool
+    ours_phases: dict[str, float]
+    spark_phases: dict[str, float]
 
     @property
     def throughput_ratio(self) -> float:
@@ -192,7 +197,8 @@ def run_ours(pipeline: Path, work: Path, rows_per_step: int, warmup: int, extra:
     summary = json.loads((work / "summary.json").read_text())
     spans = step_spans(summary["commit_at"], summary["step_seconds"])[warmup:]
     seconds = [end - start for start, end in spans]
-    return Side(rows_per_step * len(spans), seconds, busy_seconds(spans), out_rows(work / "out"), startup or float("nan"))
+    return Side(rows_per_step * len(spans), seconds, busy_seconds(spans), out_rows(work / "out"), startup or float("nan"),
+                summary)
 
 
 def batches(reports: list[dict[str, Any]]) -> dict[int, tuple[float, float]]:
@@ -209,13 +215,15 @@ def run_spark(pipeline: Path, work: Path, rows_per_step: int, warmup: int, cores
     result = work / "progress.json"
     startup = command(spark_command(pipeline, work, cores, result, java_options), "Spark Structured Streaming",
                       watch=work / "out")
-    queries = [batches(r) for r in json.loads(result.read_text()).values()]
+    reports = json.loads(result.read_text())
+    queries = [batches(r) for r in reports.values()]
     ids = sorted(set.intersection(*(set(q) for q in queries)))[warmup:]
     # a step's latency: the longest of its queries' batch k (they run side by side, each at its own
     # pace, so batch k of one may start long after the other's: a span across them would count that)
     latencies = [max(q[i][1] - q[i][0] for q in queries) for i in ids]
     every = [q[i] for q in queries for i in ids]
-    return Side(rows_per_step * len(ids), latencies, busy_seconds(every), out_rows(work / "out"), startup or float("nan"))
+    return Side(rows_per_step * len(ids), latencies, busy_seconds(every), out_rows(work / "out"), startup or float("nan"),
+                reports)
 
 
 # --- the comparison -----------------------------------------------------------------------
@@ -254,7 +262,8 @@ def compare(workload: str, size: int, data: Path, tmp: Path, args: argparse.Name
     return Row(workload, size, statistics.median(o.rate for o in ours), statistics.median(s.rate for s in spark),
                1000 * percentile(o_lat, 0.5), 1000 * percentile(o_lat, 0.99),
                1000 * percentile(s_lat, 0.5), 1000 * percentile(s_lat, 0.99),
-               statistics.median(o.startup for o in ours), statistics.median(s.startup for s in spark), same)
+               statistics.median(o.startup for o in ours), statistics.median(s.startup for s in spark), same,
+               breakdown.ours([o.detail for o in ours]), breakdown.spark([s.detail for s in spark], args.warmup))
 
 
 def table(rows: list[Row], args: argparse.Namespace) -> Table:
@@ -284,6 +293,7 @@ def throughput(args: argparse.Namespace, console: Console, tmp: Path) -> list[di
                 wl.write_input(workload, inputs[kind], size, args.steps, args.parallelism)
             rows.append(compare(workload, size, inputs[kind], tmp, args, console))
     console.print(table(rows, args))
+    console.print(breakdown.table([(r.workload, r.rows_per_step, r.ours_phases, r.spark_phases) for r in rows]))
     if not all(r.same_output for r in rows):
         console.print("[red]rows out differ between the sides in some row: the input or the logic is not equal[/red]")
     return [asdict(r) | {"throughput_ratio": r.throughput_ratio, "latency_ratio": r.latency_ratio} for r in rows]

@@ -97,5 +97,6 @@ def result_json(result: RunResult) -> dict[str, Any]:
         "outages": result.outages,
         "buffers": result.buffers,
         "commit_at": result.commit_at,
+        "phases": result.phases,
         "recoveries": [{**r.summary(), "to_commit_seconds": r.to_commit_seconds} for r in result.recoveries],
     }

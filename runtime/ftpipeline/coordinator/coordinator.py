@@ -71,6 +71,7 @@ from ftpipeline.coordinator.members import Members
 from ftpipeline.coordinator.offsets import SourceOffsets
 from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.release import release_committed
+from ftpipeline.obs.phases import StepPhases
 from ftpipeline.coordinator.trigger import Reason, StepTrigger
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.eventtime.columns import END_OF_INPUT
@@ -131,6 +132,7 @@ class RunResult:
     late_records: int = 0                                         # each record behind the watermark once
     watermark: int | None = None                                  # the last step's (eventtime/), us
     rollbacks: list[RecoveryRecord] = field(default_factory=list)  # rolled back by itself (Redis came back empty)
+    phases: dict[str, Any] = field(default_factory=dict)          # where a step's time goes (obs/phases.py)
 
 
 class Coordinator:
@@ -220,6 +222,7 @@ class Coordinator:
         self._commit_at: list[float] = []
         self._replay_until = 0        # steps up to this one are re-run after a rollback
         self._recomputed_rows = 0     # rows read again by recovery: re-run tasks and replayed steps
+        self.phases = StepPhases()    # where a step's time goes (obs/phases.py)
 
     # --- workers -----------------------------------------------------------
     @property
@@ -269,6 +272,8 @@ class Coordinator:
         if kind == "done":
             self.metrics.dead_letters.inc(event.get("dead_new", 0))  # counted once per step, however replayed
             task = self.outstanding.pop(event["id"], None)
+            if task is not None and not event["recovery"]:
+                self.phases.task(task.step, event.get("parts", {}))
             if task is not None:
                 self._tasks_by_worker[event["w"]] = self._tasks_by_worker.get(event["w"], 0) + 1
                 self.last_progress = self.clock()
@@ -304,11 +309,13 @@ class Coordinator:
             admit_newcomer(self, WorkerId(event["w"]))
 
     def lost(self, dead: WorkerId, reason: str = "", how: str = "") -> None:
+        self.phases.forget_open()  # the steps in flight now measure the recovery
         recover(self, dead, reason, how)
 
     def rewind(self, record: RecoveryRecord, manifest: dict[str, Any] | None, gt_last: int) -> None:
         """After a rollback: progress is the cut's boundary; later steps replay from the step log."""
         boundary = record.boundary or 0
+        self.phases.forget_open()
         self._replay_until = max(self._replay_until, self.triggered)
         self.outstanding = {t.id: t for _, t in record.tasks}
         self.committed = self.triggered = boundary
@@ -368,6 +375,7 @@ class Coordinator:
     def _trigger(self, trigger: StepTrigger, step: int, reason: Reason, offsets: dict[Channel, tuple[int, int]],
                  watermark: int | None) -> None:
         now = self.clock()
+        self.phases.mark(step, "trigger", now)
         self.store.record_step(StepRecord(step, offsets, reason.value, watermark))  # before the step runs
         # in the command log while the tasks run; settled before anything else is logged (journal.py)
         self.journal.append_ahead("step-started", step=step, offsets={c.key(): list(o) for c, o in offsets.items()},
@@ -396,6 +404,7 @@ class Coordinator:
         tasks = [replace(t, ckpt=epoch) if t.kind is TaskKind.SOURCE else t for t in self.graph.step_tasks(step, offsets)]
         self.tables.assign([(self.placement[t.ref], t) for t in tasks])
         self.outstanding.update({t.id: t for t in tasks})
+        self.phases.mark(step, "assigned", self.clock())
         rows = sum(hi - lo for lo, hi in offsets.values())
         self._step_started[step], self._step_rows[step] = now, rows
         trigger.stepped(now)
@@ -405,6 +414,7 @@ class Coordinator:
         for w, answer in self.members.call_all(self.workers, "step", {"step": step}).items():
             if isinstance(answer, Exception):  # a worker dying right now is found by the cluster backend
                 log.warning("step call failed", extra={"worker": w, "error": str(answer)})
+        self.phases.mark(step, "sent", self.clock())
         if not self.outstanding or self.last_progress < now - 1:
             self.last_progress = now
 
@@ -417,6 +427,7 @@ class Coordinator:
             if any(t.step <= step for t in self.outstanding.values()):
                 return
             self.journal.append_ahead("step-committed", step=step)  # decided: a restart re-releases it if need be
+            self.phases.mark(step, "done", self.clock())
             self.committed = step
             self._unreleased.append(step)
 
@@ -480,6 +491,7 @@ class Coordinator:
             checkpoints=list(self.ckpt.history),
             buffers=list(self.buffer_samples),
             commit_at=list(self._commit_at),
+            phases=self.phases.summary(),
         )
 
     def check_stop(self) -> None:

@@ -58,8 +58,10 @@ def release_committed(c: Coordinator) -> None:
     if not c._unreleased or c.clock() < c._release_retry_at:
         return
     c.journal.settle()
+    logged = c.clock()
     while c._unreleased:
         step = c._unreleased[0]
+        c.phases.mark(step, "logged", logged)
         if step > c.released:
             if not release(c, step):
                 now = c.clock()
@@ -85,6 +87,8 @@ def release_committed(c: Coordinator) -> None:
         c.metrics.committed.set(step)
         c.metrics.step_seconds.observe(elapsed)
         c.observer.on_step_committed(step, c._step_rows.pop(step, 0), elapsed)
+        c.phases.mark(step, "released", now)
+        c.phases.close(step)
         c.ckpt.released(step)
         c._hand_back()
         if c.sample_every and step % c.sample_every == 0:

@@ -122,10 +122,12 @@ class Plans:
         self._templates: dict[tuple[str, pa.Schema], _Template] = {}
         self._files = 0
         self._made = 0
+        self.jobs = 0  # programs run (Spark jobs), for the step breakdown (obs/phases.py)
         shutil.rmtree(scan_root, ignore_errors=True)
 
     def run(self, key: str, program: Program, table: pa.Table, finish: Callable[[Any], R] = _to_arrow) -> R:
         """``finish`` (by default ``toArrow``) of ``program`` applied to ``table``'s rows."""
+        self.jobs += 1
         if not scannable(table.schema):
             return finish(program(to_dataframe(self.spark, table)))
         slot = (key, table.schema)
@@ -165,12 +167,14 @@ class Plans:
             self._keep(key, template, df, out)
             if template.plan is None:
                 return None
+            self.jobs += 1
             result = out.toArrow()
         elif template.plan is None:
             return None
         else:
             names = self._write(template, tables)
             template.index.refresh()
+            self.jobs += 1
             result = self._execute(template.plan).toArrow()
         return _by_file(result, names)
 

@@ -210,9 +210,23 @@ class TaskRunner:
         """Tasks handed out together (of one stage and step, ``worker/sidecar.py``): each one's own work,
         then their chain's program as one Spark job where it may be (``Plans.run_many``), then each
         one's outputs; one result per task, in order."""
-        heads = [self._head(task, inputs, marks) for task, inputs, marks in items]
+        heads = []
+        for task, inputs, marks in items:
+            started = time.perf_counter()
+            heads.append(self._head(task, inputs, marks))
+            part = "operator" if task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD) else (
+                "write" if task.kind is TaskKind.SINK else "read")
+            heads[-1].parts[part] = time.perf_counter() - started
+        started, jobs = time.perf_counter(), self.plans.jobs
         tables = self._chains([h.task for h in heads], [h.table for h in heads])
-        return [self._finish(h, table) for h, table in zip(heads, tables)]
+        shared = {"spark": (time.perf_counter() - started) / len(heads), "jobs": (self.plans.jobs - jobs) / len(heads)}
+        results = []
+        for head, table in zip(heads, tables):
+            started = time.perf_counter()
+            results.append(self._finish(head, table))
+            head.parts["write"] = head.parts.get("write", 0.0) + time.perf_counter() - started
+            results[-1]["parts"] = {k: round(v, 6) for k, v in (head.parts | shared).items()}  # obs/phases.py
+        return results
 
     def _head(self, task: Task, inputs: list[list[Any]], watermarks: dict[int, int | None] | None) -> _Head:
         """The task's own work before its chain: read, or its operator's step, or its sink's staging."""
@@ -389,6 +403,7 @@ class _Head:
     dead: list[DeadLetter] = field(default_factory=list)
     late: int = 0
     event_max: int | None = None
+    parts: dict[str, float] = field(default_factory=dict)  # seconds per part of its work (obs/phases.py)
 
 
 class _Holder:

@@ -136,6 +136,7 @@ class Sidecar:
         self._readers: dict[str, SourceReader] = {}
         self._queue: dict[str, Task] = {}
         self._running: dict[str, list[str]] = {}  # task id -> cached input names
+        self._record_s = 0.0  # the last completion's lineage write, seconds (obs/phases.py)
         self._state_steps: dict[Channel, int] = {}
         self._keeper = EpochKeeper(worker)
         self._deficits: dict[int, int] = {}       # checkpoint epoch -> deficit at this worker's checkpoint
@@ -375,12 +376,17 @@ class Sidecar:
                 event={"t": "done", "w": self.worker, "id": task.id, "step": task.step, "kind": task.kind.value,
                        "rows_in": rows_in, "rows_out": sum(r for _, r, *_ in body["outputs"]), "recovery": task.recovery,
                        "dead": int(body.get("dead_letters", 0)), "late": int(body.get("late", 0)),
-                       **({"tmax": body["event_max"]} if body.get("event_max") is not None else {})},
+                       **({"tmax": body["event_max"]} if body.get("event_max") is not None else {}),
+                       # the executor's parts of the task, and this sidecar's last lineage write (this one's
+                       # is not known until the event it travels in is written: obs/phases.py)
+                       "parts": {**body.get("parts", {}), "record": round(self._record_s, 6)}},
                 stats=stats,
                 clock=clock.encode(),
                 dead_letters=int(body.get("dead_letters", 0)),
             )
+            recording = time.perf_counter()
             result = self.tables.complete(self.worker, done, lineage=lineage)
+            self._record_s = time.perf_counter() - recording
             for name in self._running.pop(task.id, []):
                 self.buffer.uncache(name)
             if result == 1 and stateful:
