@@ -8,7 +8,8 @@ in the machine's load hits both alike).
     python bench/vs_spark.py [--workloads aggregate six-stage stateless many-channels deep-chain] [--sizes 5000 50000]
                              [--steps 20] [--warmup 3] [--pairs 2] [--parallelism 2] [--json FILE]
                              [--ours-args=--no-chaining] [--ss-java-options=OPTS]
-    python bench/vs_spark.py --recovery [--kills 5] [--kill-step 6] [--sizes 50000] [--checkpoint-every 1]
+    python bench/vs_spark.py --recovery [--kill worker|coordinator] [--kills 5] [--kill-step 6] [--sizes 50000]
+                             [--checkpoint-every 1]
 
 Workloads (``bench/vs_spark_workloads.py``), each at every ``--sizes`` rows per step:
 
@@ -46,6 +47,9 @@ by side, each at its own pace) and the union is the time either was busy.
 --seed K``; the seed picks the worker) and the time to the next commit is the summary's
 ``to_commit_seconds``; SS's driver process (with its JVM) is SIGKILLed once batch S is committed,
 restarted on the same checkpoint, and timed from the kill until the next batch is committed.
+``--kill coordinator``: ftpipeline's comparable fault, ``ftpipeline run`` itself SIGKILLed once step S
+is released (its workers, Redis and ZooKeeper live on), then ``run --resume`` started at once (it
+takes the workers over), timed from the kill until a newer step is released.
 SS writes its state store every batch; ftpipeline checkpoints every ``--checkpoint-every`` steps
 (1 by default, the same durability), so the lost worker's aggregate state is restored from the
 newest snapshot and only the steps after it are recomputed. ``--checkpoint-every 0`` shows lineage
@@ -68,6 +72,7 @@ import time
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow.dataset as ds
@@ -309,6 +314,37 @@ def ours_recovery(pipeline: Path, work: Path, step: int, seed: int) -> float:
     return float(recoveries[0]["to_commit_seconds"])
 
 
+def released(out: Path) -> int:
+    """The newest step ftpipeline's Parquet sink released into ``out`` (0: none)."""
+    steps = [int(d.name.split("=", 1)[1]) for d in out.glob("step=*") if d.is_dir()] if out.is_dir() else []
+    return max(steps, default=0)
+
+
+def wait_released(out: Path, step: int, proc: subprocess.Popen[bytes], timeout_s: float = 900) -> float:
+    return wait_until(lambda: released(out) >= step, proc, f"ftpipeline: step {step} released", timeout_s)
+
+
+def ours_coordinator_recovery(pipeline: Path, work: Path, step: int, sink: str) -> float:
+    """SIGKILL ``ftpipeline run`` itself (its workers, Redis and ZooKeeper live on) once step ``step`` is
+    released, start ``run --resume`` at once, and time until a newer step is released."""
+    out = work / "out" / sink
+    proc = subprocess.Popen(ours_command(pipeline, work), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_released(out, step, proc)
+        seen, killed_at = released(out), time.monotonic()
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        resume = [arg for arg in ours_command(pipeline, work) if arg != "--overwrite"] + ["--resume"]
+        proc = subprocess.Popen(resume, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return wait_released(out, seen + 1, proc) - killed_at
+    finally:
+        try:
+            proc.wait(600)  # the resumed run ends by itself and stops what it took over
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+
+
 def committed(commits: Path) -> int:
     """The newest committed batch id of an SS query (-1: none)."""
     ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
@@ -316,10 +352,15 @@ def committed(commits: Path) -> int:
 
 
 def wait_commit(commits: Path, batch: int, proc: subprocess.Popen[bytes], timeout_s: float = 900) -> float:
+    return wait_until(lambda: committed(commits) >= batch, proc, f"SS: batch {batch} committed", timeout_s)
+
+
+def wait_until(done: Callable[[], bool], proc: subprocess.Popen[bytes], what: str, timeout_s: float) -> float:
+    """Poll every 10 ms until ``done``; the time it was. Fails if ``proc`` ends or the time runs out first."""
     deadline = time.monotonic() + timeout_s
-    while committed(commits) < batch:
+    while not done():
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"SS ended or stalled before batch {batch} was committed (exit {proc.returncode})")
+            raise RuntimeError(f"ended or stalled before {what} (exit {proc.returncode})")
         time.sleep(0.01)
     return time.monotonic()
 
@@ -358,7 +399,9 @@ def recovery(args: argparse.Namespace, console: Console, tmp: Path) -> dict[str,
             work = fresh(tmp / side)
             pipeline = wl.pipeline(work / "pipeline.yaml", "aggregate", data, work / "out", size, steps,
                                    args.parallelism, args.checkpoint_every)
-            if side == "ours":
+            if side == "ours" and args.kill == "coordinator":
+                ours.append(ours_coordinator_recovery(pipeline, work, args.kill_step, "output"))
+            elif side == "ours":
                 ours.append(ours_recovery(pipeline, work, args.kill_step, seed))
             else:
                 spark.append(spark_recovery(pipeline, work, args.parallelism, args.kill_step, "output",
@@ -369,11 +412,14 @@ def recovery(args: argparse.Namespace, console: Console, tmp: Path) -> dict[str,
     t = Table(title=f"recovery, aggregate at {size:,} rows/step: kill at step {args.kill_step}, {args.kills} kills, {every}")
     for column in ("side", "what is killed", "median s to next commit", "each (s)"):
         t.add_column(column)
-    t.add_row("ftpipeline", "one worker (seeded), mid-step", f"{m_ours:.2f}", " ".join(f"{x:.2f}" for x in ours))
+    what = ("ftpipeline run itself (SIGKILL), then run --resume" if args.kill == "coordinator"
+            else "one worker (seeded), mid-step")
+    t.add_row("ftpipeline", what, f"{m_ours:.2f}", " ".join(f"{x:.2f}" for x in ours))
     t.add_row("Spark SS", "the driver + JVM, batch committed", f"{m_spark:.2f}", " ".join(f"{x:.2f}" for x in spark))
     console.print(t)
     console.print(f"ratio ours÷SS: {m_ours / m_spark:.2f}")
     return {"rows_per_step": size, "kill_step": args.kill_step, "checkpoint_every": args.checkpoint_every,
+            "kill": args.kill,
             "ours_seconds": ours, "spark_seconds": spark,
             "ours_median": m_ours, "spark_median": m_spark, "ratio": m_ours / m_spark}
 
@@ -390,6 +436,10 @@ def main() -> None:
     parser.add_argument("--recovery", action="store_true", help="compare recovery instead (aggregate workload, "
                                                                 "the last --sizes value)")
     parser.add_argument("--kills", type=int, default=5)
+    parser.add_argument("--kill", choices=("worker", "coordinator"), default="worker",
+                        help="--recovery: what ftpipeline loses: one worker (its recovery), or the coordinator "
+                             "(ftpipeline run SIGKILLed once step --kill-step is released, then run --resume, "
+                             "which takes over the workers it left running)")
     parser.add_argument("--kill-step", type=int, default=6)
     parser.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
                         help="--recovery: ftpipeline checkpoints every N steps, as SS keeps its state every batch "

@@ -192,7 +192,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                            master_for_process(spec.spark_master, spec.workers),
                            spark_settings(dict(spec.spark_conf), spec.uses_delta),
                            zookeeper=session.zookeeper if session.commands is not None else None,
-                           heartbeat_timeout_ms=spec.heartbeat_timeout_ms, tls=not args.plaintext_workers)
+                           heartbeat_timeout_ms=spec.heartbeat_timeout_ms, tls=not args.plaintext_workers,
+                           adopt=resuming)  # workers a killed run left running are taken over
     private = spec.redis_url is None
     console.print(f"[bold]{spec.name}[/bold]: {len(spec.stages)} stages, {spec.workers} workers, "
                   f"Redis {'embedded' if private else redacted(session.redis_url)}, logs in {run_dir}")

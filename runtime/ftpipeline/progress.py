@@ -67,6 +67,14 @@ class LocalObserver(Observer):
         """One line, with the time (printed above the progress bar while there is one)."""
         self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {text}")
 
+    def on_workers_kept(self, workers: list[WorkerId], why_not: str | None) -> None:
+        if why_not is None:
+            self._line(f"taking over the workers the earlier run left running ({', '.join(workers)}): no new "
+                       "JVM, they reopen the newest checkpoint")
+        else:
+            self._line(f"[yellow]not taking over the workers the earlier run left running[/yellow] "
+                       f"({', '.join(workers)}): {why_not}; starting new ones")
+
     def on_worker_lost(self, worker: WorkerId, how: str = "") -> None:
         self._line(f"[red]worker {worker} lost[/red]" + (f", found by {how}" if how else "")
                          + ": planning its recovery")

@@ -6,11 +6,18 @@ as a pod deletion would. A worker is reported lost when either process exits;
 the survivor of the pair is then killed too, so a half-worker never lingers.
 Losses are noticed by polling the processes every few milliseconds.
 
-Each worker's process group id is written to ``workers/<w>/pgid``. A
-coordinator that was killed leaves its workers running; the next one (a
-resume) kills those groups before it starts its own, so two incarnations of
-``w0`` never share a buffer directory. (They would be fenced off anyway: a
-new run dissolves the ring and resets who may commit.)
+Each worker's process group id is written to ``workers/<w>/pgid`` (and its
+Spark process's pid to ``epid``). A coordinator that was killed leaves its
+workers running. The next one, a resume (``adopt``), keeps those still
+running — with the credentials in ``tls/`` they were started with — so the
+coordinator takes them over as an operator takes over the pods of the one
+before it (``coordinator/admission.py``): no JVM starts again, and a
+coordinator loss costs about what a worker loss does. It can only watch
+them, not wait for them (they are not its children): one that ends is
+found by its pid no longer running. A fresh run kills those groups before
+it starts its own, so two incarnations of ``w0`` never share a buffer
+directory. (They would be fenced off anyway: a new run dissolves the ring
+and resets who may commit.)
 """
 
 from __future__ import annotations
@@ -27,23 +34,53 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftpipeline.cluster.base import ClusterBackend
-from ftpipeline.embedded.orphans import reap, record
+from ftpipeline.embedded.orphans import alive, reap, record, running
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.worker import exits
-from ftpipeline.worker.tls import generate as issue
+from ftpipeline.worker.tls import Credentials, generate as issue, load as load_credentials
 
 log = logging.getLogger("ftpipeline.cluster.local")
 
 
 @dataclass
 class _Worker:
-    sidecar: subprocess.Popen[bytes]
-    executor: subprocess.Popen[bytes]
+    """A worker's two processes: started here (``Popen``), or adopted from an earlier run (pids only)."""
+
+    pids: tuple[int, int]  # sidecar (its group's id), Spark process
+    sidecar: subprocess.Popen[bytes] | None = None
+    executor: subprocess.Popen[bytes] | None = None
     reported: bool = False
 
     @property
     def pgid(self) -> int:
-        return self.sidecar.pid
+        return self.pids[0]
+
+    @property
+    def adopted(self) -> bool:
+        return self.sidecar is None or self.executor is None
+
+    def ended(self) -> bool:
+        """Has either process ended?"""
+        if self.sidecar is None or self.executor is None:
+            return not (running(self.pids[0]) and running(self.pids[1]))
+        return self.sidecar.poll() is not None or self.executor.poll() is not None
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait until both ended (False: not within ``timeout_s``)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        for proc, pid in ((self.executor, self.pids[1]), (self.sidecar, self.pids[0])):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if proc is not None:
+                try:
+                    proc.wait(left)
+                except subprocess.TimeoutExpired:
+                    return False
+                continue
+            while running(pid):
+                if deadline is not None and time.monotonic() > deadline:
+                    return False
+                time.sleep(0.02)
+        return True
 
 
 def _signal(returncode: int) -> str:
@@ -67,6 +104,7 @@ class LocalCluster(ClusterBackend):
         zookeeper: str | None = None,
         heartbeat_timeout_ms: int = 6000,
         tls: bool = True,
+        adopt: bool = False,
     ) -> None:
         self.run_dir = run_dir
         self.pipeline = pipeline
@@ -78,15 +116,38 @@ class LocalCluster(ClusterBackend):
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
         self.workers: dict[WorkerId, _Worker] = {}
         self.zombies: set[WorkerId] = set()  # paused as zombies: a kill does not reach them
-        self.reap_orphans()
         # issued per run, readable by this user alone; the Spark processes are not told where they are.
-        # Without (``ftpipeline run --plaintext-workers``): plain gRPC, to measure what TLS costs.
-        self.credentials = issue(pipeline) if tls else None
+        # Without (``ftpipeline run --plaintext-workers``): plain gRPC, to measure what TLS costs. Workers
+        # kept from a killed run keep theirs.
+        self.credentials = self._adopt_orphans(tls) if adopt else None
+        self.reap_orphans(keep=set(self.workers))
+        if not self.workers:
+            self.credentials = issue(pipeline) if tls else None
         self.tls_dir = self.credentials.write(run_dir / "tls") if self.credentials else None
 
-    def reap_orphans(self) -> int:
-        """Kill the process groups of workers a killed coordinator left behind; returns how many."""
-        reaped = sum(reap(f, b"ftpipeline.worker", group=True) for f in (self.run_dir / "workers").glob("*/pgid"))
+    def _adopt_orphans(self, tls: bool) -> Credentials | None:
+        """Keep the workers a killed coordinator left running, with the credentials they were given; none
+        kept if those cannot be read (they are then reaped)."""
+        for pgid_file in sorted((self.run_dir / "workers").glob("*/pgid")):
+            sidecar = alive(pgid_file, b"ftpipeline.worker.server")
+            executor = alive(pgid_file.parent / "epid", b"ftpipeline.worker.executor")
+            if sidecar is not None and executor is not None:
+                self.workers[WorkerId(pgid_file.parent.name)] = _Worker((sidecar, executor))
+        if not self.workers or not tls:
+            return None
+        try:
+            return load_credentials(self.run_dir / "tls")
+        except OSError as exc:
+            log.warning("workers left running not kept: their credentials cannot be read",
+                        extra={"workers": sorted(self.workers), "error": str(exc)})
+            self.workers = {}
+            return None
+
+    def reap_orphans(self, keep: set[WorkerId] | None = None) -> int:
+        """Kill the process groups of workers a killed coordinator left behind (but those in ``keep``);
+        returns how many."""
+        reaped = sum(reap(f, b"ftpipeline.worker", group=True) for f in (self.run_dir / "workers").glob("*/pgid")
+                     if f.parent.name not in (keep or set()))
         if reaped:
             log.warning("killed workers a previous coordinator left running", extra={"workers": reaped})
         return reaped
@@ -116,8 +177,9 @@ class LocalCluster(ClusterBackend):
                  "--spark-master", self.spark_master, "--spark-conf", json.dumps(self.spark_conf)],
                 stdout=elog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=sidecar.pid, env=env,
             )
-        self.workers[worker] = _Worker(sidecar, executor)
+        self.workers[worker] = _Worker((sidecar.pid, executor.pid), sidecar, executor)
         record(wdir / "pgid", sidecar.pid)
+        record(wdir / "epid", executor.pid)
 
     def _killpg(self, w: _Worker, sig: int) -> None:
         try:
@@ -142,24 +204,24 @@ class LocalCluster(ClusterBackend):
         for wid, w in self.workers.items():
             if w.reported:
                 continue
-            if w.sidecar.poll() is not None or w.executor.poll() is not None:
+            if w.ended():
                 self._killpg(w, signal.SIGKILL)
-                w.sidecar.wait()
-                w.executor.wait()
+                w.wait()
                 w.reported = True
                 gone.append(wid)
         return gone
 
     def running(self) -> list[WorkerId]:
-        """The workers this backend started that still run (a fresh backend has none: the workers a
-        killed ``ftpipeline run`` left behind were reaped, their state may be anything)."""
-        return sorted(w for w, p in self.workers.items()
-                      if not p.reported and p.sidecar.poll() is None and p.executor.poll() is None)
+        """The workers this backend started or adopted (a resume keeps those a killed ``ftpipeline run``
+        left running) that still run."""
+        return sorted(w for w, p in self.workers.items() if not p.reported and not p.ended())
 
     def why(self, worker: WorkerId) -> str:
         w = self.workers.get(worker)
         if w is None:
             return "never started"
+        if w.sidecar is None or w.executor is None:
+            return f"ended (kept from an earlier run, so its exit code is not known here); its logs are in {self.worker_dir(worker)}"
         codes = [f"{name} exited with code {p.returncode}" if p.returncode >= 0 else f"{name} killed by {_signal(p.returncode)}"
                  for name, p in (("sidecar", w.sidecar), ("executor", w.executor)) if p.returncode is not None]
         where = self.worker_dir(worker)
@@ -167,13 +229,14 @@ class LocalCluster(ClusterBackend):
 
     def cannot_run(self, worker: WorkerId) -> str | None:
         w = self.workers.get(worker)
-        if w is None or w.executor.returncode != exits.CANNOT_RUN:
+        if w is None or (w.executor is not None and w.executor.returncode != exits.CANNOT_RUN):
+            return None
+        if w.executor is None and not (self.worker_dir(worker) / exits.REASON_FILE).exists():
             return None
         return exits.reason(self.worker_dir(worker))
 
     def pids(self, worker: WorkerId) -> tuple[int, int]:
-        w = self.workers[worker]
-        return w.sidecar.pid, w.executor.pid
+        return self.workers[worker].pids
 
     def stop(self, grace_s: float = 10.0) -> None:
         for w in self.workers.values():
@@ -181,9 +244,6 @@ class LocalCluster(ClusterBackend):
             self._killpg(w, signal.SIGCONT)  # a stopped worker could not act on SIGTERM
         deadline = time.monotonic() + grace_s
         for w in self.workers.values():
-            for p in (w.executor, w.sidecar):
-                try:
-                    p.wait(max(0.0, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    self._killpg(w, signal.SIGKILL)
-                    p.wait()
+            if not w.wait(max(0.0, deadline - time.monotonic())):
+                self._killpg(w, signal.SIGKILL)
+                w.wait()

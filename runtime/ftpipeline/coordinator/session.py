@@ -9,7 +9,8 @@ coordinator can open the newest one every worker has and replay the steps
 after it, with the offsets the command log recorded.
 
     (none) --open_session(resuming=False)--> FRESH (history cleared)
-    (none) --open_session(resuming=True)-->  RESUMING (checkpoints and step log kept)
+    (none) --open_session(resuming=True)-->  RESUMING (checkpoints and step log kept; a private Redis
+                                             and ZooKeeper a killed run left serving are kept)
     FRESH | RESUMING --close()--> CLOSED (private servers stopped)
 """
 
@@ -31,6 +32,7 @@ from ftpipeline.commandlog.zklog import CommandLog, base_path
 from ftpipeline.control.redisclient import connect as redis_connect
 from ftpipeline.control.redisclient import reachable as redis_reachable
 from ftpipeline.control.store import RunStore
+from ftpipeline.embedded.private import write_private
 from ftpipeline.embedded.redis import EmbeddedRedis
 from ftpipeline.embedded.zookeeper import EmbeddedZooKeeper
 from ftpipeline.lineage.tables import LineageTables
@@ -76,7 +78,9 @@ def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = 
         if url is None:
             if private_dir is None:
                 raise ValueError("no Redis address (spec.redis.url) and no place for a private Redis")
-            embedded = EmbeddedRedis(private_dir / "redis").start()
+            embedded = EmbeddedRedis(private_dir / "redis")
+            if not (resuming and embedded.adopt()):  # a resume keeps what a killed run left serving
+                embedded.start()
             private.append(embedded)
             url = embedded.url
         redis_reachable(url)
@@ -95,7 +99,7 @@ def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = 
             if connect is None:
                 if private_dir is None:
                     raise ValueError("no ZooKeeper address (spec.zookeeper.connect) and no place for a private one")
-                connect = _private_zookeeper(private_dir / "zookeeper", spec.store_key, private)
+                connect = _private_zookeeper(private_dir / "zookeeper", spec.store_key, private, resuming)
             session.zookeeper = connect
             session.zk = zk_connect(connect, timeout_s=10.0)
             session.pointer = CheckpointPointer(session.zk, spec.store_key)
@@ -113,11 +117,19 @@ def open_session(spec: PipelineSpec, resuming: bool, private_dir: Path | None = 
         raise
 
 
-def _private_zookeeper(directory: Path, store_key: str, private: list[EmbeddedRedis | EmbeddedZooKeeper]) -> str:
+def _private_zookeeper(directory: Path, store_key: str, private: list[EmbeddedRedis | EmbeddedZooKeeper],
+                       resuming: bool = False) -> str:
     """Start a ZooKeeper for this run alone: on the loopback interface, its super user's password and the
-    pipeline's made up now (a restart or a resume re-owns every znode with new ones), every znode readable
-    and writable by the pipeline's identity alone (``zkaccess.grant``). Returns the pipeline's connect
-    string, credentials included: it reaches the sidecars through their environment only."""
+    pipeline's made up now (a restart re-owns every znode with new ones), every znode readable and writable
+    by the pipeline's identity alone (``zkaccess.grant``). Returns the pipeline's connect string, credentials
+    included: it reaches the sidecars through their environment only, and a file only its owner reads,
+    from which a resume (``resuming``) that finds the server a killed run left still serving keeps it and
+    its credentials, as the workers it takes over know them."""
+    server = EmbeddedZooKeeper(directory)
+    kept = directory / "pipeline.connect"
+    if resuming and kept.exists() and server.adopt():
+        private.append(server)
+        return kept.read_text()
     super_password, password = secrets.token_urlsafe(18), secrets.token_urlsafe(18)
     server = EmbeddedZooKeeper(directory, super_digest=zkaccess.super_digest(super_password)).start()
     private.append(server)
@@ -128,4 +140,6 @@ def _private_zookeeper(directory: Path, store_key: str, private: list[EmbeddedRe
     finally:
         admin.stop()
         admin.close()
-    return str(ConnectString(hosts, (user, password)))
+    connect = str(ConnectString(hosts, (user, password)))
+    write_private(kept, connect.encode())
+    return connect

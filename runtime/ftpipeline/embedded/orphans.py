@@ -7,6 +7,11 @@ directory, nor a second ``w0`` on the same buffer directory, so whatever it
 starts it records in a pid file, and before starting it kills the process
 group a previous run recorded there — only if that process still runs our
 program (the pid may have been reused).
+
+A resumed run may instead *keep* what it finds still running (``alive``):
+its Redis and ZooKeeper (``embedded/process.py``'s ``adopt``) and its
+workers (``cluster/local.py``), which it then takes over as an operator
+takes over the pods of the one before it (``coordinator/admission.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,16 @@ from pathlib import Path
 
 def record(pid_file: Path, pid: int) -> None:
     pid_file.write_text(str(pid))
+
+
+def alive(pid_file: Path, marker: bytes) -> int | None:
+    """The pid ``pid_file`` names if that process still runs our program (``marker`` in its command line)."""
+    try:
+        pid = int(pid_file.read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return None
+    return pid if marker in cmdline and running(pid) else None
 
 
 def reap(pid_file: Path, marker: bytes, group: bool = False) -> bool:
@@ -40,12 +55,13 @@ def reap(pid_file: Path, marker: bytes, group: bool = False) -> bool:
     except ProcessLookupError:
         return False
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and _running(pid):  # until its port, socket and files are free
+    while time.monotonic() < deadline and running(pid):  # until its port, socket and files are free
         time.sleep(0.05)
     return True
 
 
-def _running(pid: int) -> bool:
+def running(pid: int) -> bool:
+    """Is ``pid`` a live process (not ended, not a zombie waiting for its parent)?"""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:

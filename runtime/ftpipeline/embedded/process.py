@@ -1,6 +1,7 @@
 """The process of an embedded server (Redis, ZooKeeper, Kafka): one lifecycle for all three.
 
     (stopped) --start: reap a killed run's server, launch, probe until ready--> (serving)
+    (stopped) --adopt: a killed run's server still runs and answers--> (serving, adopted: not our child)
     (serving) --stop: SIGTERM, then SIGKILL after a grace--> (stopped)
     (serving) --kill: SIGKILL, as a crash--> (stopped; its data kept, so start is a restart)
 
@@ -13,6 +14,9 @@ port that listens.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -20,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from ftpipeline.embedded.orphans import reap, record
+from ftpipeline.embedded.orphans import alive, reap, record, running
 
 
 class ServerProcess:
@@ -32,9 +36,41 @@ class ServerProcess:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._proc: subprocess.Popen[bytes] | None = None
+        self._adopted: int | None = None  # the pid of a server an earlier run started (not our child)
 
     def start(self, timeout_s: float = 60.0) -> Self:
         raise NotImplementedError
+
+    def _answers(self) -> bool:
+        """The server's own probe: it serves clients."""
+        raise NotImplementedError
+
+    def _address(self) -> dict[str, int]:
+        """What a later run needs to reach this server again (its ports), kept beside its pid."""
+        return {}
+
+    def _readdress(self, address: dict[str, int]) -> None:
+        """Take back what ``_address`` kept."""
+
+    def adopt(self) -> bool:
+        """Keep the server a killed run left in this directory, if it still runs and answers (a resumed
+        run takes over its workers, which know its address and credentials); False: ``start`` one."""
+        pid = alive(self.directory / f"{self.stem}.pid", self.marker)
+        address = self.directory / f"{self.stem}.address.json"
+        if pid is None or not address.exists():
+            return False
+        try:
+            self._readdress(json.loads(address.read_text()))
+        except (OSError, ValueError, KeyError):
+            return False
+        if not self._answers():
+            return False
+        self._adopted = pid
+        return True
+
+    @property
+    def adopted(self) -> bool:
+        return self._adopted is not None
 
     def _reap(self) -> None:
         """Kill the server a killed run left in this directory (before anything touches its data)."""
@@ -51,12 +87,16 @@ class ServerProcess:
                 raise RuntimeError(f"{self.what} exited with {self._proc.returncode}; "
                                    f"see {self.directory / f'{self.stem}.log'}")
             if ready():
+                (self.directory / f"{self.stem}.address.json").write_text(json.dumps(self._address()))
                 return
             time.sleep(interval_s)
         self.stop()
         raise TimeoutError(f"{self.what} was not ready within {timeout_s}s; see {self.directory / f'{self.stem}.log'}")
 
     def stop(self) -> None:
+        if self._adopted is not None:
+            _end(self._adopted, self.stop_grace_s)
+            self._adopted = None
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
             try:
@@ -68,6 +108,9 @@ class ServerProcess:
 
     def kill(self) -> None:
         """SIGKILL, as a crash: no clean shutdown; the data directory is kept and ``start`` restarts it."""
+        if self._adopted is not None:
+            _end(self._adopted, 0.0)
+            self._adopted = None
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
@@ -78,3 +121,18 @@ class ServerProcess:
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
+
+
+def _end(pid: int, grace_s: float) -> None:
+    """SIGTERM (none if ``grace_s`` is 0), then SIGKILL after the grace, to a process that is not our child."""
+    deadline = time.monotonic() + grace_s
+    try:
+        os.kill(pid, signal.SIGTERM if grace_s else signal.SIGKILL)
+        while running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if running(pid):
+            os.kill(pid, signal.SIGKILL)
+        while running(pid):
+            time.sleep(0.02)
+    except ProcessLookupError:
+        pass

@@ -140,6 +140,12 @@ class EmbeddedRedis(ServerProcess):
         except redis.ConnectionError:
             return False
 
+    def _address(self) -> dict[str, int]:
+        return {"port": self.port}
+
+    def _readdress(self, address: dict[str, int]) -> None:
+        self.port = int(address["port"])
+
     def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
         self._reap()
         if self.socket.exists():

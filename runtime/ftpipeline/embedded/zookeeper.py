@@ -116,6 +116,15 @@ class EmbeddedZooKeeper(ServerProcess):
             return f"localhost:{self.port}?ca={self.tls_dir / 'ca.crt'}"
         return f"127.0.0.1:{self.port}"
 
+    def _answers(self) -> bool:
+        return serving(self.probe_port)
+
+    def _address(self) -> dict[str, int]:
+        return {"port": self.port, "probe_port": self.probe_port}
+
+    def _readdress(self, address: dict[str, int]) -> None:
+        self.port, self.probe_port = int(address["port"]), int(address["probe_port"])
+
     def start(self, timeout_s: float = 60.0) -> EmbeddedZooKeeper:
         self._reap()
         self.port = self.port or free_port()  # a restart keeps the address its clients know

@@ -107,8 +107,7 @@ def test_a_killed_coordinator_resumes_from_the_log(
     pipeline = clickstream(tmp_path, name, steps=steps, rows_per_step=6000, parallelism=PARALLELISM,
                            checkpoint_every=3, strategy="lineage")
     # mid-step-private: ftpipeline run's own Redis and ZooKeeper, which the kill orphans with the workers;
-    # the resumed run kills them and starts its own (the private Redis kept nothing: the offsets come
-    # from the command log in ZooKeeper's data directory)
+    # the resumed run keeps them all and takes the workers over (cluster/local.py): no JVM starts again
     private = when.endswith("private")
     servers = [] if private else ["--redis-url", redis_url, "--zookeeper", zookeeper]
     run_dir = tmp_path / "run"
@@ -126,8 +125,16 @@ def test_a_killed_coordinator_resumes_from_the_log(
     output = proc.communicate(timeout=600)[0]
     assert proc.returncode in (-signal.SIGKILL, CRASH_EXIT), output
     if private:
+        workers = sorted(p.name for p in (run_dir / "workers").iterdir())
+        pids = {f.relative_to(run_dir): f.read_text()
+                for f in (*run_dir.glob("workers/*/pgid"), *run_dir.glob("workers/*/epid"), *run_dir.glob("*/*.pid"))}
+        assert len(pids) == 2 * len(workers) + 2, pids  # each worker's sidecar and Spark process, Redis, ZooKeeper
         resumed = run_cli(pipeline, run_dir, "--resume")
         assert resumed.code == 0, resumed.output
+        said = f"taking over the workers the earlier run left running ({', '.join(workers)})"
+        assert said in " ".join(resumed.output.split()), resumed.output
+        assert {f: (run_dir / f).read_text() for f in pids} == pids  # every process kept, none started
+        assert sorted(p.name for p in (run_dir / "workers").iterdir()) == workers
         assert resumed.summary["committed"] == steps
         assert resumed.summary["source_rows"] == steps * 6000  # the run before the resume's rows too, each once
         ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout

@@ -3,49 +3,27 @@
 Routes, snapshot re-partitioning on a rescale and checkpoints already written all assume the
 channel of a key is ``pmod(hash(keys), n)`` as Spark computes it; ``dataflow/murmur3.py``
 computes it without Spark. Compared here with real Spark's ``hash`` on random tables of every
-type it hashes (nulls, empty and multi-byte strings, ``-0.0``, NaN, extreme integers), one
-column and several at a time, and with ``pmod``; and a type it does not hash (decimal) falls
+type a task's rows take (nulls, empty and multi-byte strings, ``-0.0``, NaN, extreme integers),
+one column and several at a time, and with ``pmod``; on chunked and sliced columns; and a type it does not hash (decimal) falls
 back to Spark's answer through ``partition.channels_of``.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import decimal
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from ftpipeline.dataflow import murmur3
 from ftpipeline.dataflow.frames import to_dataframe
 from ftpipeline.dataflow.partition import channels_of
 
-SCHEMA = pa.schema([
-    ("s", pa.string()), ("n8", pa.int8()), ("n16", pa.int16()), ("n32", pa.int32()), ("n64", pa.int64()),
-    ("f32", pa.float32()), ("f64", pa.float64()), ("flag", pa.bool_()), ("large", pa.large_string()),
-    ("day", pa.date32()), ("at", pa.timestamp("us", tz="UTC")),
-])
+from .test_plan_paths import SCHEMA, _table, rows  # every type a task's rows may have
 
-rows = st.lists(
-    st.tuples(
-        st.one_of(st.none(), st.text(max_size=19)),
-        st.one_of(st.none(), st.integers(-128, 127)),
-        st.one_of(st.none(), st.integers(-(2**15), 2**15 - 1)),
-        st.one_of(st.none(), st.integers(-(2**31), 2**31 - 1)),
-        st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)),
-        st.one_of(st.none(), st.floats(width=32)),
-        st.one_of(st.none(), st.floats()),
-        st.one_of(st.none(), st.booleans()),
-        st.one_of(st.none(), st.text(alphabet="aü€😀", max_size=9)),
-        st.one_of(st.none(), st.dates(dt.date(1900, 1, 1), dt.date(2200, 1, 1))),
-        st.one_of(st.none(), st.datetimes(dt.datetime(1900, 1, 1), dt.datetime(2200, 1, 1), timezones=st.just(dt.UTC))),
-    ),
-    min_size=1, max_size=40,
-)
-KEY_SETS = [[name] for name in SCHEMA.names] + [["s", "n64"], ["flag", "large", "f64", "n32", "day", "at"]]
+KEY_SETS = [[name] for name in SCHEMA.names] + [["user", "n64"], ["flag", "note", "f64", "n32", "day", "at"]]
 ROW = "__row"
 
 
@@ -66,7 +44,7 @@ def _spark_hashes(spark: Any, table: pa.Table, key_sets: list[list[str]],
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=rows)
 def test_every_type_hashes_as_spark_hashes_it(spark: Any, data: list[tuple[Any, ...]]) -> None:
-    table = pa.Table.from_pylist([dict(zip(SCHEMA.names, r)) for r in data], schema=SCHEMA)
+    table = _table(data)
     for keys, (hashes, channels) in zip(KEY_SETS, _spark_hashes(spark, table, KEY_SETS, 7)):
         ours = murmur3.spark_hash(table, keys)
         assert ours is not None, keys

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from ftpipeline.coordinator.coordinator import Coordinator
+from ftpipeline.obs.phases import StepPhases
 from ftpipeline.coordinator.errors import PipelineFailed
 from ftpipeline.coordinator.release import RELEASE_RETRY_S, release_committed
 from ftpipeline.obs.metrics import RunMetrics
@@ -64,6 +65,7 @@ def coordinator(events: list[str]) -> tuple[Coordinator, Members, Clock]:
     c._unreleased, c._release_retry_at, c._release_failing_since, c._release_error = [], 0.0, 0.0, ""
     c._step_started, c._step_rows, c._step_seconds, c._commit_at = {}, {}, [], []
     c._started_at, c.awaiting_commit = 0.0, []
+    c.phases = StepPhases()
     return c, members, clock
 
 
