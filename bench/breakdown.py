@@ -57,7 +57,7 @@ def table(rows: list[tuple[str, int, dict[str, float], dict[str, float]]]) -> Ta
     t.add_column("Spark SS")
     for workload, size, o, s in rows:
         mine = ", ".join(f"{k} {v:,.0f}" for k, v in o.items() if k not in ("task count", "Spark jobs"))
-        mine += f"; {o["task count"]:.0f} tasks, {o['Spark jobs']:.1f} Spark jobs"
+        mine += f"; {o['task count']:.0f} tasks, {o['Spark jobs']:.1f} Spark jobs"
         theirs = ", ".join(f"{k} {v:,.0f}" for k, v in s.items())
         t.add_row(workload, f"{size:,}", mine, theirs)
     return t
