@@ -55,10 +55,6 @@ class _Worker:
     def pgid(self) -> int:
         return self.pids[0]
 
-    @property
-    def adopted(self) -> bool:
-        return self.sidecar is None or self.executor is None
-
     def ended(self) -> bool:
         """Has either process ended?"""
         if self.sidecar is None or self.executor is None:

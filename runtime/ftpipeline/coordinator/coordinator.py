@@ -71,7 +71,6 @@ from ftpipeline.coordinator.members import Members
 from ftpipeline.coordinator.offsets import SourceOffsets
 from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.release import release_committed
-from ftpipeline.obs.phases import StepPhases
 from ftpipeline.coordinator.trigger import Reason, StepTrigger
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.eventtime.columns import END_OF_INPUT
@@ -80,6 +79,7 @@ from ftpipeline.lineage.naming import Channel, Slot, Task, TaskKind, WorkerId
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.metrics import RunMetrics
+from ftpipeline.obs.phases import StepPhases
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.worker.transport import SidecarClient
 

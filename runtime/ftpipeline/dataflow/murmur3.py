@@ -119,7 +119,7 @@ def _column_hash(column: pa.Array, seed: np.ndarray) -> np.ndarray | None:
     elif pa.types.is_float32(kind):
         values = column.fill_null(0.0).to_numpy().astype(np.float32)
         values = np.where(np.isnan(values), np.float32(np.nan), np.where(values == 0, np.float32(0), values))
-        hashed = _hash_int(values.astype(np.float32).view(np.int32), seed)
+        hashed = _hash_int(values.view(np.int32), seed)
     elif pa.types.is_float64(kind):
         values = column.fill_null(0.0).to_numpy().astype(np.float64)  # NaNs as Java's one NaN, -0.0 as 0.0
         hashed = _hash_long(np.where(np.isnan(values), np.nan, np.where(values == 0, 0.0, values)).view(np.int64), seed)

@@ -37,15 +37,10 @@ def alive(pid_file: Path, marker: bytes) -> int | None:
 
 
 def reap(pid_file: Path, marker: bytes, group: bool = False) -> bool:
-    """Kill the process (or group) ``pid_file`` names if its command line contains ``marker``."""
-    try:
-        pid = int(pid_file.read_text())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (OSError, ValueError):
-        pid_file.unlink(missing_ok=True)
-        return False
+    """Kill the process (or group) ``pid_file`` names if it still runs our program (``alive``)."""
+    pid = alive(pid_file, marker)
     pid_file.unlink(missing_ok=True)
-    if marker not in cmdline:
+    if pid is None:
         return False
     try:
         if group:

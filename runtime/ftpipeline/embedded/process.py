@@ -68,10 +68,6 @@ class ServerProcess:
         self._adopted = pid
         return True
 
-    @property
-    def adopted(self) -> bool:
-        return self._adopted is not None
-
     def _reap(self) -> None:
         """Kill the server a killed run left in this directory (before anything touches its data)."""
         self.directory.mkdir(parents=True, exist_ok=True)

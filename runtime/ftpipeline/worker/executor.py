@@ -275,7 +275,7 @@ class TaskRunner:
         functions, sink = _program_of(stage)
         ready = [t for t in tables if t is not None]
         limit = self.spec.max_in_memory_bytes  # 0: every task goes through files
-        if (len(tasks) > 1 and functions and len(ready) == len(tables) and 0 < limit >= sum(t.nbytes for t in ready)
+        if (len(tasks) > 1 and functions and len(ready) == len(tables) and limit > 0 and sum(t.nbytes for t in ready) <= limit
                 and (sink is not None or all(wanted(self.graph, t) for t in tasks))):
             outs = self.plans.run_many(stage.name, _compose([self._function(m) for m in functions]), ready)
             if outs is not None:

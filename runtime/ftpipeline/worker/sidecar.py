@@ -102,14 +102,17 @@ def _priority(graph: Graph, task: Task) -> tuple[int, int, int, int]:
     return (0 if task.kind is TaskKind.REBUILD else 1, task.step, graph.rank(task.stage), task.channel)
 
 
-def _groups_with(graph: Graph, first: Task, task: Task) -> bool:
-    """May ``task`` run in one Spark job with ``first`` (``Plans.run_many``)? Tasks of the same stage,
-    step and epoch, each a source or a transform whose chain runs user functions, not a recovery's."""
-    stage = graph.stage(first.stage)
-    return (task.stage == first.stage and task.step == first.step and task.epoch == first.epoch
-            and task.kind is first.kind and task.kind in (TaskKind.SOURCE, TaskKind.TRANSFORM)
-            and not task.recovery and not first.recovery
-            and any(m.kind is StageKind.TRANSFORM for m in stage.members))
+def _groupable(graph: Graph, task: Task) -> bool:
+    """May ``task`` share a Spark job with others (``Plans.run_many``)? A source or a transform whose
+    chain runs user functions, not a recovery's."""
+    return (task.kind in (TaskKind.SOURCE, TaskKind.TRANSFORM) and not task.recovery
+            and any(m.kind is StageKind.TRANSFORM for m in graph.stage(task.stage).members))
+
+
+def _groups_with(first: Task, task: Task) -> bool:
+    """Is ``task`` of the same stage, step, epoch and kind as ``first`` (both ``_groupable``)?"""
+    return (task.stage, task.step, task.epoch, task.kind, task.recovery) == (
+        first.stage, first.step, first.epoch, first.kind, first.recovery)
 
 
 class Sidecar:
@@ -447,8 +450,8 @@ class Sidecar:
                 self._set_state(WorkerState.OPEN, self._step)
 
     def _pick(self) -> dict[str, Any] | None:
-        """The next ready task; with it, every other ready task it may share a Spark job with
-        (``_groups_with``), as ``{"group": [...]}``."""
+        """The next ready task; with it, when it is ``_groupable``, every other ready task of its stage,
+        step and epoch (``_groups_with``), as ``{"group": [...]}``."""
         assert self.graph is not None
         if self.fenced is not None:
             return None
@@ -459,13 +462,15 @@ class Sidecar:
             self._chaos[0].shuffle(candidates)
             time.sleep(self._chaos[0].uniform(0, self._chaos[1]))
         picked: list[dict[str, Any]] = []
+        first: Task | None = None
         for task in candidates:
-            if picked and not _groups_with(graph, Task.from_json(picked[0]["task"]), task):
+            if first is not None and not _groups_with(first, task):
                 continue
             reply = self._hand_out(task)
             if reply is not None:
                 picked.append(reply)
-                if not _groups_with(graph, task, task):
+                first = task
+                if not _groupable(graph, task):
                     break
         if len(picked) > 1:
             return {"group": picked}
