@@ -58,6 +58,18 @@ or a Python UDF (whose rows are evaluated in batches, apart from the scan)
 make the program *ungroupable*: its template remembers that, and its
 tasks run one by one as before. Grouped templates are separate from
 single ones; the same reuse rules apply to both.
+
+No Spark job at all, where the plan allows (``arrow_plans.py``). When a
+template is built, its program's optimised plan is also compiled to Arrow
+compute calls, if every node and expression in it has a translation that
+gives Spark's values; the first task's rows go through both, and the
+compiled program is kept only if the tables are equal. Every later task
+of the template then runs on Arrow compute, in milliseconds, unless its
+rows need Spark's own answer (``Fallback``: an overflow, a division by
+zero, a NaN compared), when that task takes the Spark job as before.
+States of a template's compiled program: none (not compiled, not equal,
+or not needed: a task written through files, ``reusePlans: false``) ->
+kept; a task's ``Fallback`` leaves it kept for the next.
 """
 
 from __future__ import annotations
@@ -67,12 +79,13 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ftpipeline.dataflow.arrow_plans import ArrowProgram, Fallback, NotNative, compile_plan
 from ftpipeline.dataflow.frames import to_dataframe
 
 log = logging.getLogger("ftpipeline.plans")
@@ -110,6 +123,7 @@ class _Template:
     plan: Any = None     # the analysed logical plan (JVM object); None: the program runs per task
     index: Any = None    # the input relation's file index (JVM object), refreshed per task
     files: list[Path] = field(default_factory=list)  # the task's rows (one file per task when grouped)
+    native: ArrowProgram | None = None  # the plan on Arrow compute (arrow_plans.py), checked on the first task
 
 
 class Plans:
@@ -123,15 +137,21 @@ class Plans:
         self._files = 0
         self._made = 0
         self.jobs = 0  # programs run (Spark jobs), for the step breakdown (obs/phases.py)
+        self.native = 0  # tasks whose program ran on Arrow compute instead
         shutil.rmtree(scan_root, ignore_errors=True)
 
     def run(self, key: str, program: Program, table: pa.Table, finish: Callable[[Any], R] = _to_arrow) -> R:
         """``finish`` (by default ``toArrow``) of ``program`` applied to ``table``'s rows."""
-        self.jobs += 1
         if not scannable(table.schema):
+            self.jobs += 1
             return finish(program(to_dataframe(self.spark, table)))
         slot = (key, table.schema)
         template = self._templates.get(slot)
+        if template is not None and template.native is not None and finish is _to_arrow:
+            outs = self._natively(key, template.native, [table])
+            if outs is not None:
+                return cast(R, outs[0])  # finish is _to_arrow: R is a table
+        self.jobs += 1
         if template is not None and template.plan is not None:
             self._replace(template, table)
             return finish(self._execute(template.plan))
@@ -143,7 +163,10 @@ class Plans:
         self._templates[slot] = template
         if self.reuse:
             self._keep(key, template, df, out)
-        return finish(out)
+        result = finish(out)
+        if template.plan is not None and finish is _to_arrow:
+            template.native = self._checked(key, out, [table], [result])
+        return result
 
     def run_many(self, key: str, program: Program, tables: list[pa.Table]) -> list[pa.Table] | None:
         """``program`` applied to each table's rows, in one Spark job; None when it cannot be (the
@@ -158,25 +181,61 @@ class Plans:
             template = self._new(f"{key}-many")
             names = self._write(template, tables)
             df = self._read(template, schema)
-            out = program(df)  # a user error leaves no template, as in ``run``
+            plain = program(df)  # a user error leaves no template, as in ``run``
             self._templates[slot] = template
-            if not row_wise(out):
+            if not row_wise(plain):
                 log.info("tasks not grouped: the program is not row-wise", extra={"program": key})
                 return None
-            out = _tagged(out)
+            out = _tagged(plain)
             self._keep(key, template, df, out)
             if template.plan is None:
                 return None
             self.jobs += 1
-            result = out.toArrow()
-        elif template.plan is None:
+            outs = _by_file(out.toArrow(), names)
+            template.native = self._checked(key, plain, tables, outs)
+            return outs
+        if template.plan is None:
             return None
-        else:
-            names = self._write(template, tables)
-            template.index.refresh()
-            self.jobs += 1
-            result = self._execute(template.plan).toArrow()
-        return _by_file(result, names)
+        if template.native is not None:
+            natively = self._natively(key, template.native, tables)
+            if natively is not None:
+                return natively
+        names = self._write(template, tables)
+        template.index.refresh()
+        self.jobs += 1
+        return _by_file(self._execute(template.plan).toArrow(), names)
+
+    # --- the program on Arrow compute (arrow_plans.py) -----------------------------------------------
+
+    def _checked(self, key: str, out: Any, tables: list[pa.Table], spark: list[pa.Table]) -> ArrowProgram | None:
+        """``out``'s plan on Arrow compute, if it compiles and gives ``spark``'s tables (Spark's own
+        results for ``tables``) exactly; None otherwise: the program keeps running in Spark."""
+        try:
+            native = compile_plan(out)
+        except NotNative as exc:
+            log.info("program runs in Spark", extra={"program": key, "reason": str(exc)[:200]})
+            return None
+        native.schema = spark[0].schema
+        try:
+            same = all(native(t).equals(s) for t, s in zip(tables, spark))
+        except (Fallback, pa.ArrowException) as exc:
+            log.info("program runs in Spark: its first rows need it", extra={"program": key, "reason": str(exc)[:200]})
+            return None
+        if not same:
+            log.warning("program runs in Spark: Arrow compute gave other rows", extra={"program": key})
+            return None
+        log.info("program runs on Arrow compute", extra={"program": key})
+        return native
+
+    def _natively(self, key: str, native: ArrowProgram, tables: list[pa.Table]) -> list[pa.Table] | None:
+        """Each table through ``native``; None when some rows need Spark's own answer (``Fallback``)."""
+        try:
+            outs = [native(t) for t in tables]
+        except (Fallback, pa.ArrowException) as exc:
+            log.info("rows run in Spark", extra={"program": key, "reason": str(exc)[:200]})
+            return None
+        self.native += len(tables)
+        return outs
 
     def _once(self, key: str, program: Program, table: pa.Table, finish: Callable[[Any], R]) -> R:
         """The program called on this task's rows alone, in a directory of their own: Spark's cache
