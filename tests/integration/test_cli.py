@@ -129,7 +129,9 @@ def test_malformed_records_go_to_the_dead_letter_output_and_steps_commit(tmp_pat
     assert run.summary["committed"] >= 7  # 100 rows over 2 channels, 7 per channel per step
     phases = run.summary["phases"]  # where a step's time goes (obs/phases.py): every step measured, no recovery
     assert phases["steps"] == run.summary["committed"] and phases["phases"]["tasks"] > 0
-    assert phases["tasks"]["tasks"] == 2 and phases["tasks"]["jobs"] == 2  # one chained task a channel, a job each
+    # one chained task a channel; a Spark job each on the first step, which builds the plan, then none: the
+    # enrich function's projection runs on Arrow compute (dataflow/arrow_plans.py)
+    assert phases["tasks"]["tasks"] == 2 and 0 < phases["tasks"]["jobs"] * run.summary["committed"] <= 2 * 2
     assert run.summary["stats"]["dead_letters"] == malformed
     letters = [json.loads(line) for f in sorted((tmp_path / "dead").rglob("*.jsonl")) for line in f.read_text().splitlines()]
     assert len(letters) == malformed
