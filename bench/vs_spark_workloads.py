@@ -93,8 +93,9 @@ def _stamp(path: Path, step: int) -> None:
     os.utime(path, ns=(ns, ns))
 
 
-def clicks(directory: Path, rows: int, steps: int, parallelism: int) -> None:
-    """The clickstream example's generated events (its own generator function), as Parquet files."""
+def clicks(directory: Path, rows: int, steps: int, parallelism: int, fmt: str = "parquet") -> None:
+    """The clickstream example's generated events (its own generator function), as Parquet files
+    (``fmt`` jsonl: as JSON Lines)."""
     module = load_entry_module(str(EXAMPLE / "clickstream.py"), EXAMPLE)
     reader = GeneratorReader(GeneratorSource("generate_events", rows, 7), module)
     schema = pa.schema([pa.field(n, ARROW[t]) for n, t in CLICK_SCHEMA.items()])
@@ -103,8 +104,11 @@ def clicks(directory: Path, rows: int, steps: int, parallelism: int) -> None:
         share = channel_share(rows, parallelism, c)
         for step in range(1, steps + 1):
             table = reader.read(c, step, (step - 1) * share, step * share).table.select(schema.names).cast(schema)
-            path = directory / file_name(step, c, parallelism, "parquet")
-            pq.write_table(table, path)
+            path = directory / file_name(step, c, parallelism, fmt)
+            if fmt == "jsonl":
+                path.write_text("".join(json.dumps(r) + "\n" for r in table.to_pylist()))
+            else:
+                pq.write_table(table, path)
             _stamp(path, step)
 
 
@@ -165,15 +169,17 @@ def _sink(path: Path) -> dict[str, Any]:
     return {"parquet": {"path": str(path)}}
 
 
-def stages(workload: str, data: Path, out: Path, rows: int, p: int) -> tuple[str, list[dict[str, Any]]]:
-    """(entry point, stages) of a workload; sinks write to ``out/<sink name>``."""
+def stages(workload: str, data: Path, out: Path, rows: int, p: int,
+           clicks_as: str = "parquet") -> tuple[str, list[dict[str, Any]]]:
+    """(entry point, stages) of a workload; sinks write to ``out/<sink name>``; the clicks are read as
+    ``clicks_as`` (parquet, or jsonl)."""
     if workload == "aggregate":
         doc = yaml.safe_load((EXAMPLE / "pipeline.yaml").read_text())
         found: list[dict[str, Any]] = doc["spec"]["stages"]
         for stage in found:
             stage["parallelism"] = p
             if "source" in stage:
-                stage["source"] = _file_source(data, "parquet", rows, CLICK_SCHEMA)
+                stage["source"] = _file_source(data, clicks_as, rows, CLICK_SCHEMA)
             if "sink" in stage:
                 stage["sink"] = _sink(out / stage["name"])
         return str(EXAMPLE / "clickstream.py"), found
@@ -190,7 +196,7 @@ def stages(workload: str, data: Path, out: Path, rows: int, p: int) -> tuple[str
         ]
     if workload == "deep-chain":  # the stateless chain with a shuffle before every stage, then a running count
         return here, [
-            _stage("events", p, [], source=_file_source(data, "parquet", rows, CLICK_SCHEMA)),
+            _stage("events", p, [], source=_file_source(data, clicks_as, rows, CLICK_SCHEMA)),
             _stage("tag", p, ["events"], ("user_id",), transform={"function": "tag_events"}),
             _stage("engaged", p, ["tag"], ("event_id",), transform={"function": "engaged_only"}),
             _stage("shape", p, ["engaged"], ("user_id",), transform={"function": "shape"}),
@@ -210,7 +216,7 @@ def stages(workload: str, data: Path, out: Path, rows: int, p: int) -> tuple[str
         ]
     assert workload == "stateless", workload
     return here, [
-        _stage("events", p, [], source=_file_source(data, "parquet", rows, CLICK_SCHEMA)),
+        _stage("events", p, [], source=_file_source(data, clicks_as, rows, CLICK_SCHEMA)),
         _stage("tag", p, ["events"], transform={"function": "tag_events"}),
         _stage("engaged", p, ["tag"], transform={"function": "engaged_only"}),
         _stage("shape", p, ["engaged"], transform={"function": "shape"}),
@@ -219,10 +225,10 @@ def stages(workload: str, data: Path, out: Path, rows: int, p: int) -> tuple[str
 
 
 def pipeline(path: Path, workload: str, data: Path, out: Path, rows: int, steps: int, p: int,
-             checkpoint_every: int = 0) -> Path:
+             checkpoint_every: int = 0, clicks_as: str = "parquet") -> Path:
     """Write the FTPipeline file of ``workload`` (``p`` workers, every stage ``p`` channels) to ``path``;
     ``checkpoint_every`` > 0: ftpipeline checkpoints every that many steps (SS writes its state every batch); 0: never."""
-    entry, found = stages(workload, data, out, rows, p)
+    entry, found = stages(workload, data, out, rows, p, clicks_as)
     doc = {"apiVersion": "ftpipeline.io/v1alpha1", "kind": "FTPipeline",
            "metadata": {"name": f"vs-spark-{workload}"},
            "spec": {"image": "ftpipeline:0.1.0", "entryPoint": entry, "workers": p,
@@ -240,11 +246,11 @@ def input_kind(workload: str, p: int) -> str:
     return f"orders-{p}" if workload == "six-stage" else f"clicks-{p}"
 
 
-def write_input(workload: str, directory: Path, rows: int, steps: int, p: int) -> None:
+def write_input(workload: str, directory: Path, rows: int, steps: int, p: int, clicks_as: str = "parquet") -> None:
     """The input of ``workload``: one file per (step, source channel)."""
     if workload == "many-channels":
         orders(directory, rows, steps, WIDE["orders"])
     elif workload == "six-stage":
         orders(directory, rows, steps, p)
     else:
-        clicks(directory, rows, steps, p)
+        clicks(directory, rows, steps, p, clicks_as)

@@ -19,7 +19,7 @@ compute calls — only where the call gives what Spark gives, value for value:
 - expressions: columns, literals (boolean, integer, floating, string; a
   date or timestamp literal, which is how ``current_date()`` reaches the
   optimised plan, is refused: it is fixed per optimisation), aliases,
-  widening casts, ``+ - *`` (overflow raises in ANSI mode, wraps in
+  widening casts (and a boolean to a number), ``+ - *`` (overflow raises in ANSI mode, wraps in
   legacy), ``/`` on doubles, ``floor``/``ceil``, unary minus, ``abs``,
   comparisons, ``<=>``, ``AND``/``OR``/``NOT`` (three-valued), ``IS [NOT]
   NULL``, ``isnan``, ``CASE WHEN``, ``IF``, ``COALESCE``, ``IN``, ``dropna``'s
@@ -222,7 +222,8 @@ def _cast(node: Any) -> Expr:
     if source == target:
         return child
     exact = ((source in INTEGRAL and target in INTEGRAL and WIDER[source] <= WIDER[target])
-             or (source in INTEGRAL and target == "double") or (source == "float" and target == "double"))
+             or (source in INTEGRAL and target == "double") or (source == "float" and target == "double")
+             or (source == "boolean" and (target in INTEGRAL or target == "double")))  # true 1, false 0
     if not exact:
         raise NotNative(f"cast from {source} to {target}")
     to = ARROW[target]

@@ -54,7 +54,8 @@ def logic(df: Any) -> Any:
         F.when(F.col("n8") > 10, "big").when(F.col("n8") < -10, "small").alias("size"),
         F.when(F.col("flag"), F.col("n16")).otherwise(F.col("n8")).alias("picked"),
         F.coalesce(F.col("n8"), F.col("n16"), F.lit(1)).alias("first"),
-        F.expr("if(flag, n32, n16)").alias("iff"))
+        F.expr("if(flag, n32, n16)").alias("iff"), F.col("flag").cast("long").alias("one"),
+        F.col("flag").cast("double").alias("real"))
 
 
 def text(df: Any) -> Any:
