@@ -85,7 +85,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ftpipeline.dataflow.arrow_plans import ArrowProgram, Fallback, NotNative, compile_plan
+from ftpipeline.dataflow.arrow_plans import ArrowProgram, NotNative, compile_plan
 from ftpipeline.dataflow.frames import to_dataframe
 
 log = logging.getLogger("ftpipeline.plans")
@@ -212,13 +212,14 @@ class Plans:
         results for ``tables``) exactly; None otherwise: the program keeps running in Spark."""
         try:
             native = compile_plan(out)
-        except NotNative as exc:
-            log.info("program runs in Spark", extra={"program": key, "reason": str(exc)[:200]})
+        except Exception as exc:  # NotNative; or a plan of a shape no translation expects: Spark is the reference
+            reason = str(exc) if isinstance(exc, NotNative) else f"{type(exc).__name__}: {exc}"
+            log.info("program runs in Spark", extra={"program": key, "reason": reason[:200]})
             return None
         native.schema = spark[0].schema
         try:
             same = all(native(t).equals(s) for t, s in zip(tables, spark))
-        except (Fallback, pa.ArrowException) as exc:
+        except Exception as exc:  # Fallback, an Arrow error, a column the scan lacks (a metadata column)
             log.info("program runs in Spark: its first rows need it", extra={"program": key, "reason": str(exc)[:200]})
             return None
         if not same:
@@ -231,7 +232,7 @@ class Plans:
         """Each table through ``native``; None when some rows need Spark's own answer (``Fallback``)."""
         try:
             outs = [native(t) for t in tables]
-        except (Fallback, pa.ArrowException) as exc:
+        except Exception as exc:  # Fallback, or anything else: Spark gives these rows its own answer
             log.info("rows run in Spark", extra={"program": key, "reason": str(exc)[:200]})
             return None
         self.native += len(tables)
