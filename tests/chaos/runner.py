@@ -305,7 +305,8 @@ def run_schedule(schedule: Schedule, directory: Path, spark: Any, timeout_s: flo
         cli = dict(schedule.faults)
         extra: list[str] = []
         if "zombie" in cli:
-            extra = ["--fault", "zombie", "--kill-at-step", str(cli["zombie"])]
+            # every task a Spark job: the pause lands while the victim runs one (coordinator/detection.py)
+            extra = ["--fault", "zombie", "--kill-at-step", str(cli["zombie"]), "--no-plan-reuse"]
         elif "kill-in-checkpoint" in cli:
             extra = ["--kill-during-checkpoint", "--kill-at-step", str(cli["kill-in-checkpoint"])]
         run.start(*extra)
