@@ -313,27 +313,26 @@ def _has_nan(values: Values) -> bool:
     return _any(pc.is_nan(values))
 
 
+def _compared(op: Callable[[Values, Values], Values], a: Values, b: Values) -> Values:
+    if _has_nan(a) or _has_nan(b):
+        raise Fallback("NaN compared")  # Spark: NaN = NaN, and NaN above every number
+    return op(a, b)
+
+
 def _comparison(op: Callable[[Values, Values], Values]) -> Callable[[Any], Expr]:
     def build(node: Any) -> Expr:
         left, right = _children(node)
-
-        def compare(env: Env) -> Values:
-            a, b = left(env), right(env)
-            if _has_nan(a) or _has_nan(b):
-                raise Fallback("NaN compared")  # Spark: NaN = NaN, and NaN above every number
-            return op(a, b)
-        return compare
+        return lambda env: _compared(op, left(env), right(env))
     return build
 
 
 def _null_safe_equal(node: Any) -> Expr:
-    compare = _comparison(pc.equal)(node)
     left, right = _children(node)
 
     def equal(env: Env) -> Values:
-        a, b = left(env), right(env)
+        a, b = left(env), right(env)  # each side evaluated once
         both, either = pc.and_(pc.is_null(a), pc.is_null(b)), pc.or_(pc.is_null(a), pc.is_null(b))
-        return pc.if_else(both, True, pc.if_else(either, False, compare(env)))
+        return pc.if_else(both, True, pc.if_else(either, False, _compared(pc.equal, a, b)))
     return equal
 
 
