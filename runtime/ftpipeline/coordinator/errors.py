@@ -12,6 +12,11 @@ class PipelineFailed(RuntimeError):
     """The run cannot continue; the message says why, naming the task or worker."""
 
 
+class NoMemberAnswers(PipelineFailed):
+    """A call any member could answer reached none: every one died a moment ago (their losses arrive next),
+    or the coordinator was cut off from all of them."""
+
+
 class ExistingOutputFound(PipelineFailed):
     """A fresh run over sinks that hold output and say ``existingOutput: fail``: trying again cannot help
     until the spec (or the storage) changes."""

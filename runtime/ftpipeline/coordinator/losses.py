@@ -26,6 +26,8 @@ sinks' GT_last dropping the steps already released) — without exiting:
 
     RUNNING --generation marker gone--> REBUILDING ('resumed' command, rollback)
             --workers reopened, later steps replay--> RUNNING (control_plane_faults{redis, rebuilt})
+            --no worker answers (the outage fenced them all)--> each lost; a new set from the newest
+              checkpoint (admission.start_over)
 
 A replacement still joining then has lost its registration (its address,
 perhaps its ``joined`` event): it is killed and counted lost while joining,
@@ -38,7 +40,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ftpipeline.checkpoint.rescale import changed_stages, reshape
-from ftpipeline.coordinator.errors import PipelineFailed, RestoreRefused
+from ftpipeline.coordinator.errors import NoMemberAnswers, PipelineFailed, RestoreRefused
 from ftpipeline.coordinator.recovery import (
     RecoveryRecord,
     choose_strategy,
@@ -208,14 +210,34 @@ def rebuild_lost_store(c: Coordinator) -> None:
         restart_joining(c, joining, "Redis lost its registration while it was joining")
     c.tables.set_placement(c.placement)
     c.journal.restore_step_log()
-    record = reopen_everywhere(c, manifest, detected)
-    c.rollbacks.append(record)
-    c.observer.on_rollback(record)
+    try:
+        record = reopen_everywhere(c, manifest, detected)
+    except NoMemberAnswers as exc:
+        _start_over_unanswered(c, str(exc))
+    else:
+        c.rollbacks.append(record)
+        c.observer.on_rollback(record)
     c.store.commit(c.committed)
     c.last_progress = c.clock()
     c.control.recovered("redis", outcome="rebuilt",
                         note=f"rolled back to the checkpoint at step {boundary}" if manifest
                         else "no checkpoint: replaying from step 1 (released steps are dropped)")
+
+
+def _start_over_unanswered(c: Coordinator, why: str) -> None:
+    """No member answers the rollback that rebuilds Redis: the outage that emptied it also took them
+    (fenced when their ZooKeeper sessions expired, killed). Their process exits may not have arrived
+    yet; as for the last worker lost, a new set starts from the newest checkpoint."""
+    gone = list(c.workers)
+    log.error("no worker answers after Redis lost the run's state: each is lost",
+              extra={"workers": gone, "error": why})
+    for worker in gone:  # fenced or dying: made sure of, as a heartbeat loss is
+        c.cluster.declare_lost(worker, "it did not answer after Redis lost the run's state")
+        c.cluster.kill_worker(worker)
+    from ftpipeline.coordinator.admission import start_over  # admission builds on this module
+
+    start_over(c, gone[0] if gone else WorkerId("none"), "no answer after Redis lost the run's state",
+               f"every worker lost while Redis restarted empty ({why})")
 
 
 def restart_joining(c: Coordinator, worker: WorkerId, why: str) -> None:

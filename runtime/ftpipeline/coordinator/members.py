@@ -30,7 +30,7 @@ from typing import Any
 
 from ftpipeline.cluster.base import ClusterBackend
 from ftpipeline.control.store import RunStore
-from ftpipeline.coordinator.errors import CannotRun, PipelineFailed
+from ftpipeline.coordinator.errors import CannotRun, NoMemberAnswers, PipelineFailed
 from ftpipeline.coordinator.restarts import BudgetExhausted, RestartBudget, RestartPolicy
 from ftpipeline.lineage.naming import Channel, WorkerId
 from ftpipeline.lineage.placement import hand_back
@@ -93,7 +93,7 @@ class Members:
             except Exception as exc:
                 log.warning("call failed", extra={"action": action, "worker": w, "error": str(exc)})
                 why = f"{w}: {one_line(exc)}"
-        raise PipelineFailed(f"no worker could {what} (last: {why})")
+        raise NoMemberAnswers(f"no worker could {what} (last: {why})")
 
     # --- joining -------------------------------------------------------------
     def spawn(self) -> WorkerId:

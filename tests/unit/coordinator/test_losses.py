@@ -1,4 +1,5 @@
-"""losses.recover's order: a loss is planned on tables that describe the run, never on a Redis that came back empty.
+"""losses.recover's order: a loss is planned on tables that describe the run, never on a Redis that came back empty;
+and a Redis rebuilt while no worker answers starts a new set rather than ending the run.
 
 A worker can be declared lost in the half second between Redis restarting
 empty and the periodic generation check: the plan then read empty tables and
@@ -12,8 +13,10 @@ from typing import Any, cast
 
 import pytest
 
+from ftpipeline.coordinator import admission
 from ftpipeline.coordinator.coordinator import Coordinator
-from ftpipeline.coordinator.losses import recover
+from ftpipeline.coordinator.errors import NoMemberAnswers
+from ftpipeline.coordinator.losses import rebuild_lost_store, recover
 from ftpipeline.lineage.naming import WorkerId
 
 W0, W1 = WorkerId("w0"), WorkerId("w1")
@@ -110,3 +113,49 @@ def test_a_loss_checks_whether_redis_came_back_empty_before_it_reads_the_tables(
         recover(cast(Coordinator, c), W1, "process exited")
     assert "check_generation(now=True)" in c.trail, c.trail
     assert c.trail.index("check_generation(now=True)") < c.trail.index("tables.snapshot"), c.trail
+
+
+class Silent(Recorder):
+    """Members none of which answers: each died with the outage that emptied Redis."""
+
+    joining: list[WorkerId] = []
+
+    def call_any(self, action: str, body: dict[str, Any], what: str) -> Any:
+        raise NoMemberAnswers(f"no worker could {what} (last: w1: connection refused)")
+
+
+class Checkpoints(Recorder):
+    last = {"boundary": 4, "epoch": 1}
+
+
+class Client:
+    address = "127.0.0.1:1"
+
+
+class RebuildingCoordinator(FakeCoordinator):
+    def __init__(self) -> None:
+        super().__init__()
+        self.members = Silent(self.trail, "members")
+        self.cluster = Recorder(self.trail, "cluster")  # type: ignore[assignment]
+        self.control = Recorder(self.trail, "control")
+        self.store = Recorder(self.trail, "store")
+        self.generation, self.run_token, self.placement = "g2", "run", {}
+        self.rollbacks: list[object] = []
+        self.ckpt = Checkpoints(self.trail, "ckpt")
+
+    def client(self, worker: WorkerId) -> Client:
+        return Client()
+
+
+def test_a_redis_rebuilt_when_no_worker_answers_starts_a_new_set_instead_of_failing_the_run(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chaos: a ZooKeeper cut fenced the last member just as Redis came back empty. The rollback's first
+    call reached nobody, and the run failed ("no worker could read the sinks' newest released step")."""
+    started: list[tuple[WorkerId, str]] = []
+    monkeypatch.setattr(admission, "start_over", lambda c, dead, reason, cause="": started.append((dead, reason)))
+    c = RebuildingCoordinator()
+    rebuild_lost_store(cast(Coordinator, c))
+    assert started == [(W0, "no answer after Redis lost the run's state")]
+    assert c.trail.count("cluster.kill_worker") == 2 and c.trail.count("cluster.declare_lost") == 2, c.trail
+    assert c.rollbacks == []  # the new set's rollback is start_over's
+    assert c.trail[-1] == "control.recovered", c.trail
