@@ -171,11 +171,14 @@ def watch_output(bootstrap: str, topic: str, after_ms: int, stop: threading.Even
                          "isolation.level": "read_committed", "enable.auto.commit": False})
     consumer.subscribe([topic])
     while not stop.is_set():
-        for m in consumer.consume(1000, timeout=0.2):
+        # consume() waits for its whole batch or the timeout: a long one would add to every latency
+        batch = consumer.consume(1000, timeout=0.005)
+        visible = time.time() * 1000
+        for m in batch:
             if m.error() is None:
                 seen = json.loads(m.value()).get("last_seen_ms", 0)
                 if seen >= after_ms:
-                    out.append(time.time() * 1000 - seen)
+                    out.append(visible - seen)
     consumer.close()
 
 

@@ -212,6 +212,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGUSR1, lambda *_: setattr(coordinator.ckpt, "requested", True))
     code = 0
     failure: dict[str, Any] | None = None
+    interrupted: dict[str, Any] = {}
     try:
         if isinstance(observer, ProgressObserver):
             with observer:
@@ -230,6 +231,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]")
         code = 130
+        if args.summary_json:  # a stream stopped by hand: what it did up to then (while Redis is still there)
+            interrupted = result_json(coordinator.result()) | {"interrupted": True}
     except Exception as exc:  # a fault nothing above named: one line here, its traceback in the log
         logging.getLogger("ftpipeline").exception("run failed with an unexpected error")
         console.print(f"[red]pipeline failed:[/red] {one_line(exc)} (unexpected; traceback in {run_dir / 'coordinator.log'})")
@@ -243,6 +246,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if code:
         if args.summary_json and failure is not None:
             Path(args.summary_json).write_text(json.dumps({"failed": failure}, indent=2, default=str))
+        elif args.summary_json and code == 130:
+            Path(args.summary_json).write_text(json.dumps(interrupted, indent=2, default=str))
         _report(console, run_dir, spec, timeline, ui, code, None, (failure or {}).get("message", ""))
         return code
     print_summary(console, spec, result, ledger.earlier)

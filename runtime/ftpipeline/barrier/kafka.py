@@ -18,6 +18,14 @@ visible together or not at all, which is what makes a release idempotent:
              the channel's group, commit; then the staged parts are dropped
     replay   a step at or below a channel's GT_last is skipped
 
+A producer remembers the GT_last its own commit wrote and does not read it
+again while the steps follow on (a read waits for the last transaction's
+markers: ~100 ms). Only a newer producer of the same id can move it, and
+that fences this one: a release on a remembered GT_last that fails (fenced,
+or the part already dropped by the other releaser) is done once more by a
+new producer, whose init fences the other and which reads GT_last. The
+channels of a step are released side by side, each in its own transaction.
+
 States of one step of one channel::
 
     staged --begin, produce, offsets, commit--> released (GT_last = S)
@@ -46,6 +54,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +118,10 @@ def encode(table: pa.Table, key: tuple[str, ...]) -> Iterator[tuple[bytes | None
                 yield json.dumps([row.get(c) for c in key], separators=(",", ":"), default=_json_default).encode(), value
 
 
+class _Stale(Exception):
+    """A release on the GT_last a producer remembered failed: another producer may have released since."""
+
+
 class _Channel:
     """One sink channel's consumer group, which holds its GT_last, and its transactional producer (made on
     the first release: reading GT_last fences nobody)."""
@@ -118,6 +131,17 @@ class _Channel:
         self.group = Consumer(config(bootstrap, **{"group.id": name, "enable.auto.commit": False,
                                                    "isolation.level": "read_committed"}))
         self._producer: Producer | None = None
+        self._known: int | None = None  # GT_last as this producer's own last commit left it
+        self._step = 0
+
+    def released(self) -> tuple[int, bool]:
+        """GT_last, and whether it was read from the group now. After this producer's own commit it is
+        known without asking: another producer can move it only by first fencing this one, which then
+        commits nothing. (Reading it costs a round trip, often ~100 ms: the broker answers that the offsets
+        are unstable until the last transaction's markers are written, and the client asks again.)"""
+        if self._known is None:
+            return self.gt_last(), True
+        return self._known, False
 
     @property
     def producer(self) -> Producer:
@@ -148,6 +172,7 @@ class _Channel:
 
     def begin(self, step: int, table: pa.Table, key: tuple[str, ...]) -> int:
         producer = self.producer
+        self._known, self._step = None, step  # unknown until the commit answers
         producer.begin_transaction()
         rows = 0
         headers: list[tuple[str, str | bytes | None]] = [(STEP_HEADER, str(step).encode())]
@@ -160,8 +185,10 @@ class _Channel:
 
     def commit(self) -> None:
         self.producer.commit_transaction(TIMEOUT_S)
+        self._known = self._step
 
     def abort(self) -> None:
+        self._known = None
         if self._producer is None:
             return
         try:
@@ -258,18 +285,32 @@ class KafkaBarrier:
         return min(self._released())
 
     def release(self, step: int, channels: int) -> bool:
-        """Release ``step`` on every channel that has not yet; False when every one had (idempotent)."""
-        released = False
-        for c in range(channels):
-            released = self.release_channel(step, c) or released
+        """Release ``step`` on every channel that has not yet; False when every one had (idempotent). The
+        channels' transactions are independent, so they are released side by side (each waits on the
+        broker, not on Python)."""
+        if channels == 1:
+            released = self.release_channel(step, 0)
+        else:
+            with ThreadPoolExecutor(min(channels, 8), thread_name_prefix=f"release-{self.name}") as pool:
+                released = any(list(pool.map(lambda c: self.release_channel(step, c), range(channels))))
         self._drop_staged(step)
         return released
 
     def release_channel(self, step: int, channel: int) -> bool:
+        try:
+            return self._release_channel(step, channel)
+        except _Stale:  # another releaser moved GT_last since this producer's own commit: a new one reads it
+            self._drop(channel)
+            return self._release_channel(step, channel)
+
+    def _release_channel(self, step: int, channel: int) -> bool:
         state = self._channel(channel)
+        fresh = True
         try:
             state.producer  # initialised first: another producer's open transaction is aborted, so GT_last is stable
-            done = state.gt_last()
+            done, fresh = state.released()
+            if not fresh and done != step - 1:  # others released since this producer did (and fenced it)
+                raise _Stale()
             if done >= step:
                 return False
             if done != step - 1:
@@ -283,12 +324,16 @@ class KafkaBarrier:
         except KafkaException as exc:
             state.abort()
             self._drop(channel)  # fenced, or in a state only a new producer leaves
+            if not fresh:
+                raise _Stale() from None
             log.warning("release failed", extra={"sink": self.name, "step": step, "channel": channel,
                                                  "error": describe(exc)})
             raise KafkaReleaseError(f"sink {self.name}: releasing step {step} of channel {channel}: "
                                     f"{describe(exc)}", unreachable(exc)) from None
         except KafkaReleaseError:
             state.abort()
+            if not fresh:  # its part already dropped by the releaser that fenced this producer
+                raise _Stale() from None
             raise
         log.debug("released", extra={"sink": self.name, "step": step, "channel": channel, "rows": rows})
         return True

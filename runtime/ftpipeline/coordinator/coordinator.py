@@ -473,6 +473,10 @@ class Coordinator:
             if self.outstanding and self.clock() - self.last_progress > self.stall_timeout_s:
                 pending = ", ".join(sorted(self.outstanding)[:10])
                 raise PipelineFailed(f"no progress for {self.stall_timeout_s:.0f}s; pending: {pending}")
+        return self.result()
+
+    def result(self) -> RunResult:
+        """What the run did so far: at its end, or when it is interrupted (a stream stopped by Ctrl-C)."""
         return RunResult(
             committed=self.committed,
             source_rows=self.tally.source_rows,
@@ -480,7 +484,7 @@ class Coordinator:
             late_records=self.tally.late,
             watermark=self.watermarks.current,
             rollbacks=list(self.rollbacks),
-            seconds=self.clock() - self._started_at,
+            seconds=self.clock() - self._started_at if self._started_at else 0.0,
             recoveries=self.recoveries,
             outages=list(self.control.outages),
             stats={**self.store.stats(), "recomputed_rows": self._recomputed_rows,

@@ -103,6 +103,23 @@ def test_a_release_cut_off_before_its_commit_is_aborted_and_done_again_by_the_ne
     assert released(kafka_bootstrap, topic) == [("a", 1, b"a"), ("b", 1, b"b")]
 
 
+def test_a_worker_releasing_again_after_another_did_reads_the_released_step_afresh(
+        kafka_bootstrap: str, topic: str, redis_client: redis.Redis, tmp_path: Path) -> None:
+    """A producer remembers the GT_last of its own commit; the coordinator's releases move between workers
+    (the first that answers), and the one that released in between fenced it: no step twice, none lost."""
+    spec = pipeline(kafka_bootstrap, topic)
+    one, other = barrier(spec, redis_client), barrier(spec, redis_client)
+    stage_step(one, 1, tmp_path, {0: ["a"], 1: ["b"]})
+    assert one.release(1, 2)
+    assert one._channel(0).released() == (1, False)  # known from its own commit: not read
+    stage_step(other, 2, tmp_path, {0: ["c"]})
+    assert other.release(2, 2)
+    stage_step(one, 3, tmp_path, {1: ["d"]})
+    assert one.release(3, 2)  # fenced on its remembered step 1: a new producer reads 2, and releases 3
+    assert not other.release(3, 2) and not one.release(2, 2)
+    assert released(kafka_bootstrap, topic) == [("a", 1, b"a"), ("b", 1, b"b"), ("c", 2, b"c"), ("d", 3, b"d")]
+
+
 def test_a_zombie_workers_late_commit_is_fenced_by_kafka(
         kafka_bootstrap: str, topic: str, redis_client: redis.Redis, tmp_path: Path) -> None:
     spec = pipeline(kafka_bootstrap, topic)

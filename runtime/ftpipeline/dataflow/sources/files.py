@@ -61,6 +61,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ftpipeline.dataflow.sources.base import DeadLetter, OneSlotPerChannel, SourceBatch
+from ftpipeline.dataflow.sources.jsonblock import parse_block, read_records
 from ftpipeline.spec.model import FileSource
 
 ARROW_TYPES: dict[str, pa.DataType] = {
@@ -152,7 +153,14 @@ def _show(value: object) -> str:
 def _json_value(name: str, kind: str, value: object) -> Value:
     if value is None:
         return None
-    if kind == "string" and isinstance(value, str) or kind == "boolean" and isinstance(value, bool):
+    if kind == "string" and isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate escape ("\ud800"): no Unicode text has one
+                raise BadRecord(f"field '{name}': not valid Unicode text (a lone surrogate)") from None
+        return value
+    if kind == "boolean" and isinstance(value, bool):
         return value
     if not isinstance(value, bool):
         if kind == "long":
@@ -342,23 +350,32 @@ class FileSourceReader(OneSlotPerChannel):
         with path.open("rb") as fh:
             fh.seek(base)
             blob = fh.read(index.ends[b - 1] - base)
-        columns: list[list[Value]] = [[] for _ in self.spec.schema]
         positions = [index.header.index(n) if n in index.header else -1 for n, _ in self.spec.schema]
-        for i in range(a, b):
-            raw = blob[index.starts[i] - base: index.ends[i] - base]
-            text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            try:
-                if self.spec.format == "jsonl":
-                    values = self._parse_json(raw)
-                else:
-                    values = self._parse_csv(text, index.header, positions)
-            except BadRecord as bad:
-                dead.append(DeadLetter(text, str(bad), f"{path}:{index.lines[i]}"))
-                continue
-            for column, value in zip(columns, values):
-                column.append(value)
-        arrays = [pa.array(values, type=field.type) for values, field in zip(columns, self._schema)]
-        return pa.Table.from_arrays(arrays, schema=self._schema)
+
+        def one_by_one(i: int, j: int) -> pa.Table:  # records [a+i, a+j)
+            columns: list[list[Value]] = [[] for _ in self.spec.schema]
+            for r in range(a + i, a + j):
+                raw = blob[index.starts[r] - base: index.ends[r] - base]
+                text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                try:
+                    if self.spec.format == "jsonl":
+                        values = self._parse_json(raw)
+                    else:
+                        values = self._parse_csv(text, index.header, positions)
+                except BadRecord as bad:
+                    dead.append(DeadLetter(text, str(bad), f"{path}:{index.lines[r]}"))
+                    continue
+                for column, value in zip(columns, values):
+                    column.append(value)
+            arrays = [pa.array(values, type=field.type) for values, field in zip(columns, self._schema)]
+            return pa.Table.from_arrays(arrays, schema=self._schema)
+
+        if self.spec.format != "jsonl":
+            return one_by_one(0, b - a)
+        # JSON Lines: the records' lines as one block for Arrow's reader, where it is sure (jsonblock.py)
+        return read_records(b - a, lambda i, j: parse_block(
+            blob[index.starts[a + i] - base: index.ends[a + j - 1] - base].rstrip(b"\r\n"), j - i, self._schema),
+            one_by_one)  # (a record is a line that is not blank: its end is not part of it)
 
     def _parse_json(self, raw: bytes) -> list[Value]:
         return json_row(raw, self.spec.schema)
