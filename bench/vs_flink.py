@@ -87,6 +87,7 @@ class Cluster:
     work: Path
     slots: int
     checkpoint_ms: int
+    jars: tuple[Path, ...] = ()  # connectors beside Flink's own lib/ (the Kafka connector)
     env: dict[str, str] = field(default_factory=dict)
 
     def configure(self) -> None:
@@ -114,6 +115,12 @@ class Cluster:
             (self.work / d).mkdir()
         self.env = dict(os.environ, FLINK_HOME=str(self.home), FLINK_CONF_DIR=str(conf),
                         FLINK_LOG_DIR=str(self.work / "log"), FLINK_PID_DIR=str(self.work / "pids"))
+        if self.jars:  # a lib/ of links: Flink's jars and the connectors (the cluster and the client load it)
+            lib = self.work / "lib"
+            lib.mkdir()
+            for jar in [*(self.home / "lib").glob("*.jar"), *self.jars]:
+                (lib / jar.name).symlink_to(jar)
+            self.env["FLINK_LIB_DIR"] = str(lib)
 
     def script(self, *args: str) -> None:
         subprocess.run(["bash", str(self.home / "bin" / args[0]), *args[1:]], env=self.env, check=True,

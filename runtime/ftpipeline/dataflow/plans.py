@@ -124,6 +124,8 @@ class _Template:
     index: Any = None    # the input relation's file index (JVM object), refreshed per task
     files: list[Path] = field(default_factory=list)  # the task's rows (one file per task when grouped)
     native: ArrowProgram | None = None  # the plan on Arrow compute (arrow_plans.py), checked on the first task
+    unchecked: Any = None  # built ahead of any task (``warm``): the program's DataFrame, its translation
+                           # still to be checked on the first task's rows
 
 
 class Plans:
@@ -154,7 +156,11 @@ class Plans:
         self.jobs += 1
         if template is not None and template.plan is not None:
             self._replace(template, table)
-            return finish(self._execute(template.plan))
+            result = finish(self._execute(template.plan))
+            if template.unchecked is not None and finish is _to_arrow:  # built by ``warm``: now real rows
+                template.native = self._checked(key, template.unchecked, [table], [cast(pa.Table, result)])
+                template.unchecked = None
+            return result
         if template is not None:
             return self._once(key, program, table, finish)
         template = self._new(key)
@@ -167,6 +173,30 @@ class Plans:
         if template.plan is not None and finish is _to_arrow:
             template.native = self._checked(key, out, [table], [result])
         return result
+
+    def warm(self, key: str, program: Program, empty: pa.Table) -> bool:
+        """Build ``program``'s plan for tables of ``empty``'s schema and run it once, before a task needs
+        it: a stream's first records then wait for no analysis and no first job of that plan. Its Arrow
+        translation is still checked against Spark on the first task's own rows. False when it cannot
+        be warmed (plans not reused, a schema no scan takes, the program fails on no rows)."""
+        slot = (key, empty.schema)
+        if not self.reuse or not scannable(empty.schema) or slot in self._templates:
+            return False
+        template = self._new(key)
+        try:
+            df = self._scan(template, empty)
+            out = program(df)
+            self._keep(key, template, df, out)
+            if template.plan is None:
+                return False
+            self.jobs += 1
+            out.toArrow()
+        except Exception as exc:  # the first task meets it again, and reports it as its own failure
+            log.info("plan not warmed", extra={"program": key, "error": str(exc)[:200]})
+            return False
+        template.unchecked = out
+        self._templates[slot] = template
+        return True
 
     def run_many(self, key: str, program: Program, tables: list[pa.Table]) -> list[pa.Table] | None:
         """``program`` applied to each table's rows, in one Spark job; None when it cannot be (the

@@ -3,8 +3,10 @@
 The sidecar (``sidecar.py``) answers calls; these two loops run beside its
 Flight server for the process's life (``server.py`` starts them):
 
-- ``run``, every 50 ms: re-reads its NTT, reports the records available to
-  its source channels (Feldera's ``received(step, n)``) and a recorded but
+- ``run``, every 50 ms (every 10 ms with a Kafka source, whose records
+  arrive as a stream: a report is a watermark-offset lookup, and a change
+  only is sent): re-reads its NTT, reports the records available to its
+  source channels (Feldera's ``received(step, n)``) and a recorded but
   uncommitted next step (``replay(step)``), and collects garbage (drops
   consumed objects, in shared mode of the PT lock) every ``gc.intervalMs``;
 - ``listen``: wakes the task hand-out whenever another worker announces a
@@ -33,6 +35,9 @@ if TYPE_CHECKING:
     from ftpipeline.worker.sidecar import Sidecar
 
 log = logging.getLogger("ftpipeline.sidecar")
+
+LOOP_S = 0.05            # the loop's period
+STREAM_REPORT_S = 0.01   # a Kafka source's new records are reported this often: its step waits for no longer poll
 
 
 class Background:
@@ -106,23 +111,27 @@ class Background:
 
     def run(self) -> None:
         s = self.s
-        next_gc = 0.0
+        next_gc = next_look = 0.0
         while not s.stopping.is_set():
             if s.fenced is not None and not s.busy:
                 log.error("stopping: fenced off", extra={"worker": s.worker, "reason": s.fenced})
                 s.refused("it was stopped before it could commit anything", "fenced_stops")
                 s.stopping.set()
                 break
+            now = time.monotonic()
             try:
                 s.refresh()
                 self.report_sources()
-                self.report_replay()
-                if s.spec is not None and time.monotonic() >= next_gc:
+                if now >= next_look:
+                    self.report_replay()
+                    next_look = now + LOOP_S
+                if s.spec is not None and now >= next_gc:
                     self.collect_garbage()
-                    next_gc = time.monotonic() + s.spec.gc_interval_ms / 1000
+                    next_gc = now + s.spec.gc_interval_ms / 1000
             except redis.RedisError as exc:
                 log.error("redis unavailable", extra={"error": str(exc)})
-            time.sleep(0.05)
+            streams = s.spec is not None and any(stage.kafka is not None for stage in s.spec.stages)
+            time.sleep(STREAM_REPORT_S if streams else LOOP_S)
 
     def listen(self) -> None:
         s = self.s

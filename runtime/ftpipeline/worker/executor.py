@@ -125,6 +125,18 @@ class TaskRunner:
         self.evicted = 0  # keys forgotten by TTL since the last task reported
         self.staged: list[list[Any]] = []  # Kafka sink parts this task wrote: [sink, step, channel, file]
 
+    def warm(self) -> list[str]:
+        """Build the plan of each chain a source with a known schema feeds (a Kafka topic's), before its
+        first records arrive: the stages warmed."""
+        warmed = []
+        for source in self.graph.sources():
+            empty = self.readers[source.name].empty()
+            functions, _ = _program_of(source)
+            if functions and empty.num_columns and self.plans.warm(
+                    source.name, _compose([self._function(m) for m in functions]), empty):
+                warmed.append(source.name)
+        return warmed
+
     def snapshot(self, epoch: int, done: Callable[[list[dict[str, Any]]], None],
                  failed: Callable[[str], None]) -> threading.Thread:
         """Write every state this process holds, asynchronously; call ``done`` with the snapshots.
@@ -479,7 +491,8 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> Non
     code_dir = Path(module_file).parent if module_file else spec.base_dir  # where the user's frames are
     runner = TaskRunner(spark, spec, module, ObjectBuffer(work_dir),
                         may_write=lambda: bool(sidecar.call("may_write", {})["ok"]))
-    log.info("ready", extra={"worker": worker})
+    warmed = runner.warm()  # a stream's plans, before its first records (dataflow/plans.py)
+    log.info("ready", extra={"worker": worker, "warmed": warmed})
     snapshots = SidecarClient(_sidecar_address(work_dir))  # the snapshot thread's own connection
     while True:
         reply = sidecar.call("next_task", {"timeout_ms": 1000})

@@ -181,3 +181,24 @@ def test_plans_run_compiled_programs_without_a_spark_job(spark: Any, tmp_path: P
     assert more is not None and plans.native == 3 and more[0].equals(grouped[0])
     chunked = pa.concat_tables([first, first.slice(1)])  # a task's input: several IPC batches
     assert plans.run("arith", arithmetic, chunked).equals(pa.concat_tables([again.slice(0, 0), grouped[0], grouped[0].slice(1)]))
+
+
+def test_a_warmed_plan_is_checked_on_the_first_tasks_rows_before_it_runs_on_arrow(spark: Any, tmp_path: Path) -> None:
+    """``Plans.warm`` builds a stream's plan before its first records; an empty table proves nothing about
+    the translation, so the first task still runs in Spark and is compared."""
+    plans = Plans(spark, tmp_path / "scan")
+    first = _table([("a", 1, 2, 3, 5, 1.0, 2.0, True, "x", None, None)] * 3)
+    assert plans.warm("arith", arithmetic, first.slice(0, 0))
+    jobs = plans.jobs
+    assert plans.run("arith", arithmetic, first).equals(Plans(spark, tmp_path / "fresh").run("arith", arithmetic, first))
+    assert (plans.jobs, plans.native) == (jobs + 1, 0)  # the first task: Spark's answer, and the check
+    plans.run("arith", arithmetic, first)
+    assert (plans.jobs, plans.native) == (jobs + 1, 1)  # then Arrow compute
+    assert not plans.warm("arith", arithmetic, first.slice(0, 0)), "a plan is built once"
+
+    def broken(df: Any) -> Any:
+        raise ValueError("a user's bug")
+
+    assert not plans.warm("broken", broken, first.slice(0, 0))  # the first task meets it, as its own failure
+    with pytest.raises(ValueError, match="a user's bug"):
+        plans.run("broken", broken, first)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ftpipeline.dataflow.sources.files import ARROW_TYPES, BadRecord, json_row
-from ftpipeline.dataflow.sources.jsonblock import MIN_CHUNK, parse_block, read_records
+from ftpipeline.dataflow.sources.jsonblock import MIN_CHUNK, BlockReader, parse_block
 
 SPEC = [("user", "string"), ("n", "long"), ("x", "double"), ("ok", "boolean")]
 SCHEMA = pa.schema([pa.field(n, ARROW_TYPES[t]) for n, t in SPEC])
@@ -59,7 +59,7 @@ def rows(table: pa.Table) -> list[tuple[Any, ...]]:
 def both_ways(records: list[bytes]) -> None:
     fast_dead: list[tuple[int, str]] = []
     slow_dead: list[tuple[int, str]] = []
-    fast = read_records(len(records), lambda i, j: parse_block(b"\n".join(records[i:j]), j - i, SCHEMA),
+    fast = BlockReader().read(len(records), lambda i, j: parse_block(b"\n".join(records[i:j]), j - i, SCHEMA),
                         one_by_one(records, fast_dead))
     slow = one_by_one(records, slow_dead)(0, len(records))
     assert fast.schema.equals(SCHEMA)
@@ -108,6 +108,26 @@ def test_clean_chunks_of_a_block_with_one_bad_record_are_read_by_arrow() -> None
         calls.append((i, j))
         return slow(i, j)
 
-    table = read_records(len(records), lambda i, j: parse_block(b"\n".join(records[i:j]), j - i, SCHEMA), counted)
+    table = BlockReader().read(len(records), lambda i, j: parse_block(b"\n".join(records[i:j]), j - i, SCHEMA), counted)
     assert table.num_rows == len(good) and [d[0] for d in dead] == [MIN_CHUNK]
     assert sum(j - i for i, j in calls) < len(records) // 2, calls  # only the bad record's chunk went slowly
+
+
+def test_a_source_whose_records_are_often_bad_rests_from_arrow_for_its_next_blocks() -> None:
+    """2% bad records: every part of a block is refused, each refusal a parse thrown away."""
+    records = [b"{not json" if i % 50 == 0 else GOOD[i % len(GOOD)] for i in range(20 * MIN_CHUNK)]
+    tries: list[tuple[int, int]] = []
+
+    def block(i: int, j: int) -> pa.Table | None:
+        tries.append((i, j))
+        return parse_block(b"\n".join(records[i:j]), j - i, SCHEMA)
+
+    reader, dead = BlockReader(), []
+    first = reader.read(len(records), block, one_by_one(records, dead))
+    assert first.num_rows == len(records) - len(dead) and len(tries) == 1 + 3  # the whole, then 3 parts
+    tries.clear()
+    for _ in range(BlockReader.REST_BLOCKS):
+        reader.read(len(records), block, one_by_one(records, []))
+    assert tries == []
+    reader.read(len(records), block, one_by_one(records, []))
+    assert tries[0] == (0, len(records)), "then tried again"

@@ -61,7 +61,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ftpipeline.dataflow.sources.base import DeadLetter, OneSlotPerChannel, SourceBatch
-from ftpipeline.dataflow.sources.jsonblock import parse_block, read_records
+from ftpipeline.dataflow.sources.jsonblock import BlockReader, parse_block
 from ftpipeline.spec.model import FileSource
 
 ARROW_TYPES: dict[str, pa.DataType] = {
@@ -230,6 +230,7 @@ class FileSourceReader(OneSlotPerChannel):
         self.spec = spec
         self.parallelism = parallelism
         self._schema = pa.schema([pa.field(name, ARROW_TYPES[kind]) for name, kind in spec.schema])
+        self._blocks = BlockReader()  # JSON Lines: Arrow's reader where it is sure (jsonblock.py)
         self._indexes: dict[Path, _TextIndex | _ParquetIndex] = {}
         self._listed: dict[int, list[Path]] = {}     # channel -> files last returned
 
@@ -373,7 +374,7 @@ class FileSourceReader(OneSlotPerChannel):
         if self.spec.format != "jsonl":
             return one_by_one(0, b - a)
         # JSON Lines: the records' lines as one block for Arrow's reader, where it is sure (jsonblock.py)
-        return read_records(b - a, lambda i, j: parse_block(
+        return self._blocks.read(b - a, lambda i, j: parse_block(
             blob[index.starts[a + i] - base: index.ends[a + j - 1] - base].rstrip(b"\r\n"), j - i, self._schema),
             one_by_one)  # (a record is a line that is not blank: its end is not part of it)
 

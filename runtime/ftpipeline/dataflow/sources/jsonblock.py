@@ -12,7 +12,8 @@ where the two cannot differ:
 
     block --'Inf' (not 'Infinity'), a BOM, bytes not UTF-8, or a line not opening an object ('{')
             in it--> one record at a time
-    block --Arrow refuses it--> one record at a time (in chunks: a bad record costs its chunk)
+    block --Arrow refuses it--> again in parts (a bad record costs its part one record at a time);
+            every part refused: the source's next blocks one record at a time (``BlockReader``)
     block --Arrow answers, one row per record--> that table
     block --Arrow answers, another number of rows--> one record at a time
 
@@ -63,19 +64,42 @@ def parse_block(block: bytes, count: int, schema: pa.Schema) -> pa.Table | None:
     return table if table.schema.equals(schema) else None
 
 
-def read_records(count: int, block: Callable[[int, int], pa.Table | None],
-                 one_by_one: Callable[[int, int], pa.Table]) -> pa.Table:
-    """The rows of records ``[0, count)``: ``block(i, j)`` is records ``[i, j)`` as ``parse_block`` reads them
-    (None: not sure); ``one_by_one(i, j)`` parses them a record at a time (and keeps their dead letters)."""
-    whole = block(0, count) if count else None
-    if whole is not None:
-        return whole
-    if count < 2 * MIN_CHUNK:
-        return one_by_one(0, count)
-    size = max(MIN_CHUNK, -(-count // CHUNKS))
-    parts = []
-    for i in range(0, count, size):
-        j = min(count, i + size)
-        part = block(i, j)
-        parts.append(part if part is not None else one_by_one(i, j))
-    return pa.concat_tables(parts)
+class BlockReader:
+    """One source's reads of blocks of records (it keeps whether Arrow is worth trying).
+
+    A block Arrow refuses is tried again in parts: where bad records are rare, only their parts are
+    read a record at a time. Where they are common (every part refused), each refused try is a parse
+    thrown away: the parts left are read a record at a time, and so are the source's next
+    ``REST_BLOCKS`` blocks before Arrow is tried again."""
+
+    REST_BLOCKS = 8
+
+    def __init__(self) -> None:
+        self.resting = 0
+
+    def read(self, count: int, block: Callable[[int, int], pa.Table | None],
+             one_by_one: Callable[[int, int], pa.Table]) -> pa.Table:
+        """The rows of records ``[0, count)``: ``block(i, j)`` is records ``[i, j)`` as ``parse_block`` reads
+        them (None: not sure); ``one_by_one(i, j)`` parses them a record at a time (and keeps their dead
+        letters)."""
+        if self.resting:
+            self.resting -= 1
+            return one_by_one(0, count)
+        whole = block(0, count) if count else None
+        if whole is not None:
+            return whole
+        if count < 2 * MIN_CHUNK:
+            return one_by_one(0, count)
+        size = max(MIN_CHUNK, -(-count // CHUNKS))
+        parts: list[pa.Table] = []
+        refused = 0
+        for i in range(0, count, size):
+            j = min(count, i + size)
+            part = None if refused >= 3 and refused == len(parts) else block(i, j)  # every try refused: stop
+            if part is None:
+                refused += 1
+                part = one_by_one(i, j)
+            parts.append(part)
+        if refused == len(parts):
+            self.resting = self.REST_BLOCKS
+        return pa.concat_tables(parts)

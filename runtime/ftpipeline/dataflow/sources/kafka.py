@@ -43,7 +43,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from ftpipeline.dataflow.sources.base import DeadLetter, SourceBatch
 from ftpipeline.dataflow.sources.files import ARROW_TYPES, BadRecord, json_row
-from ftpipeline.dataflow.sources.jsonblock import parse_block, read_records
+from ftpipeline.dataflow.sources.jsonblock import BlockReader, parse_block
 from ftpipeline.kafka.client import describe, reader_config
 from ftpipeline.lineage.naming import slot_channel
 from ftpipeline.spec.model import KafkaSource
@@ -79,6 +79,7 @@ class KafkaSourceReader:
                         pa.schema([pa.field(n, ARROW_TYPES[t]) for n, t in spec.schema]))
         if stamp:
             self._schema = self._schema.append(pa.field(stamp, pa.int64()))
+        self._blocks = BlockReader()  # JSON values: Arrow's reader where it is sure (jsonblock.py)
 
     # -- the cluster -----------------------------------------------------------
 
@@ -242,4 +243,4 @@ class KafkaSourceReader:
             arrays = [pa.array(column, type=f.type) for column, f in zip(columns, self._schema)]
             return pa.Table.from_arrays(arrays, schema=self._schema)
 
-        return SourceBatch(read_records(len(records), block, one_by_one), dead)
+        return SourceBatch(self._blocks.read(len(records), block, one_by_one), dead)
