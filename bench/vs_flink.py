@@ -29,8 +29,9 @@ channel. Three figures per workload and size:
     python bench/vs_flink.py [--workloads ...] [--sizes 5000 50000] [--steps 14] [--warmup 3]
                              [--pairs 1] [--checkpoint-ms 1000] [--json FILE]
 
-Not here yet: the Kafka -> aggregate -> Kafka job, TaskManager SIGKILL against our worker kill, and
-produce -> ``read_committed`` latency (``bench/kafka.py`` has ours and SS's).
+The Kafka -> aggregate -> Kafka job and its produce -> ``read_committed`` latency against Flink's
+exactly-once and at-least-once Kafka sinks are ``bench/latency.py``'s. Not here yet: TaskManager
+SIGKILL against our worker kill.
 """
 
 from __future__ import annotations
