@@ -200,7 +200,7 @@ class Coordinator:
         self.triggered = 0
         self.outstanding: dict[str, Task] = {}
         self.sources = SourceOffsets(self.graph)   # what each source slot reported, and reads next (offsets.py)
-        self._streams = any(s.kafka is not None for s in self.graph.sources())  # whose lag the observer shows
+        self._streams = spec.reads_kafka  # whose lag the observer shows
         self.recoveries: list[RecoveryRecord] = []
         self.last_progress = 0.0
         self._started_at = 0.0

@@ -276,6 +276,11 @@ class PipelineSpec:
         return any(s.kafka is not None or s.kafka_sink is not None or s.late_topic is not None for s in self.stages)
 
     @property
+    def reads_kafka(self) -> bool:
+        """Does a source read a topic (a stream: its lag is shown, its records are looked for often)?"""
+        return any(s.kafka is not None for s in self.stages)
+
+    @property
     def event_time(self) -> bool:
         """Does any source declare event time (so every step records a watermark)?"""
         return any(s.event_time is not None for s in self.stages)

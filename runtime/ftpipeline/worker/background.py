@@ -130,8 +130,7 @@ class Background:
                     next_gc = now + s.spec.gc_interval_ms / 1000
             except redis.RedisError as exc:
                 log.error("redis unavailable", extra={"error": str(exc)})
-            streams = s.spec is not None and any(stage.kafka is not None for stage in s.spec.stages)
-            time.sleep(STREAM_REPORT_S if streams else LOOP_S)
+            time.sleep(STREAM_REPORT_S if s.spec is not None and s.spec.reads_kafka else LOOP_S)
 
     def listen(self) -> None:
         s = self.s
