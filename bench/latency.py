@@ -21,8 +21,16 @@ the consumer saw it minus that stamp. Rows of events older than ``--warmup-s`` a
 starts are dropped (each system is up and warm before the producer starts). The systems take turns,
 each its own topics, the order alternating from one rate to the next; p50, p99 and p99.9 in ms.
 
+``--kill-at-s S``: a process is SIGKILLed S seconds into the stream, and the run reports the time
+from the kill until a row of an event produced after the kill is visible (the whole path working
+again, output committed). Ours loses one worker (its process group: sidecar, executor and Spark's
+JVM, as a deleted pod); Flink its TaskManager, and a fresh one is started at once (what Kubernetes
+does for a TaskManager pod, less the pod's scheduling; Flink's heartbeat settings as shipped, region
+failover, restart from the last completed checkpoint); Spark SS (``ss``) its whole driver, restarted
+at once on its checkpoint, as ``bench/vs_spark.py --recovery`` does.
+
     python bench/latency.py [--shapes stateless aggregate] [--rates 1000 10000 50000] [--seconds 30]
-                            [--warmup-s 8] [--systems ours ss flink-eo flink-alo] [--json FILE]
+                            [--warmup-s 8] [--systems ours ss flink-eo flink-alo] [--kill-at-s S] [--json FILE]
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -66,6 +75,10 @@ class Running(Protocol):
 
     def why(self) -> str: ...
 
+    def kill(self) -> str:
+        """SIGKILL the part a fault takes (and start what its platform would restart); what was killed."""
+        ...
+
 
 # --- the stream ---------------------------------------------------------------------------------
 
@@ -90,7 +103,9 @@ def produce(bootstrap: str, topic: str, rate: int, seconds: float, sent: list[in
     sent.append(n)
 
 
-def watch(bootstrap: str, topic: str, shape: str, after_ms: int, stop: threading.Event, out: list[float]) -> None:
+def watch(bootstrap: str, topic: str, shape: str, after_ms: int, stop: threading.Event,
+          out: list[tuple[float, int]]) -> None:
+    """Every output row seen: (the wall time it became visible, in ms; its newest event's stamp)."""
     stamp = STAMP[shape]
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"latency-{topic}", "auto.offset.reset": "earliest",
                          "isolation.level": "read_committed", "enable.auto.commit": False})
@@ -101,27 +116,47 @@ def watch(bootstrap: str, topic: str, shape: str, after_ms: int, stop: threading
         for m in batch:
             found = stamp.search(m.value() or b"") if m.error() is None else None
             if found is not None and int(found.group(1)) >= after_ms:
-                out.append(visible - int(found.group(1)))
+                out.append((visible, int(found.group(1))))
     consumer.close()
 
 
+@dataclass
+class Measured:
+    latencies: list[float]  # ms, one per output row
+    sent: int
+    killed: str = ""  # what --kill-at-s killed
+    kill_to_visible_s: float | None = None  # the kill until a row of a later event is visible
+
+
 def measure(start: Any, bootstrap: str, name: str, shape: str, rate: int, seconds: float,
-            warmup_s: float) -> tuple[list[float], int]:
-    """Latencies (ms) of the output rows while the side ``start()`` started runs, and the events sent."""
+            warmup_s: float, kill_at_s: float | None = None) -> Measured:
+    """The output rows' latencies while the side ``start()`` started runs, the events sent, and with
+    ``kill_at_s`` the time from a kill that many seconds into the stream to a later event's row."""
     running: Running = start()
     try:
         time.sleep(START_S)
         after = int((time.time() + warmup_s) * 1000)
-        stop, latencies, sent = threading.Event(), [], []
-        watcher = threading.Thread(target=watch, args=(bootstrap, f"{name}-out", shape, after, stop, latencies))
+        stop = threading.Event()
+        rows: list[tuple[float, int]] = []
+        sent: list[int] = []
+        watcher = threading.Thread(target=watch, args=(bootstrap, f"{name}-out", shape, after, stop, rows))
         watcher.start()
+        killed: list[tuple[str, float]] = []
+        if kill_at_s is not None:
+            timer = threading.Timer(kill_at_s, lambda: killed.append((running.kill(), time.time() * 1000)))
+            timer.start()
         produce(bootstrap, f"{name}-in", rate, seconds, sent)
-        time.sleep(5)  # what was produced last gets out
+        time.sleep(5 if kill_at_s is None else 30)  # what was produced last gets out (after a recovery too)
         stop.set()
         watcher.join()
-        if not latencies:
+        if not rows:
             raise RuntimeError(f"no output row seen: {running.why()}")
-        return latencies, sent[0]
+        found = Measured([visible - stamp for visible, stamp in rows], sent[0])
+        if killed:
+            found.killed, at = killed[0]
+            later = [visible for visible, stamp in rows if stamp > at]
+            found.kill_to_visible_s = (min(later) - at) / 1000 if later else None
+        return found
     finally:
         running.stop()
 
@@ -129,9 +164,23 @@ def measure(start: Any, bootstrap: str, name: str, shape: str, rate: int, second
 # --- the sides ------------------------------------------------------------------------------------
 
 class Process:
-    def __init__(self, command: list[str], log: Path) -> None:
-        self.log = log
-        self.process = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    def __init__(self, command: list[str], log: Path, workers: Path | None = None) -> None:
+        self.command, self.log, self.workers = command, log, workers
+        self.process = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                                        start_new_session=workers is None)
+
+    def kill(self) -> str:
+        """Ours (``workers``: the run's workers directory): one worker's process group, as a deleted pod.
+        Spark's: the driver's whole session, then the same command again (it resumes from its checkpoint)."""
+        if self.workers is not None:
+            worker = sorted(self.workers.glob("*/pgid"))[0]
+            os.killpg(int(worker.read_text().split()[0]), signal.SIGKILL)
+            return f"worker {worker.parent.name}"
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        self.process = subprocess.Popen(self.command, stdout=self.log.open("a"), stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        return "the driver, restarted"
 
     def why(self) -> str:
         said = self.log.read_text(errors="replace").splitlines()
@@ -143,7 +192,10 @@ class Process:
         try:
             self.process.wait(60)
         except subprocess.TimeoutExpired:
+            if self.workers is None:
+                os.killpg(self.process.pid, signal.SIGKILL)
             self.process.kill()
+            self.process.wait()
 
 
 class FlinkJob:
@@ -170,6 +222,10 @@ class FlinkJob:
     def stop(self) -> None:
         self.cluster.stop()
 
+    def kill(self) -> str:
+        self.cluster.kill_taskmanager()
+        return "the TaskManager, a fresh one started"
+
     def why(self) -> str:
         return f"see the Flink logs in {self.cluster.work / 'log'}"
 
@@ -193,7 +249,7 @@ def starter(system: str, shape: str, work: Path, bootstrap: str, name: str, args
     spec = pipeline(work, bootstrap, name, shape)
     log = work / f"{name}.log"
     if system == "ours":
-        return lambda: Process(kafka_bench.ours_command(spec, work / name), log)
+        return lambda: Process(kafka_bench.ours_command(spec, work / name), log, work / name / "run" / "workers")
     if system in ("ss", "ss-real-time"):
         extra = ["--seconds", "3600", *(["--real-time", args.ss_real_time] if system == "ss-real-time" else [])]
         return lambda: Process(kafka_bench.ss_command(spec, bootstrap, jars, work / name, *extra), log)
@@ -216,9 +272,14 @@ def main() -> int:
     parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
     parser.add_argument("--flink-checkpoint-ms", type=int, default=200)
     parser.add_argument("--ss-real-time", default="5 minutes", help="real-time mode's batch duration")
+    parser.add_argument("--kill-at-s", type=float, metavar="S",
+                        help="SIGKILL a worker (ours), the TaskManager (Flink) or the driver (SS) S seconds into "
+                             "the stream, and time the kill until a later event's row is visible")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     console = Console()
+    if not console.is_terminal:  # a log file: wide enough for the table
+        console = Console(width=200)
     flink = vs_flink.flink_python(console) if any(s.startswith("flink") for s in args.systems) else None
     jars = kafka_bench.connector_jars() if any(s.startswith("ss") for s in args.systems) else ""
     results: list[dict[str, Any]] = []
@@ -236,14 +297,18 @@ def main() -> int:
                         create_topics(broker.bootstrap, {f"{name}-in": 2, f"{name}-out": 2})
                         row: dict[str, Any] = {"shape": shape, "rate": rate, "system": system}
                         try:
-                            found, sent = measure(starter(system, shape, work, broker.bootstrap, name, args, flink, jars),
-                                                  broker.bootstrap, name, shape, rate, args.seconds, args.warmup_s)
-                            ordered = sorted(found)
-                            row |= {"rows": len(found), "sent_per_s": sent / args.seconds,
+                            got = measure(starter(system, shape, work, broker.bootstrap, name, args, flink, jars),
+                                          broker.bootstrap, name, shape, rate, args.seconds, args.warmup_s,
+                                          args.kill_at_s)
+                            ordered = sorted(got.latencies)
+                            row |= {"rows": len(ordered), "sent_per_s": got.sent / args.seconds,
                                     "p50": quantile(ordered, 0.5), "p99": quantile(ordered, 0.99),
-                                    "p999": quantile(ordered, 0.999)}
+                                    "p999": quantile(ordered, 0.999), "killed": got.killed,
+                                    "kill_to_visible_s": got.kill_to_visible_s}
                             console.log(f"{shape} {rate}/s {system}: p50 {row['p50']:.0f} p99 {row['p99']:.0f} "
-                                        f"p99.9 {row['p999']:.0f} ms over {len(found)} rows")
+                                        f"p99.9 {row['p999']:.0f} ms over {len(ordered)} rows"
+                                        + (f"; killed {got.killed}: {got.kill_to_visible_s} s to a later event's row"
+                                           if got.killed else ""))
                         except Exception as exc:  # a side that cannot run this (real-time mode): say why
                             row["error"] = " ".join(str(exc).split())[:400]
                             console.log(f"{shape} {rate}/s {system}: [red]{row['error']}[/red]")
@@ -251,18 +316,26 @@ def main() -> int:
                     turn += 1
         finally:
             broker.stop()
-    table = Table(title="produce -> visible to read_committed (ms)")
-    for column in ("shape", "events/s", "system", "p50", "p99", "p99.9", "rows", "sent/s", "p99 / ours"):
+    killing = args.kill_at_s is not None
+    table = Table(title="produce -> visible to read_committed (ms)"
+                        + (f", a kill {args.kill_at_s:g} s into the stream" if killing else ""))
+    columns = ["shape", "events/s", "system", "p50", "p99", "p99.9", "rows", "sent/s", "p99 / ours"]
+    for column in columns + (["killed", "kill -> later event visible (s)", "÷ ours"] if killing else []):
         table.add_column(column)
-    ours = {(r["shape"], r["rate"]): r.get("p99") for r in results if r["system"] == "ours"}
+    ours = {(r["shape"], r["rate"]): r for r in results if r["system"] == "ours" and "error" not in r}
     for r in results:
         if "error" in r:
-            table.add_row(r["shape"], str(r["rate"]), r["system"], r["error"][:60], "", "", "", "", "")
+            table.add_row(r["shape"], str(r["rate"]), r["system"], r["error"][:60], *[""] * (len(table.columns) - 4))
             continue
-        base = ours.get((r["shape"], r["rate"]))
-        table.add_row(r["shape"], f"{r['rate']:,}", r["system"], f"{r['p50']:.0f}", f"{r['p99']:.0f}",
-                      f"{r['p999']:.0f}", f"{r['rows']:,}", f"{r['sent_per_s']:,.0f}",
-                      f"{r['p99'] / base:.2f}" if base else "")
+        base = ours.get((r["shape"], r["rate"]), {})
+        cells = [r["shape"], f"{r['rate']:,}", r["system"], f"{r['p50']:.0f}", f"{r['p99']:.0f}",
+                 f"{r['p999']:.0f}", f"{r['rows']:,}", f"{r['sent_per_s']:,.0f}",
+                 f"{r['p99'] / base['p99']:.2f}" if base else ""]
+        if killing:
+            took, theirs = r["kill_to_visible_s"], base.get("kill_to_visible_s")
+            cells += [r["killed"], f"{took:.2f}" if took is not None else "never",
+                      f"{took / theirs:.1f}" if took is not None and theirs else ""]
+        table.add_row(*cells)
     console.print(table)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

@@ -30,8 +30,8 @@ channel. Three figures per workload and size:
                              [--pairs 1] [--checkpoint-ms 1000] [--json FILE]
 
 The Kafka -> aggregate -> Kafka job and its produce -> ``read_committed`` latency against Flink's
-exactly-once and at-least-once Kafka sinks are ``bench/latency.py``'s. Not here yet: TaskManager
-SIGKILL against our worker kill.
+exactly-once and at-least-once Kafka sinks are ``bench/latency.py``'s, and so is TaskManager SIGKILL
+against our worker kill (``--kill-at-s``: kill -> a later event's row visible, on a live stream).
 """
 
 from __future__ import annotations
@@ -137,6 +137,17 @@ class Cluster:
                 return
             time.sleep(0.2)
         raise RuntimeError(f"the Flink cluster did not come up: see {self.work / 'log'}")
+
+    def kill_taskmanager(self) -> None:
+        """SIGKILL the TaskManager and start a fresh one at once (as Kubernetes restarts its pod)."""
+        for pidfile in (self.work / "pids").glob("*taskexecutor*.pid"):
+            for line in pidfile.read_text().split():
+                try:
+                    os.kill(int(line), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            pidfile.unlink()
+        self.script("taskmanager.sh", "start")
 
     def stop(self) -> None:
         for pidfile in (self.work / "pids").glob("*.pid"):
