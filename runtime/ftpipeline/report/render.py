@@ -20,10 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from plotly.offline import get_plotlyjs
-
 from ftpipeline.dataflow.graph import Graph
-from ftpipeline.report.figures import graph_figure, timeline_figure
 from ftpipeline.report.timeline import Timeline
 from ftpipeline.report.topology import static_graph
 from ftpipeline.spec.model import PipelineSpec
@@ -125,6 +122,10 @@ def _state(snap: Mapping[str, Any], live: bool) -> str:
 
 def page(snap: Mapping[str, Any], summary: Mapping[str, Any] | None = None, live: bool = False) -> str:
     """The whole report as one HTML document (``live``: for ``serve.py``, see the module's docstring)."""
+    from plotly.offline import get_plotlyjs  # plotly only when a page is made: not on every run's start
+
+    from ftpipeline.report.figures import graph_figure, timeline_figure
+
     name = str(snap.get("pipeline") or "pipeline")
     plotly_js = (f'<script src="{PLOTLY_JS_PATH}"></script>' if live
                  else f'<script type="text/javascript">{get_plotlyjs()}</script>')

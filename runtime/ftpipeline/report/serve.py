@@ -22,8 +22,6 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from plotly.offline import get_plotlyjs
-
 from ftpipeline.report.render import PLOTLY_JS_PATH, page
 from ftpipeline.report.timeline import Timeline
 
@@ -57,6 +55,8 @@ class LiveServer:
 
     def plotly_js(self) -> bytes:
         if self._plotly_js is None:
+            from plotly.offline import get_plotlyjs
+
             self._plotly_js = get_plotlyjs().encode()
         return self._plotly_js
 

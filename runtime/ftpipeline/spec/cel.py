@@ -10,22 +10,62 @@ message on every path, before anything starts.
 Rules are written for documents without defaults applied (``has()`` guards
 every optional field), because the API server applies defaults first and
 the local loader does not.
+
+celpy builds its LALR parser tables once per process (~0.3 s), and every
+process that loads a spec pays that at its start — a resumed ``ftpipeline
+run`` before it can take its workers over, each CLI command, the webhook.
+Lark can keep the analysed grammar in a file, checked against the grammar's
+digest when loaded; ``_parser`` builds celpy's one parser with that file in
+the user's cache directory (when it is writable and celpy is the version
+whose parser options are mirrored there; else celpy builds it as usual).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import os
+import re
 from collections.abc import Iterator
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import celpy
+import lark
 from celpy.adapter import json_to_cel
+from celpy.celparser import CELParser
+
+PARSER_OPTIONS_OF = "0.5.0"  # the cel-python whose CELParser options _parser mirrors
+
+
+def _cache_file() -> Path | None:
+    where = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ftpipeline"
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return where / f"cel-{PARSER_OPTIONS_OF}-lark-{lark.__version__}.grammar" if os.access(where, os.W_OK) else None
+
+
+@cache
+def _parser() -> None:
+    """celpy's shared parser (``CELParser.CEL_PARSER``), built from the cached tables where it can be."""
+    if CELParser.CEL_PARSER is not None or importlib.metadata.version("cel-python") != PARSER_OPTIONS_OF:
+        return
+    cached = _cache_file()
+    if cached is None:
+        return
+    CELParser.CEL_PARSER = lark.Lark(
+        (Path(celpy.__file__).parent / "cel.lark").read_text(), parser="lalr", start="expr", debug=True,
+        g_regex_flags=re.M, lexer_callbacks={"IDENT": CELParser.ambiguous_literals}, propagate_positions=True,
+        maybe_placeholders=False, priority="invert", tree_class=lark.Tree, cache=str(cached))
 
 Rule = dict[str, str]
 
 
 @cache
 def _program(rule: str) -> Any:
+    _parser()
     env = celpy.Environment()
     return env.program(env.compile(rule))
 
