@@ -74,6 +74,7 @@ GROUPS: dict[str, str] = {
     f"{OUTAGES}test_unwritable_checkpoint_storage": "B",
     "tests/integration/state/test_ttl.py::test_a_ttl_aggregate_equals_the_oracle_through_a_killed_worker[memory": "B",
     f"{CLI}test_existing_output_is_not_overwritten_silently": "A",
+    "tests/integration/worker/test_jvmarchive.py::": "A",  # a JVM's start and its dump (~40 s)
     f"{CLI}test_a_recovery_replays_no_dead_letter_twice": "B",
     # Delta and Kafka: a killed worker every time
     f"{DELTA}test_kafka_to_delta_equals_the_oracle_whatever_is_killed[in-commit]": "A",

@@ -51,6 +51,7 @@ from ftpipeline.spec.cores import master_for_process
 from ftpipeline.spec.load import SpecError, load_pipeline
 from ftpipeline.spec.model import PipelineSpec, StageSpec
 from ftpipeline.summary import print_summary, result_json
+from ftpipeline.worker import jvmarchive
 from ftpipeline.worker.session import build_session
 
 
@@ -174,6 +175,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if broker is not None:
             broker.stop()
         return 2
+    if not resuming:  # a resume takes running workers over: it must not wait for this
+        jvmarchive.prepare(console.print, console.status)
     # "where is it stuck?": kill -USR2 <pid> writes every thread's stack to stacks.txt in the run directory
     stacks = (run_dir / "stacks.txt").open("a")
     faulthandler.register(signal.SIGUSR2, file=stacks, all_threads=True)

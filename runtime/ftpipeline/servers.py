@@ -24,6 +24,7 @@ from ftpipeline.commandlog.zkaccess import super_digest
 from ftpipeline.embedded import jars, kafka
 from ftpipeline.embedded.redis import prepare_acl_file, redis_command
 from ftpipeline.embedded.zookeeper import zookeeper_command
+from ftpipeline.worker import jvmarchive
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -50,6 +51,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                 bind=args.bind, jars=args.jars)
     sys.stdout.flush()
     os.execv(command[0], command)
+
+
+def cmd_jvm_archive(args: argparse.Namespace) -> int:
+    console = Console()
+    path = jvmarchive.archive_path()
+    if path is None:
+        console.print(f"no archive: {jvmarchive.ENV}=off, or no java found (JAVA_HOME, PATH)")
+        return 1
+    if path.is_file():
+        console.print(f"the Spark JVM's class archive is {path}")
+        return 0
+    return 0 if jvmarchive.prepare(console.print, console.status) else 1
 
 
 def cmd_fetch_jars(args: argparse.Namespace) -> int:
@@ -132,3 +145,9 @@ def add_server_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser])
                        help=f"which: {', '.join(jars.CLOSURES)} (default: all)")
     fetch.add_argument("--dir", type=Path, metavar="DIR", help="where to keep them (with one NAME)")
     fetch.set_defaults(func=cmd_fetch_jars)
+    archive = sub.add_parser("jvm-archive", help="make the Spark JVM's class archive now (runs make it when missing)",
+                             description="Make the class-data-sharing archive the workers' Spark JVMs start from "
+                                         "(~/.cache/ftpipeline/jvm, or FTPIPELINE_JVM_ARCHIVE; 'off' turns it off): "
+                                         "about half of a JVM's start. ftpipeline run makes it before its first "
+                                         "workers; this is for ahead of time (an image, a machine's set-up).")
+    archive.set_defaults(func=cmd_jvm_archive)

@@ -10,6 +10,7 @@ from typing import Any
 from ftpipeline.barrier.delta import wants_delta
 from ftpipeline.embedded.jars import DELTA
 from ftpipeline.spec.cores import cores_of
+from ftpipeline.worker import jvmarchive
 
 # A worker's JVM runs one small Spark job per task: planning, analysis and codegen, far more than
 # tight loops over rows. Its C2 compiler kept recompiling that code for minutes, on cores the
@@ -25,6 +26,7 @@ def build_session(master: str, conf: dict[str, str], work_dir: Path, app: str, j
     from pyspark.sql import SparkSession
 
     # JVM options must be given at launch: the builder's settings arrive too late.
+    java_options = " ".join(filter(None, [java_options, jvmarchive.java_options()]))
     log4j = Path(__file__).resolve().parent.parent / "obs" / "log4j2.properties"
     os.environ.setdefault(
         "PYSPARK_SUBMIT_ARGS",
