@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,8 @@ def test_an_archive_made_once_is_mapped_by_the_next_spark_jvm(tmp_path: Path, mo
     assert path.read_bytes()[:4] == (0xF00BABA8).to_bytes(4, "little")  # the JDK's dynamic archive magic, 0xf00baba8
     assert not list(tmp_path.glob("*.partial"))
     assert f"-XX:SharedArchiveFile={path}" in jvmarchive.java_options()
-    done = subprocess.run([sys.executable, "-c", SESSION], capture_output=True, text=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"}  # an earlier session's JVM options
+    done = subprocess.run([sys.executable, "-c", SESSION], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "10"
     assert jvmarchive.build(WORKER_JAVA_OPTIONS) == path  # there: nothing made again
