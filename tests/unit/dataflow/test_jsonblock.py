@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ftpipeline.dataflow.sources.files import ARROW_TYPES, BadRecord, json_row
-from ftpipeline.dataflow.sources.jsonblock import MIN_CHUNK, BlockReader, parse_block
+from ftpipeline.dataflow.sources.jsonblock import _ARROW_ONLY, MIN_CHUNK, BlockReader, arrow_only, parse_block
 
 SPEC = [("user", "string"), ("n", "long"), ("x", "double"), ("ok", "boolean")]
 SCHEMA = pa.schema([pa.field(n, ARROW_TYPES[t]) for n, t in SPEC])
@@ -131,3 +131,10 @@ def test_a_source_whose_records_are_often_bad_rests_from_arrow_for_its_next_bloc
     assert tries == []
     reader.read(len(records), block, one_by_one(records, []))
     assert tries[0] == (0, len(records)), "then tried again"
+
+
+@given(st.lists(st.sampled_from([b"{", b"}", b"\n", b" ", b"\t", b"\r", b"Inf", b"inity", b"\xef\xbb\xbf", b"a",
+                                 b'"x":1', b"null"]), max_size=30))
+def test_the_quick_check_answers_as_the_pattern(pieces: list[bytes]) -> None:
+    block = b"".join(pieces)
+    assert arrow_only(block) == (_ARROW_ONLY.search(block) is not None)
