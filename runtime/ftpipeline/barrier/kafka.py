@@ -62,6 +62,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from ftpipeline.barrier import jsonrows
 from ftpipeline.control.store import RunStore
 from ftpipeline.kafka.client import TIMEOUT_S, config, describe, send, unreachable
 from ftpipeline.lineage.naming import store_user
@@ -106,6 +107,10 @@ def _json_default(value: Any) -> Any:
 def encode(table: pa.Table, key: tuple[str, ...]) -> Iterator[tuple[bytes | None, bytes]]:
     """The (key, value) records of a part's rows."""
     for batch in table.to_batches(max_chunksize=10_000):
+        made = jsonrows.records(batch, key)  # a column at a time where Arrow's text is json.dumps's
+        if made is not None:
+            yield from made
+            continue
         for row in batch.to_pylist():
             value = json.dumps(row, separators=(",", ":"), default=_json_default).encode()
             if not key:
