@@ -140,22 +140,21 @@ class Cluster:
 
     def kill_taskmanager(self) -> None:
         """SIGKILL the TaskManager and start a fresh one at once (as Kubernetes restarts its pod)."""
-        for pidfile in (self.work / "pids").glob("*taskexecutor*.pid"):
-            for line in pidfile.read_text().split():
-                try:
-                    os.kill(int(line), signal.SIGKILL)
-                except (ProcessLookupError, ValueError):
-                    pass
-            pidfile.unlink()
+        self._kill("*taskexecutor*.pid", forget=True)
         self.script("taskmanager.sh", "start")
 
     def stop(self) -> None:
-        for pidfile in (self.work / "pids").glob("*.pid"):
+        self._kill("*.pid")
+
+    def _kill(self, pidfiles: str, forget: bool = False) -> None:
+        for pidfile in (self.work / "pids").glob(pidfiles):
             for line in pidfile.read_text().split():
                 try:
                     os.kill(int(line), signal.SIGKILL)
                 except (ProcessLookupError, ValueError):
                     pass
+            if forget:
+                pidfile.unlink()
 
 
 def rest(path: str) -> Any:
