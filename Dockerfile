@@ -38,6 +38,10 @@ RUN --mount=type=secret,id=pip_cert,required=false \
  && pip install --no-cache-dir . \
  && find /opt/venv -name '__pycache__' -prune -exec rm -rf {} +
 COPY examples examples
+# The workers' Spark JVMs start from a class-data-sharing archive made here once (about half of a JVM's
+# start; runtime/ftpipeline/worker/jvmarchive.py); a JVM it does not fit ignores it.
+ENV FTPIPELINE_JVM_ARCHIVE=/opt/jvm/spark.jsa
+RUN mkdir -p /opt/jvm && (ftpipeline jvm-archive || echo "no JVM class archive: workers start without one") && rm -f /opt/jvm/.lock
 
 USER 10001
 ENTRYPOINT ["ftpipeline"]

@@ -24,10 +24,14 @@ from .conftest import IMAGE, create_namespace
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# a worker's session; -Xshare:on: its JVM refuses to start unless it maps the image's class archive
 SPARK_COUNT = (
-    "import ftpipeline, pyspark\n"
-    "from pyspark.sql import SparkSession\n"
-    "spark = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false').getOrCreate()\n"
+    "import tempfile\n"
+    "from pathlib import Path\n"
+    "from ftpipeline.worker import jvmarchive\n"
+    "from ftpipeline.worker.session import build_session\n"
+    "print('ARCHIVE', jvmarchive.java_options(), flush=True)\n"
+    "spark = build_session('local[1]', {}, Path(tempfile.mkdtemp()), 'count', '-Xshare:on')\n"
     "print('COUNT', spark.range(100000).filter('id % 7 = 0').count(), flush=True)\n"
     "spark.stop()\n"
 )
@@ -72,7 +76,9 @@ def test_a_pod_from_the_project_image_runs_spark(kube: client.ApiClient, namespa
     core.create_namespaced_pod(namespace, _pod("spark-count", SPARK_COUNT))
     assert _wait_phase(core, namespace, "spark-count", {"Succeeded", "Failed"}, 300) == "Succeeded", \
         core.read_namespaced_pod_log("spark-count", namespace)
-    assert "COUNT 14286" in core.read_namespaced_pod_log("spark-count", namespace)
+    said = core.read_namespaced_pod_log("spark-count", namespace)
+    assert "COUNT 14286" in said
+    assert "ARCHIVE -XX:SharedArchiveFile=/opt/jvm/spark.jsa " in said  # the image's, which the JVM mapped
 
 
 def test_a_deleted_pod_is_seen_deleted(kube: client.ApiClient, namespace: str) -> None:
