@@ -10,8 +10,8 @@ path ignores it, silently (``-Xshare:auto``, CDS logging off), and runs as befor
 
 States of the archive, per machine (or image):
 
-    ABSENT  --build() (ftpipeline run, once; ftpipeline jvm-archive)--> a JVM dumps into a temporary
-            file at a clean exit, renamed into place: PRESENT
+    ABSENT  --build() (ftpipeline run, once; ftpipeline jvm-archive; the image's build)--> a JVM
+            dumps into a temporary file at a clean exit, renamed into place: PRESENT
     PRESENT --a worker, the oracle, a test session starts--> used (``java_options``)
     PRESENT --JDK or PySpark upgraded--> a new name: ABSENT for them (the old file is left)
 
