@@ -85,10 +85,13 @@ def build(java_options_: str, timeout_s: float = 600) -> Path | None:
         partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
         with tempfile.TemporaryDirectory(prefix="ftpipeline-jvm-archive-") as work:
             env = {k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"}
-            done = subprocess.run([sys.executable, "-m", "ftpipeline.worker.jvmarchive", work,
-                                   f"{java_options_} -XX:ArchiveClassesAtExit={partial} {QUIET}"],
-                                  env=env, capture_output=True, text=True, timeout=timeout_s)
-        if done.returncode != 0 or not partial.is_file():
+            try:
+                done = subprocess.run([sys.executable, "-m", "ftpipeline.worker.jvmarchive", work,
+                                       f"{java_options_} -XX:ArchiveClassesAtExit={partial} {QUIET}"],
+                                      env=env, capture_output=True, text=True, timeout=timeout_s)
+            except (OSError, subprocess.TimeoutExpired):
+                done = None
+        if done is None or done.returncode != 0 or not partial.is_file():
             partial.unlink(missing_ok=True)
             return None
         partial.rename(path)
