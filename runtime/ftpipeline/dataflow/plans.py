@@ -207,6 +207,14 @@ class Plans:
             return None
         slot = (f"{key}#many", schema)
         template = self._templates.get(slot)
+        single = self._templates.get((key, schema))
+        if (template is None or template.native is None) and single is not None and single.native is not None:
+            # a task of this program already ran on Arrow compute, checked against Spark: each table through
+            # it is what running the tasks one by one gives (a worker handed a lost channel's tasks groups
+            # them for the first time, and needs no Spark job and no check for that)
+            natively = self._natively(key, single.native, tables)
+            if natively is not None:
+                return natively
         if template is None:
             template = self._new(f"{key}-many")
             names = self._write(template, tables)

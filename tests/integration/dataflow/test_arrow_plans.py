@@ -175,10 +175,12 @@ def test_plans_run_compiled_programs_without_a_spark_job(spark: Any, tmp_path: P
     with pytest.raises(ArithmeticException):  # a zero divisor: Spark's own DIVIDE_BY_ZERO, from a Spark job
         plans.run("arith", arithmetic, _table([("b", 4, 5, 0, 7, 1.5, 3.0, False, "y", None, None)]))
     assert (plans.jobs, plans.native) == (jobs + 1, 1)
-    grouped = plans.run_many("arith", arithmetic, [first, first])
-    assert grouped is not None and [t.num_rows for t in grouped] == [3, 3]
+    grouped = plans.run_many("arith", arithmetic, [first, first])  # grouped for the first time: the checked
+    assert grouped is not None and [t.num_rows for t in grouped] == [3, 3]  # program of one task, no Spark job
+    assert (plans.jobs, plans.native) == (jobs + 1, 3)
+    assert grouped[0].equals(Plans(spark, tmp_path / "fresh").run("arith", arithmetic, first))
     more = plans.run_many("arith", arithmetic, [first, first])
-    assert more is not None and plans.native == 3 and more[0].equals(grouped[0])
+    assert more is not None and plans.native == 5 and more[0].equals(grouped[0])
     chunked = pa.concat_tables([first, first.slice(1)])  # a task's input: several IPC batches
     assert plans.run("arith", arithmetic, chunked).equals(pa.concat_tables([again.slice(0, 0), grouped[0], grouped[0].slice(1)]))
 
