@@ -57,6 +57,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kafka as kafka_bench  # noqa: E402  (bench/ is not a package)
 import vs_flink  # noqa: E402
+import vs_spark  # noqa: E402
 
 from ftpipeline.embedded.jars import Jar, fetch  # noqa: E402
 from ftpipeline.embedded.kafka import EmbeddedKafka  # noqa: E402
@@ -176,8 +177,7 @@ class Process:
             worker = sorted(self.workers.glob("*/pgid"))[0]
             os.killpg(int(worker.read_text().split()[0]), signal.SIGKILL)
             return f"worker {worker.parent.name}"
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
+        vs_spark.kill_group(self.process)
         self.process = subprocess.Popen(self.command, stdout=self.log.open("a"), stderr=subprocess.STDOUT,
                                         start_new_session=True)
         return "the driver, restarted"
@@ -193,9 +193,10 @@ class Process:
             self.process.wait(60)
         except subprocess.TimeoutExpired:
             if self.workers is None:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.kill()
-            self.process.wait()
+                vs_spark.kill_group(self.process)  # the driver's whole session
+            else:
+                self.process.kill()
+                self.process.wait()
 
 
 class FlinkJob:

@@ -60,6 +60,11 @@ class Jar:
         return f"{self.group.replace('.', '/')}/{self.artifact}/{self.version}/{self.file}"
 
 
+def cache_root() -> Path:
+    """``~/.cache/ftpipeline`` (``$XDG_CACHE_HOME/ftpipeline``): what a machine keeps across runs."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ftpipeline"
+
+
 _LINE = re.compile(r"^([\w.-]+):([\w.-]+):([\w.-]+) ([0-9a-f]{64})$")
 
 
@@ -106,8 +111,7 @@ class Closure:
         configured = os.environ.get(self.env)
         if configured:
             return Path(configured)
-        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        return cache / "ftpipeline" / f"{self.name}-{self.version}"
+        return cache_root() / f"{self.name}-{self.version}"
 
     def missing(self, directory: Path) -> list[Jar]:
         return missing(directory, self.locked())

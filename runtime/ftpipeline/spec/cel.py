@@ -39,6 +39,7 @@ PARSER_OPTIONS_OF = "0.5.0"  # the cel-python whose CELParser options _parser mi
 
 
 def _cache_file() -> Path | None:
+    # embedded/jars.py's cache_root, written out: spec/ and embedded/ are independent layers (.importlinter)
     where = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ftpipeline"
     try:
         where.mkdir(parents=True, exist_ok=True)

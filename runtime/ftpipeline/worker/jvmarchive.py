@@ -31,6 +31,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
+from ftpipeline.embedded.jars import cache_root
+
 ENV = "FTPIPELINE_JVM_ARCHIVE"
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # an archive that does not fit is ignored without a word
 
@@ -57,8 +59,7 @@ def archive_path() -> Path | None:
     jars = sorted((spark_home / "jars").glob("*.jar"))
     identity = "\n".join([str(java), str(java.stat().st_mtime_ns), pyspark.__version__, *map(str, jars)])
     digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "ftpipeline" / "jvm" / f"spark-{pyspark.__version__}-{digest}.jsa"
+    return cache_root() / "jvm" / f"spark-{pyspark.__version__}-{digest}.jsa"
 
 
 def java_options() -> str:
