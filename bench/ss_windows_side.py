@@ -2,7 +2,8 @@
 
 The pipeline's own document is translated, so both sides run the same job: the file source becomes
 a streaming Parquet source with the same schema and ``maxFilesPerTrigger`` = its parallelism (one
-step's files per micro-batch); the source's ``eventTime`` becomes ``withWatermark`` on that column
+step's files per micro-batch; not with ``--until``, the live feed: a batch then takes every file that
+arrived, so a batch slower than the feed catches up as an SS user's live query would); the source's ``eventTime`` becomes ``withWatermark`` on that column
 (a long of milliseconds is made a timestamp first) with its ``maxOutOfOrderness``; the windowed
 aggregate becomes ``groupBy(window(ts, size), *keyBy)`` with the same aggregations, in ``append``
 output mode (each window once, when the watermark passes its end); the sink is Spark's Parquet file
@@ -70,7 +71,10 @@ def main() -> None:
             "spark.sql.streaming.stateStore.providerClass": ROCKSDB}
     spark = build_session(f"local[{args.cores}]", conf, args.work / "spark", "bench-windows-ss", args.java_options)
     schema = ", ".join(f"`{name}` {SQL_TYPES[kind]}" for name, kind in f.schema)
-    views = spark.readStream.schema(schema).option("maxFilesPerTrigger", src.parallelism).parquet(str(f.path))
+    reader = spark.readStream.schema(schema)
+    if args.until is None:
+        reader = reader.option("maxFilesPerTrigger", src.parallelism)
+    views = reader.parquet(str(f.path))
     ts = et.column
     if dict(f.schema).get(ts) == "long":  # milliseconds since the epoch
         views = views.withColumn(ts, F.timestamp_millis(F.col(ts)))

@@ -6,7 +6,7 @@ costs to keep, how fast it is back after a crash. This prints those four figures
 side by side, alternating the two (drift in the machine's load hits both alike), as ratios ours ÷ SS.
 
     python bench/windows.py [--sizes 5000 50000] [--steps 40] [--warmup 5] [--pairs 2] [--window 60]
-                            [--span 2] [--live-windows 6] [--kills 2] [--kill-step 6] [--json FILE]
+                            [--span 2] [--lag 5] [--live-windows 6] [--kills 2] [--kill-step 6] [--json FILE]
     python bench/windows.py --quick                       # tiny sizes, few steps: does every path run?
 
 The job (``bench/windows_workload.py``; the SS side, ``bench/ss_windows_side.py``, translates the
@@ -26,7 +26,8 @@ stage two channels; SS ``local[2]``, two shuffle partitions. ftpipeline checkpoi
    The windows both emitted must hold the same rows.
 2. window end -> visible: a feeder drops step k's files into an empty input directory (rename
    into place) at wall time t0 + (k - 1) * span, t0 being the moment the side committed step 1,
-   so event time advances with wall time. A window's latency is the time from its end, mapped to
+   so event time advances with wall time (SS's batches then take every file that has arrived, so a
+   batch slower than the feed does not fall behind it). A window's latency is the time from its end, mapped to
    wall time, until its row is visible: ftpipeline's released ``step=N`` directory, SS's batch in
    ``_spark_metadata`` (polled every 20 ms); p50 and p90 over ``--live-windows`` windows after
    ``--live-warmup``, and the part past the floor. The floor neither side can beat: the watermark passes a
@@ -468,6 +469,8 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=10.0, help="the watermark's max out-of-orderness, s")
     parser.add_argument("--span", type=float, default=2.0,
                         help="event time a step covers, s (the live feed releases a step every SPAN s)")
+    parser.add_argument("--lag", type=float, default=5.0,
+                        help="a fifth of the views are up to LAG s older than their step's span (out of order)")
     parser.add_argument("--pages", type=int, default=1000, help="keys")
     parser.add_argument("--live-windows", type=int, default=6, help="windows measured for the latency")
     parser.add_argument("--live-warmup", type=int, default=1, help="windows left out before those")
@@ -489,9 +492,9 @@ def main() -> None:
         args = parser.parse_args()
     if args.steps <= args.warmup or args.kill_step < 2 or min(args.pairs, args.kills, args.live_windows) < 1:
         parser.error("needs --steps > --warmup, --kill-step >= 2, and at least one pair, kill and live window")
-    if args.span + ww.LAG_MS / 1000 > args.delay or args.window * 1000 % 1 or args.delay * 1000 % 1:
-        parser.error(f"needs --span + {ww.LAG_MS / 1000:g} s <= --delay (no view is then late) and whole milliseconds")
-    job = ww.Job(args.window, args.delay, args.span, args.pages, args.parallelism)
+    if args.span + args.lag > args.delay or args.window * 1000 % 1 or args.delay * 1000 % 1:
+        parser.error("needs --span + --lag <= --delay (no view is then late) and whole milliseconds")
+    job = ww.Job(args.window, args.delay, args.span, args.pages, args.parallelism, args.lag)
     console = Console(width=None if Console().is_terminal else 160)  # a log file: wide enough for the table
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench-windows-") as tmp:

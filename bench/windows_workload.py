@@ -6,8 +6,8 @@ stamped as ``vs_spark_workloads`` names them (ftpipeline's file source reads ste
 step k, Spark's with ``maxFilesPerTrigger`` = parallelism in micro-batch k). A view is
 ``{user, page, ts, dwell_ms}``, ``ts`` in milliseconds since the epoch. Step k covers
 ``[E0 + (k-1) * span, E0 + k * span)`` of event time (``span``: the step's seconds of event time),
-shuffled within the step, and a fifth of the views lag by up to ``LAG_MS`` more: out of order, but
-no view is ever late on either side as long as span + ``LAG_MS`` <= the watermark's delay
+shuffled within the step, and a fifth of the views lag by up to ``lag_s`` more (5 s unless told): out of
+order, but no view is ever late on either side as long as span + lag <= the watermark's delay
 (``bench/windows.py`` insists): a watermark is at most the largest event time read before less
 the delay, below every event time of step k even when step k's files are read a step apart.
 Pages are Zipf-skewed over ``pages`` pages, users over 100k.
@@ -31,7 +31,6 @@ import vs_spark_workloads as wl
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY = ROOT / "examples" / "page-views" / "pages.py"  # no user functions: the window is declared
 E0_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, on a minute
-LAG_MS = 5_000
 SCHEMA = {"user": "string", "page": "string", "ts": "long", "dwell_ms": "long"}
 ARROW = pa.schema([("user", pa.string()), ("page", pa.string()), ("ts", pa.int64()), ("dwell_ms", pa.int64())])
 SINK = "windows"
@@ -46,6 +45,7 @@ class Job:
     span_s: float       # event time a step covers (the live feed releases a step every span_s of wall time)
     pages: int
     parallelism: int
+    lag_s: float = 5.0  # a fifth of the views are up to this much older than their step's span
 
 
 def duration(seconds: float) -> str:
@@ -54,8 +54,8 @@ def duration(seconds: float) -> str:
     return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
 
 
-def views(rng: np.random.Generator, n: int, lo_ms: int, span_ms: int, pages: int) -> pa.Table:
-    ts = lo_ms + rng.integers(0, span_ms, n) - np.where(rng.random(n) < 0.2, rng.integers(0, LAG_MS, n), 0)
+def views(rng: np.random.Generator, n: int, lo_ms: int, span_ms: int, lag_ms: int, pages: int) -> pa.Table:
+    ts = lo_ms + rng.integers(0, span_ms, n) - np.where(rng.random(n) < 0.2, rng.integers(0, max(lag_ms, 1), n), 0)
     page = rng.zipf(1.3, n) % pages
     user = rng.zipf(1.2, n) % 100_000
     return pa.table({"user": pa.array([f"u{u}" for u in user]), "page": pa.array([f"/p/{p}" for p in page]),
@@ -72,7 +72,7 @@ def write_input(directory: Path, rows: int, steps: int, job: Job) -> list[int]:
         top = 0
         for c in range(job.parallelism):
             table = views(np.random.default_rng([41, step, c]), channel_share(rows, job.parallelism, c),
-                          E0_MS + (step - 1) * span_ms, span_ms, job.pages)
+                          E0_MS + (step - 1) * span_ms, span_ms, round(job.lag_s * 1000), job.pages)
             path = directory / wl.file_name(step, c, job.parallelism, "parquet")
             pq.write_table(table, path)
             wl._stamp(path, step)
