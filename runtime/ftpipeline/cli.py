@@ -34,6 +34,7 @@ from ftpipeline.control.history import history_dir
 from ftpipeline.coordinator.coordinator import Coordinator, PipelineFailed
 from ftpipeline.coordinator.errors import TaskFailed
 from ftpipeline.coordinator.faults import FaultPlan
+from ftpipeline.coordinator.members import worker_name
 from ftpipeline.coordinator.session import open_session
 from ftpipeline.dataflow.deadletter import default_dead_letter_root
 from ftpipeline.dataflow.graph import Graph
@@ -180,7 +181,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     # "where is it stuck?": kill -USR2 <pid> writes every thread's stack to stacks.txt in the run directory
     stacks = (run_dir / "stacks.txt").open("a")
     faulthandler.register(signal.SIGUSR2, file=stacks, all_threads=True)
-    session = open_session(spec, resuming, private_dir=run_dir)
+    cluster = LocalCluster(run_dir, spec.store_key, "", master_for_process(spec.spark_master, spec.workers),
+                           spark_settings(dict(spec.spark_conf), spec.uses_delta),
+                           heartbeat_timeout_ms=spec.heartbeat_timeout_ms, tls=not args.plaintext_workers,
+                           adopt=resuming)  # workers a killed run left running are taken over
+    if not resuming:  # the first workers' JVMs start while Redis and ZooKeeper do
+        cluster.prestart([worker_name(i) for i in range(spec.workers)])
+    try:
+        session = open_session(spec, resuming, private_dir=run_dir)
+    except BaseException:
+        cluster.stop()
+        raise
+    cluster.connect(session.redis_url, session.zookeeper if session.commands is not None else None)
     metrics = RunMetrics(spec.name)
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
@@ -191,12 +203,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         faults = FaultPlan(at_step=args.kill_at_step, after_tasks=args.kill_after_tasks, after_seconds=args.kill_after,
                            worker=WorkerId(args.kill_worker) if args.kill_worker else None, seed=args.seed,
                            during_checkpoint=args.kill_during_checkpoint, action=args.fault)
-    cluster = LocalCluster(run_dir, spec.store_key, session.redis_url,
-                           master_for_process(spec.spark_master, spec.workers),
-                           spark_settings(dict(spec.spark_conf), spec.uses_delta),
-                           zookeeper=session.zookeeper if session.commands is not None else None,
-                           heartbeat_timeout_ms=spec.heartbeat_timeout_ms, tls=not args.plaintext_workers,
-                           adopt=resuming)  # workers a killed run left running are taken over
     private = spec.redis_url is None
     console.print(f"[bold]{spec.name}[/bold]: {len(spec.stages)} stages, {spec.workers} workers, "
                   f"Redis {'embedded' if private else redacted(session.redis_url)}, logs in {run_dir}")

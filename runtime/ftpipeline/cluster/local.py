@@ -6,8 +6,13 @@ as a pod deletion would. A worker is reported lost when either process exits;
 the survivor of the pair is then killed too, so a half-worker never lingers.
 Losses are noticed by polling the processes every few milliseconds.
 
-Each worker's process group id is written to ``workers/<w>/pgid`` (and its
-Spark process's pid to ``epid``). A coordinator that was killed leaves its
+A fresh run may start its workers' Spark processes ahead (``prestart``),
+before the run's Redis and ZooKeeper are up: a JVM takes seconds to start
+and needs neither. Such a worker's group is its Spark process's, and
+``start_worker`` later adds the sidecar to it; otherwise the sidecar leads.
+
+Each worker's process group id is written to ``workers/<w>/pgid`` (its
+sidecar's pid to ``spid``, its Spark process's to ``epid``). A coordinator that was killed leaves its
 workers running. The next one, a resume (``adopt``), keeps those still
 running — with the credentials in ``tls/`` they were started with — so the
 coordinator takes them over as an operator takes over the pods of the one
@@ -46,14 +51,11 @@ log = logging.getLogger("ftpipeline.cluster.local")
 class _Worker:
     """A worker's two processes: started here (``Popen``), or adopted from an earlier run (pids only)."""
 
-    pids: tuple[int, int]  # sidecar (its group's id), Spark process
+    pids: tuple[int, int]  # sidecar, Spark process
+    pgid: int              # their process group's id: the sidecar's pid, or the Spark process's if it started first
     sidecar: subprocess.Popen[bytes] | None = None
     executor: subprocess.Popen[bytes] | None = None
     reported: bool = False
-
-    @property
-    def pgid(self) -> int:
-        return self.pids[0]
 
     def ended(self) -> bool:
         """Has either process ended?"""
@@ -111,6 +113,7 @@ class LocalCluster(ClusterBackend):
         self.zookeeper = zookeeper
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
         self.workers: dict[WorkerId, _Worker] = {}
+        self._ahead: dict[WorkerId, subprocess.Popen[bytes]] = {}  # Spark processes started ahead (``prestart``)
         self.zombies: set[WorkerId] = set()  # paused as zombies: a kill does not reach them
         # issued per run, readable by this user alone; the Spark processes are not told where they are.
         # Without (``ftpipeline run --plaintext-workers``): plain gRPC, to measure what TLS costs. Workers
@@ -125,10 +128,11 @@ class LocalCluster(ClusterBackend):
         """Keep the workers a killed coordinator left running, with the credentials they were given; none
         kept if those cannot be read (they are then reaped)."""
         for pgid_file in sorted((self.run_dir / "workers").glob("*/pgid")):
-            sidecar = alive(pgid_file, b"ftpipeline.worker.server")
+            group = alive(pgid_file, b"ftpipeline.worker")
+            sidecar = alive(pgid_file.parent / "spid", b"ftpipeline.worker.server")
             executor = alive(pgid_file.parent / "epid", b"ftpipeline.worker.executor")
-            if sidecar is not None and executor is not None:
-                self.workers[WorkerId(pgid_file.parent.name)] = _Worker((sidecar, executor))
+            if group is not None and sidecar is not None and executor is not None:
+                self.workers[WorkerId(pgid_file.parent.name)] = _Worker((sidecar, executor), group)
         if not self.workers or not tls:
             return None
         try:
@@ -151,13 +155,46 @@ class LocalCluster(ClusterBackend):
     def worker_dir(self, worker: WorkerId) -> Path:
         return self.run_dir / "workers" / worker
 
-    def start_worker(self, worker: WorkerId) -> None:
+    def connect(self, redis_url: str, zookeeper: str | None) -> None:
+        """The run's stores, once they are up: the sidecars started from now on are given them."""
+        self.redis_url = redis_url
+        self.zookeeper = zookeeper
+
+    def prestart(self, workers: list[WorkerId]) -> None:
+        """Start these workers' Spark processes now, each the leader of its worker's process group;
+        ``start_worker`` adds the sidecar to the group later (the Spark process waits for its address)."""
+        for worker in workers:
+            if worker not in self.workers and worker not in self._ahead:
+                self._ahead[worker] = self._executor(worker, self._fresh_dir(worker), 0)
+                record(self.worker_dir(worker) / "pgid", self._ahead[worker].pid)
+
+    def _fresh_dir(self, worker: WorkerId) -> Path:
         wdir = self.worker_dir(worker)
         wdir.mkdir(parents=True, exist_ok=True)
-        (wdir / "sidecar.addr").unlink(missing_ok=True)
+        (wdir / "sidecar.addr").unlink(missing_ok=True)  # the Spark process waits for its sidecar's, not an older one
         (wdir / exits.REASON_FILE).unlink(missing_ok=True)
+        return wdir
+
+    def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("FTPIPELINE_REDIS_URL", "FTPIPELINE_ZOOKEEPER")}
         env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def _executor(self, worker: WorkerId, wdir: Path, group: int) -> subprocess.Popen[bytes]:
+        with open(wdir / "executor.log", "ab") as elog:
+            executor = subprocess.Popen(
+                [self.python, "-m", "ftpipeline.worker.executor", "--worker-id", worker, "--dir", str(wdir),
+                 "--spark-master", self.spark_master, "--spark-conf", json.dumps(self.spark_conf)],
+                stdout=elog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=group, env=self._env(),
+            )
+        record(wdir / "epid", executor.pid)
+        return executor
+
+    def start_worker(self, worker: WorkerId) -> None:
+        ahead = self._ahead.pop(worker, None)
+        if ahead is not None and ahead.poll() is not None:  # its Spark process ended already: start both again
+            ahead = None
+        wdir = self.worker_dir(worker) if ahead is not None else self._fresh_dir(worker)
         # the endpoints (and any credentials in them) reach the sidecar alone, through its environment
         stores = {"FTPIPELINE_REDIS_URL": self.redis_url, **({"FTPIPELINE_ZOOKEEPER": self.zookeeper} if self.zookeeper else {})}
         with open(wdir / "sidecar.log", "ab") as slog:
@@ -165,17 +202,14 @@ class LocalCluster(ClusterBackend):
                 [self.python, "-m", "ftpipeline.worker.server", "--worker-id", worker, "--pipeline", self.pipeline,
                  "--dir", str(wdir), *(["--tls-dir", str(self.tls_dir)] if self.tls_dir else []),
                  *(["--heartbeat-timeout-ms", str(self.heartbeat_timeout_ms)] if self.zookeeper else [])],
-                stdout=slog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=0, env={**env, **stores},
+                stdout=slog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                process_group=0 if ahead is None else ahead.pid, env={**self._env(), **stores},
             )
-        with open(wdir / "executor.log", "ab") as elog:
-            executor = subprocess.Popen(
-                [self.python, "-m", "ftpipeline.worker.executor", "--worker-id", worker, "--dir", str(wdir),
-                 "--spark-master", self.spark_master, "--spark-conf", json.dumps(self.spark_conf)],
-                stdout=elog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=sidecar.pid, env=env,
-            )
-        self.workers[worker] = _Worker((sidecar.pid, executor.pid), sidecar, executor)
-        record(wdir / "pgid", sidecar.pid)
-        record(wdir / "epid", executor.pid)
+        record(wdir / "spid", sidecar.pid)
+        executor = ahead if ahead is not None else self._executor(worker, wdir, sidecar.pid)
+        group = sidecar.pid if ahead is None else ahead.pid
+        self.workers[worker] = _Worker((sidecar.pid, executor.pid), group, sidecar, executor)
+        record(wdir / "pgid", group)
 
     def _killpg(self, w: _Worker, sig: int) -> None:
         try:
@@ -235,6 +269,13 @@ class LocalCluster(ClusterBackend):
         return self.workers[worker].pids
 
     def stop(self, grace_s: float = 10.0) -> None:
+        for ahead in self._ahead.values():  # started ahead, never joined to a sidecar: nothing to wind down
+            try:
+                os.killpg(ahead.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            ahead.wait()
+        self._ahead.clear()
         for w in self.workers.values():
             self._killpg(w, signal.SIGTERM)
             self._killpg(w, signal.SIGCONT)  # a stopped worker could not act on SIGTERM
