@@ -35,7 +35,7 @@ from ftpipeline.coordinator.coordinator import Coordinator, PipelineFailed
 from ftpipeline.coordinator.errors import TaskFailed
 from ftpipeline.coordinator.faults import FaultPlan
 from ftpipeline.coordinator.members import worker_name
-from ftpipeline.coordinator.session import open_session
+from ftpipeline.coordinator.session import Session, open_session
 from ftpipeline.dataflow.deadletter import default_dead_letter_root
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.embedded.kafka import EmbeddedKafka
@@ -185,40 +185,16 @@ def cmd_run(args: argparse.Namespace) -> int:
                            spark_settings(dict(spec.spark_conf), spec.uses_delta),
                            heartbeat_timeout_ms=spec.heartbeat_timeout_ms, tls=not args.plaintext_workers,
                            adopt=resuming)  # workers a killed run left running are taken over
-    if not resuming:  # the first workers' JVMs start while Redis and ZooKeeper do
-        cluster.prestart([worker_name(i) for i in range(spec.workers)])
-    try:
+    try:  # a failure before the run: the Spark processes started ahead end with it (workers taken over do not)
+        if not resuming:  # the first workers' JVMs start while Redis and ZooKeeper do
+            cluster.prestart([worker_name(i) for i in range(spec.workers)])
         session = open_session(spec, resuming, private_dir=run_dir)
+        cluster.connect(session.redis_url, session.zookeeper if session.commands is not None else None)
+        run = _start(console, spec, args, session, cluster, resuming)
     except BaseException:
-        cluster.stop()
+        cluster.stop_ahead()
         raise
-    cluster.connect(session.redis_url, session.zookeeper if session.commands is not None else None)
-    metrics = RunMetrics(spec.name)
-    if args.metrics_port is not None:
-        from prometheus_client import start_http_server
-
-        start_http_server(args.metrics_port, registry=metrics.registry)
-    faults = None
-    if args.kill_at_step is not None or args.kill_after is not None or args.kill_during_checkpoint:
-        faults = FaultPlan(at_step=args.kill_at_step, after_tasks=args.kill_after_tasks, after_seconds=args.kill_after,
-                           worker=WorkerId(args.kill_worker) if args.kill_worker else None, seed=args.seed,
-                           during_checkpoint=args.kill_during_checkpoint, action=args.fault)
-    private = spec.redis_url is None
-    console.print(f"[bold]{spec.name}[/bold]: {len(spec.stages)} stages, {spec.workers} workers, "
-                  f"Redis {'embedded' if private else redacted(session.redis_url)}, logs in {run_dir}")
-    _warn_unbounded(console, spec)
-    ledger = FaultLedger(run_dir / LEDGER, fresh=not resuming)
-    observer = (ProgressObserver(console, spec.max_steps, ledger) if not args.no_progress
-                else LocalObserver(console, ledger))
-    timeline, ui = _timeline(console, spec, args.ui_port)
-    coordinator = Coordinator(spec, session.store, session.tables, cluster, Fanout(observer, timeline), faults, metrics,
-                              pointer=session.pointer, commands=session.commands,
-                              resume=resuming, resume_epoch=args.from_checkpoint)
-    timeline.follow_placement(lambda: coordinator.placement)
-    if args.expire_zookeeper_session and session.zk is not None and session.zookeeper is not None:
-        coordinator.ckpt.before_commit = _session_expirer(session.zk, session.zookeeper, console)
-    if session.pointer is not None:  # "checkpoint now": kill -USR1 <pid of ftpipeline run>
-        signal.signal(signal.SIGUSR1, lambda *_: setattr(coordinator.ckpt, "requested", True))
+    coordinator, observer, timeline, ui = run.coordinator, run.observer, run.timeline, run.ui
     code = 0
     failure: dict[str, Any] | None = None
     interrupted: dict[str, Any] = {}
@@ -259,8 +235,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             Path(args.summary_json).write_text(json.dumps(interrupted, indent=2, default=str))
         _report(console, run_dir, spec, timeline, ui, code, None, (failure or {}).get("message", ""))
         return code
-    print_summary(console, spec, result, ledger.earlier)
-    summary = result_json(result) | {"earlier": ledger.earlier}
+    print_summary(console, spec, result, run.ledger.earlier)
+    summary = result_json(result) | {"earlier": run.ledger.earlier}
     if args.verify:
         try:
             ok, comparisons = _verify(console, spec, result.committed, run_dir)
@@ -273,6 +249,50 @@ def cmd_run(args: argparse.Namespace) -> int:
         Path(args.summary_json).write_text(json.dumps(summary, indent=2, default=str))
     _report(console, run_dir, spec, timeline, ui, code, summary)
     return code
+
+
+@dataclasses.dataclass
+class _Run:
+    """What ``cmd_run`` runs and reports through, once the run's stores are up."""
+
+    coordinator: Coordinator
+    observer: ProgressObserver | LocalObserver
+    timeline: Timeline
+    ui: LiveServer | None
+    ledger: FaultLedger
+
+
+def _start(console: Console, spec: PipelineSpec, args: argparse.Namespace, session: Session, cluster: LocalCluster,
+           resuming: bool) -> _Run:
+    """The run's metrics, fault plan, observers and coordinator."""
+    run_dir = cluster.run_dir
+    metrics = RunMetrics(spec.name)
+    if args.metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port, registry=metrics.registry)
+    faults = None
+    if args.kill_at_step is not None or args.kill_after is not None or args.kill_during_checkpoint:
+        faults = FaultPlan(at_step=args.kill_at_step, after_tasks=args.kill_after_tasks, after_seconds=args.kill_after,
+                           worker=WorkerId(args.kill_worker) if args.kill_worker else None, seed=args.seed,
+                           during_checkpoint=args.kill_during_checkpoint, action=args.fault)
+    private = spec.redis_url is None
+    console.print(f"[bold]{spec.name}[/bold]: {len(spec.stages)} stages, {spec.workers} workers, "
+                  f"Redis {'embedded' if private else redacted(session.redis_url)}, logs in {run_dir}")
+    _warn_unbounded(console, spec)
+    ledger = FaultLedger(run_dir / LEDGER, fresh=not resuming)
+    observer = (ProgressObserver(console, spec.max_steps, ledger) if not args.no_progress
+                else LocalObserver(console, ledger))
+    timeline, ui = _timeline(console, spec, args.ui_port)
+    coordinator = Coordinator(spec, session.store, session.tables, cluster, Fanout(observer, timeline), faults, metrics,
+                              pointer=session.pointer, commands=session.commands,
+                              resume=resuming, resume_epoch=args.from_checkpoint)
+    timeline.follow_placement(lambda: coordinator.placement)
+    if args.expire_zookeeper_session and session.zk is not None and session.zookeeper is not None:
+        coordinator.ckpt.before_commit = _session_expirer(session.zk, session.zookeeper, console)
+    if session.pointer is not None:  # "checkpoint now": kill -USR1 <pid of ftpipeline run>
+        signal.signal(signal.SIGUSR1, lambda *_: setattr(coordinator.ckpt, "requested", True))
+    return _Run(coordinator, observer, timeline, ui, ledger)
 
 
 def _timeline(console: Console, spec: PipelineSpec, ui_port: int | None) -> tuple[Timeline, LiveServer | None]:

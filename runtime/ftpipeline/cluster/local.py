@@ -19,8 +19,8 @@ coordinator takes them over as an operator takes over the pods of the one
 before it (``coordinator/admission.py``): no JVM starts again, and a
 coordinator loss costs about what a worker loss does. It can only watch
 them, not wait for them (they are not its children): one that ends is
-found by its pid no longer running. A fresh run kills those groups before
-it starts its own, so two incarnations of ``w0`` never share a buffer
+found by its pid no longer running. A fresh run kills those groups (found
+by any of their processes still running) before it starts its own, so two incarnations of ``w0`` never share a buffer
 directory. (They would be fenced off anyway: a new run dissolves the ring
 and resets who may commit.)
 """
@@ -39,12 +39,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftpipeline.cluster.base import ClusterBackend
-from ftpipeline.embedded.orphans import alive, reap, record, running
+from ftpipeline.embedded.orphans import alive, record, running
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.worker import exits
 from ftpipeline.worker.tls import Credentials, generate as issue, load as load_credentials
 
 log = logging.getLogger("ftpipeline.cluster.local")
+
+# A Spark process started ahead waits this long for its sidecar (the run's Redis, ZooKeeper and coordinator
+# start meanwhile); one a run never joins to a sidecar (a coordinator killed in between) then ends by itself.
+AHEAD_WAIT_S = 300
 
 
 @dataclass
@@ -79,6 +83,21 @@ class _Worker:
                     return False
                 time.sleep(0.02)
         return True
+
+
+def _group(pgid_file: Path) -> int | None:
+    try:
+        return int(pgid_file.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _in_group(pid: int, group: int | None) -> bool:
+    """Is ``pid`` a member of process group ``group`` (not a reused pid elsewhere)?"""
+    try:
+        return group is not None and os.getpgid(pid) == group
+    except ProcessLookupError:
+        return False
 
 
 def _signal(returncode: int) -> str:
@@ -128,11 +147,14 @@ class LocalCluster(ClusterBackend):
         """Keep the workers a killed coordinator left running, with the credentials they were given; none
         kept if those cannot be read (they are then reaped)."""
         for pgid_file in sorted((self.run_dir / "workers").glob("*/pgid")):
-            group = alive(pgid_file, b"ftpipeline.worker")
-            sidecar = alive(pgid_file.parent / "spid", b"ftpipeline.worker.server")
-            executor = alive(pgid_file.parent / "epid", b"ftpipeline.worker.executor")
-            if group is not None and sidecar is not None and executor is not None:
-                self.workers[WorkerId(pgid_file.parent.name)] = _Worker((sidecar, executor), group)
+            wdir = pgid_file.parent
+            group = _group(pgid_file)
+            # an older run's directory has no spid: its sidecar led the group
+            sidecar = alive(wdir / "spid" if (wdir / "spid").exists() else pgid_file, b"ftpipeline.worker.server")
+            executor = alive(wdir / "epid", b"ftpipeline.worker.executor")
+            if (group is not None and sidecar is not None and executor is not None
+                    and _in_group(sidecar, group) and _in_group(executor, group)):
+                self.workers[WorkerId(wdir.name)] = _Worker((sidecar, executor), group)
         if not self.workers or not tls:
             return None
         try:
@@ -145,9 +167,27 @@ class LocalCluster(ClusterBackend):
 
     def reap_orphans(self, keep: set[WorkerId] | None = None) -> int:
         """Kill the process groups of workers a killed coordinator left behind (but those in ``keep``);
-        returns how many."""
-        reaped = sum(reap(f, b"ftpipeline.worker", group=True) for f in (self.run_dir / "workers").glob("*/pgid")
-                     if f.parent.name not in (keep or set()))
+        returns how many. A group is found by any of its processes still running ours: its leader (the
+        Spark process, if it started first) may have ended while its sidecar runs on."""
+        reaped = 0
+        for pgid_file in (self.run_dir / "workers").glob("*/pgid"):
+            if pgid_file.parent.name in (keep or set()):
+                continue
+            group = _group(pgid_file)
+            members = [pid for name, marker in (("pgid", b"ftpipeline.worker"), ("spid", b"ftpipeline.worker.server"),
+                                                ("epid", b"ftpipeline.worker.executor"))
+                       if (pid := alive(pgid_file.parent / name, marker)) is not None and _in_group(pid, group)]
+            pgid_file.unlink(missing_ok=True)
+            if group is None or not members:
+                continue
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and any(running(pid) for pid in members):  # its files are free
+                time.sleep(0.05)
+            reaped += 1
         if reaped:
             log.warning("killed workers a previous coordinator left running", extra={"workers": reaped})
         return reaped
@@ -173,6 +213,8 @@ class LocalCluster(ClusterBackend):
         wdir.mkdir(parents=True, exist_ok=True)
         (wdir / "sidecar.addr").unlink(missing_ok=True)  # the Spark process waits for its sidecar's, not an older one
         (wdir / exits.REASON_FILE).unlink(missing_ok=True)
+        for name in ("pgid", "spid", "epid"):  # an earlier run's, reaped: written again as the processes start
+            (wdir / name).unlink(missing_ok=True)
         return wdir
 
     def _env(self) -> dict[str, str]:
@@ -184,7 +226,8 @@ class LocalCluster(ClusterBackend):
         with open(wdir / "executor.log", "ab") as elog:
             executor = subprocess.Popen(
                 [self.python, "-m", "ftpipeline.worker.executor", "--worker-id", worker, "--dir", str(wdir),
-                 "--spark-master", self.spark_master, "--spark-conf", json.dumps(self.spark_conf)],
+                 "--spark-master", self.spark_master, "--spark-conf", json.dumps(self.spark_conf),
+                 *(["--sidecar-wait-s", str(AHEAD_WAIT_S)] if group == 0 else [])],
                 stdout=elog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=group, env=self._env(),
             )
         record(wdir / "epid", executor.pid)
@@ -268,14 +311,19 @@ class LocalCluster(ClusterBackend):
     def pids(self, worker: WorkerId) -> tuple[int, int]:
         return self.workers[worker].pids
 
-    def stop(self, grace_s: float = 10.0) -> None:
-        for ahead in self._ahead.values():  # started ahead, never joined to a sidecar: nothing to wind down
+    def stop_ahead(self) -> None:
+        """End the Spark processes started ahead that no sidecar joined (a run that failed before its
+        workers started); workers started or taken over are left alone."""
+        for ahead in self._ahead.values():
             try:
                 os.killpg(ahead.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             ahead.wait()
         self._ahead.clear()
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        self.stop_ahead()
         for w in self.workers.values():
             self._killpg(w, signal.SIGTERM)
             self._killpg(w, signal.SIGCONT)  # a stopped worker could not act on SIGTERM

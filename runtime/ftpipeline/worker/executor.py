@@ -470,13 +470,13 @@ def _sidecar_address(work_dir: Path, timeout_s: float = 60) -> str:
     return path.read_text().strip()
 
 
-def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str]) -> None:
+def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str], sidecar_wait_s: float = 60.0) -> None:
     spark = build_session(master, conf, work_dir, f"ftpipeline-{worker}",
                           os.environ.get("FTPIPELINE_WORKER_JAVA_OPTIONS", WORKER_JAVA_OPTIONS))
     spark.createDataFrame(pa.table({"x": [1]})).toArrow()  # warm up the JVM paths every task uses
     log.info("spark session", extra={"worker": worker, "master": spark.sparkContext.master,
                                      "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions")})
-    sidecar = SidecarClient(_sidecar_address(work_dir))
+    sidecar = SidecarClient(_sidecar_address(work_dir, sidecar_wait_s))
     config = None
     while config is None:
         config = sidecar.call("hello", {"pid": os.getpid()})
@@ -551,9 +551,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dir", required=True, type=Path, help="buffer directory shared with the sidecar")
     parser.add_argument("--spark-master", default="local[1]")
     parser.add_argument("--spark-conf", default="{}", help="JSON object of extra Spark settings")
+    parser.add_argument("--sidecar-wait-s", type=float, default=60.0,
+                        help="how long to wait for the sidecar's address once the session is up")
     args = parser.parse_args(argv)
     setup_json_logging()
-    serve(args.worker_id, args.dir, args.spark_master, json.loads(args.spark_conf))
+    serve(args.worker_id, args.dir, args.spark_master, json.loads(args.spark_conf), args.sidecar_wait_s)
 
 
 if __name__ == "__main__":

@@ -132,8 +132,9 @@ def test_a_killed_coordinator_resumes_from_the_log(
     if private:
         workers = sorted(p.name for p in (run_dir / "workers").iterdir())
         pids = {f.relative_to(run_dir): f.read_text()
-                for f in (*run_dir.glob("workers/*/pgid"), *run_dir.glob("workers/*/epid"), *run_dir.glob("*/*.pid"))}
-        assert len(pids) == 2 * len(workers) + 2, pids  # each worker's sidecar and Spark process, Redis, ZooKeeper
+                for f in (*run_dir.glob("workers/*/pgid"), *run_dir.glob("workers/*/spid"), *run_dir.glob("workers/*/epid"),
+                          *run_dir.glob("*/*.pid"))}
+        assert len(pids) == 3 * len(workers) + 2, pids  # each worker's group, sidecar and Spark process, Redis, ZooKeeper
         resumed = run_cli(pipeline, run_dir, "--resume")
         assert resumed.code == 0, resumed.output
         said = f"taking over the workers the earlier run left running ({', '.join(workers)})"

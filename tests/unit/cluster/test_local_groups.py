@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -80,6 +81,47 @@ def test_a_spark_process_that_ended_before_its_sidecar_came_is_started_again(clu
     sidecar, executor = cluster.pids(W0)
     assert executor != early and os.getpgid(executor) == sidecar  # a fresh pair, the sidecar leading
     assert int((cluster.worker_dir(W0) / "pgid").read_text()) == sidecar
+
+
+def test_stop_ahead_leaves_started_workers_alone(cluster: LocalCluster) -> None:
+    cluster.prestart([W0, WorkerId("w1")])
+    cluster.start_worker(W0)
+    early = int((cluster.worker_dir(WorkerId("w1")) / "epid").read_text())
+    cluster.stop_ahead()  # a run that failed before it started the rest: w1's Spark process goes, w0 stays
+    assert _gone(early)
+    assert cluster.running() == [W0]
+
+
+def test_a_group_whose_spark_process_ended_is_reaped_by_its_sidecar(tmp_path: Path, python: Path,
+                                                                     cluster: LocalCluster) -> None:
+    cluster.prestart([W0])
+    cluster.start_worker(W0)
+    sidecar, executor = cluster.pids(W0)
+    _started(sidecar, "ftpipeline.worker.server")
+    os.kill(executor, signal.SIGKILL)  # the group's leader ends; its sidecar runs on (a killed run's orphan)
+    assert _gone(executor)
+    fresh = LocalCluster(tmp_path / "run", "p", "", python=str(python), tls=False)  # a fresh run in the directory
+    assert _gone(sidecar) and fresh.workers == {}
+    assert not (cluster.worker_dir(W0) / "pgid").exists()
+
+
+def test_a_pid_outside_the_worker_s_group_is_not_taken_over(tmp_path: Path, python: Path,
+                                                           cluster: LocalCluster) -> None:
+    cluster.prestart([W0])
+    cluster.start_worker(W0)
+    sidecar, executor = cluster.pids(W0)
+    _started(sidecar, "ftpipeline.worker.server")
+    _started(executor, "ftpipeline.worker.executor")
+    stranger = subprocess.Popen([str(python), "-m", "ftpipeline.worker.server"], start_new_session=True)
+    try:
+        _started(stranger.pid, "ftpipeline.worker.server")
+        (cluster.worker_dir(W0) / "spid").write_text(str(stranger.pid))  # a pid reused by another of our processes
+        resumed = LocalCluster(tmp_path / "run", "p", "", python=str(python), tls=False, adopt=True)
+        assert resumed.workers == {}  # not kept: the worker is reaped, the stranger left alone
+        assert _gone(sidecar) and _gone(executor) and stranger.poll() is None
+    finally:
+        stranger.kill()
+        stranger.wait()
 
 
 def test_stop_ends_spark_processes_started_ahead_that_never_got_a_sidecar(cluster: LocalCluster) -> None:
