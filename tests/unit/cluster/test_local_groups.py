@@ -48,6 +48,16 @@ def _started(pid: int, module: str) -> None:
         time.sleep(0.02)
 
 
+def _started_ahead(cluster: LocalCluster) -> tuple[int, int]:
+    """w0 started ahead, then joined by its sidecar; its pids, once both run their stand-ins."""
+    cluster.prestart([W0])
+    cluster.start_worker(W0)
+    sidecar, executor = cluster.pids(W0)
+    _started(sidecar, "ftpipeline.worker.server")
+    _started(executor, "ftpipeline.worker.executor")
+    return sidecar, executor
+
+
 def _gone(pid: int) -> bool:
     deadline = time.monotonic() + 5
     while running(pid) and time.monotonic() < deadline:
@@ -94,10 +104,7 @@ def test_stop_ahead_leaves_started_workers_alone(cluster: LocalCluster) -> None:
 
 def test_a_group_whose_spark_process_ended_is_reaped_by_its_sidecar(tmp_path: Path, python: Path,
                                                                      cluster: LocalCluster) -> None:
-    cluster.prestart([W0])
-    cluster.start_worker(W0)
-    sidecar, executor = cluster.pids(W0)
-    _started(sidecar, "ftpipeline.worker.server")
+    sidecar, executor = _started_ahead(cluster)
     os.kill(executor, signal.SIGKILL)  # the group's leader ends; its sidecar runs on (a killed run's orphan)
     assert _gone(executor)
     fresh = LocalCluster(tmp_path / "run", "p", "", python=str(python), tls=False)  # a fresh run in the directory
@@ -107,11 +114,7 @@ def test_a_group_whose_spark_process_ended_is_reaped_by_its_sidecar(tmp_path: Pa
 
 def test_a_pid_outside_the_worker_s_group_is_not_taken_over(tmp_path: Path, python: Path,
                                                            cluster: LocalCluster) -> None:
-    cluster.prestart([W0])
-    cluster.start_worker(W0)
-    sidecar, executor = cluster.pids(W0)
-    _started(sidecar, "ftpipeline.worker.server")
-    _started(executor, "ftpipeline.worker.executor")
+    sidecar, executor = _started_ahead(cluster)
     stranger = subprocess.Popen([str(python), "-m", "ftpipeline.worker.server"], start_new_session=True)
     try:
         _started(stranger.pid, "ftpipeline.worker.server")
@@ -133,11 +136,7 @@ def test_stop_ends_spark_processes_started_ahead_that_never_got_a_sidecar(cluste
 
 def test_a_resumed_run_takes_over_a_worker_started_ahead(tmp_path: Path, python: Path,
                                                           cluster: LocalCluster) -> None:
-    cluster.prestart([W0])
-    cluster.start_worker(W0)
-    pids = cluster.pids(W0)
-    _started(pids[0], "ftpipeline.worker.server")
-    _started(pids[1], "ftpipeline.worker.executor")
+    pids = _started_ahead(cluster)
     resumed = LocalCluster(tmp_path / "run", "p", "", python=str(python), tls=False, adopt=True)
     assert resumed.running() == [W0] and resumed.pids(W0) == pids  # kept, not reaped nor started again
     resumed.kill_worker(W0)  # its group is the Spark process's: the kill reaches both
