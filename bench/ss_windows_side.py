@@ -3,8 +3,8 @@
 The pipeline's own document is translated, so both sides run the same job: the file source becomes
 a streaming Parquet source with the same schema and ``maxFilesPerTrigger`` = its parallelism (one
 step's files per micro-batch; not with ``--until``, the live feed: a batch then takes every file that
-arrived, so a batch slower than the feed catches up as an SS user's live query would); the source's ``eventTime`` becomes ``withWatermark`` on that column
-(a long of milliseconds is made a timestamp first) with its ``maxOutOfOrderness``; the windowed
+arrived, so a batch slower than the feed catches up as an SS user's live query would); the source's
+``eventTime`` becomes ``withWatermark`` on that column (a long of milliseconds is made a timestamp first) with its ``maxOutOfOrderness``; the windowed
 aggregate becomes ``groupBy(window(ts, size), *keyBy)`` with the same aggregations, in ``append``
 output mode (each window once, when the watermark passes its end); the sink is Spark's Parquet file
 sink (exactly once through its ``_spark_metadata`` log) in ``WORK/out/<sink>``, the window's bounds

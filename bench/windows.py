@@ -27,8 +27,8 @@ stage two channels; SS ``local[2]``, two shuffle partitions. ftpipeline checkpoi
 2. window end -> visible: a feeder drops step k's files into an empty input directory (rename
    into place) at wall time t0 + (k - 1) * span, t0 being the moment the side committed step 1,
    so event time advances with wall time (SS's batches then take every file that has arrived, so a
-   batch slower than the feed does not fall behind it). A window's latency is the time from its end, mapped to
-   wall time, until its row is visible: ftpipeline's released ``step=N`` directory, SS's batch in
+   batch slower than the feed does not fall behind it). A window's latency is the time from its end,
+   mapped to wall time, until its row is visible: ftpipeline's released ``step=N`` directory, SS's batch in
    ``_spark_metadata`` (polled every 20 ms); p50 and p90 over ``--live-windows`` windows after
    ``--live-warmup``, and the part past the floor. The floor neither side can beat: the watermark passes a
    window's end only once views ``--delay`` newer are read, so the release of the step holding them.

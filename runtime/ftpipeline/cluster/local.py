@@ -12,17 +12,17 @@ and needs neither. Such a worker's group is its Spark process's, and
 ``start_worker`` later adds the sidecar to it; otherwise the sidecar leads.
 
 Each worker's process group id is written to ``workers/<w>/pgid`` (its
-sidecar's pid to ``spid``, its Spark process's to ``epid``). A coordinator that was killed leaves its
-workers running. The next one, a resume (``adopt``), keeps those still
-running — with the credentials in ``tls/`` they were started with — so the
+sidecar's pid to ``spid``, its Spark process's to ``epid``). A coordinator
+that was killed leaves its workers running. The next one, a resume
+(``adopt``), keeps those still running — with the credentials in ``tls/`` they were started with — so the
 coordinator takes them over as an operator takes over the pods of the one
 before it (``coordinator/admission.py``): no JVM starts again, and a
 coordinator loss costs about what a worker loss does. It can only watch
 them, not wait for them (they are not its children): one that ends is
 found by its pid no longer running. A fresh run kills those groups (found
-by any of their processes still running) before it starts its own, so two incarnations of ``w0`` never share a buffer
-directory. (They would be fenced off anyway: a new run dissolves the ring
-and resets who may commit.)
+by any of their processes still running) before it starts its own, so two
+incarnations of ``w0`` never share a buffer directory. (They would be fenced
+off anyway: a new run dissolves the ring and resets who may commit.)
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftpipeline.cluster.base import ClusterBackend
-from ftpipeline.embedded.orphans import alive, record, running
+from ftpipeline.embedded.orphans import alive, kill_and_wait, record, running
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.worker import exits
 from ftpipeline.worker.tls import Credentials, generate as issue, load as load_credentials
@@ -178,16 +178,8 @@ class LocalCluster(ClusterBackend):
                                                 ("epid", b"ftpipeline.worker.executor"))
                        if (pid := alive(pgid_file.parent / name, marker)) is not None and _in_group(pid, group)]
             pgid_file.unlink(missing_ok=True)
-            if group is None or not members:
-                continue
-            try:
-                os.killpg(group, signal.SIGKILL)
-            except ProcessLookupError:
-                continue
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and any(running(pid) for pid in members):  # its files are free
-                time.sleep(0.05)
-            reaped += 1
+            if group is not None and members and kill_and_wait(group, members, group=True):
+                reaped += 1
         if reaped:
             log.warning("killed workers a previous coordinator left running", extra={"workers": reaped})
         return reaped

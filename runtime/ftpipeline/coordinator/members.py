@@ -41,10 +41,10 @@ from ftpipeline.worker.transport import SidecarClient, call_each
 log = logging.getLogger("ftpipeline.coordinator")
 
 
-
 def worker_name(number: int) -> WorkerId:
     """The name of the ``number``-th worker a coordinator starts (from 0: a fresh run's are w0, w1, ...)."""
     return WorkerId(f"w{number}")
+
 
 class Members:
     def __init__(self, spec: PipelineSpec, cluster: ClusterBackend, store: RunStore, clock: Callable[[], float]) -> None:

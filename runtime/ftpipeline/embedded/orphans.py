@@ -36,21 +36,25 @@ def alive(pid_file: Path, marker: bytes) -> int | None:
     return pid if marker in cmdline and running(pid) else None
 
 
-def reap(pid_file: Path, marker: bytes, group: bool = False) -> bool:
-    """Kill the process (or group) ``pid_file`` names if it still runs our program (``alive``)."""
+def reap(pid_file: Path, marker: bytes) -> bool:
+    """Kill the process ``pid_file`` names if it still runs our program (``alive``)."""
     pid = alive(pid_file, marker)
     pid_file.unlink(missing_ok=True)
-    if pid is None:
-        return False
+    return pid is not None and kill_and_wait(pid, [pid])
+
+
+def kill_and_wait(target: int, members: list[int], group: bool = False) -> bool:
+    """SIGKILL ``target`` (with ``group``: the process group of that id), then wait up to 5 s until every
+    one of ``members`` ended, so their ports, sockets and files are free; False when nothing was there."""
     try:
         if group:
-            os.killpg(pid, signal.SIGKILL)
+            os.killpg(target, signal.SIGKILL)
         else:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(target, signal.SIGKILL)
     except ProcessLookupError:
         return False
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and running(pid):  # until its port, socket and files are free
+    while time.monotonic() < deadline and any(running(pid) for pid in members):
         time.sleep(0.05)
     return True
 
