@@ -1,6 +1,6 @@
 """The servers a pipeline depends on, as commands: the chart runs them from the project image.
 
-``ftpipeline serve-redis``, ``serve-zookeeper`` and ``serve-kafka`` each
+``ftpipeline serve-redis``, ``serve-zookeeper``, ``serve-kafka`` and ``serve-s3`` each
 become the server (``exec``), so in a container the server is the process
 that signals and the kubelet see. They are the same commands the embedded
 servers of ``ftpipeline run`` and the tests use (``embedded/``), with the
@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from ftpipeline.commandlog.zkaccess import super_digest
 from ftpipeline.embedded import jars, kafka
 from ftpipeline.embedded.redis import prepare_acl_file, redis_command
+from ftpipeline.embedded.s3 import s3_command
 from ftpipeline.embedded.zookeeper import zookeeper_command
 from ftpipeline.worker import jvmarchive
 
@@ -45,6 +46,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         conf = Path(tempfile.mkdtemp(prefix="ftpipeline-zookeeper-"))
         command = zookeeper_command(args.dir, args.port, digest, tls_dir=args.tls_dir, probe_port=args.probe_port,
                                     conf_dir=conf)
+    elif args.command == "serve-s3":
+        for bucket in args.bucket or []:  # a bucket is a directory under the gateway's root
+            (args.dir / bucket).mkdir(exist_ok=True)
+        command = s3_command(args.dir, args.port, args.bind, args.tls_dir)
+        os.environ["ROOT_ACCESS_KEY"] = args.access_key_file.read_text().strip()
+        os.environ["ROOT_SECRET_KEY"] = args.secret_key_file.read_text().strip()
     else:
         conf = Path(tempfile.mkdtemp(prefix="ftpipeline-kafka-"))
         command = kafka.prepare(conf, args.dir, args.port, args.controller_port, advertise=args.advertise,
@@ -100,7 +107,8 @@ def cmd_fetch_jars(args: argparse.Namespace) -> int:
 def add_server_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     for name, port, what in (("serve-redis", 6379, "a Redis server for lineage"),
                              ("serve-zookeeper", 2181, "a standalone ZooKeeper server (from PySpark's jars)"),
-                             ("serve-kafka", 9092, "a single-node Kafka broker (KRaft, from the pinned jars)")):
+                             ("serve-kafka", 9092, "a single-node Kafka broker (KRaft, from the pinned jars)"),
+                             ("serve-s3", 7070, "an S3-compatible object store (the Versity S3 Gateway over --dir)")):
         serve = sub.add_parser(name, help=f"run {what}: the chart's in-cluster default, from the same image")
         serve.add_argument("--port", type=int, default=port, help=f"port to listen on (default {port})")
         if name == "serve-redis":  # ZooKeeper's standalone server always listens on every interface
@@ -122,6 +130,14 @@ def add_server_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser])
             serve.add_argument("--probe-port", type=int, default=2182,
                                help="with --tls-dir: a plaintext port on the loopback interface alone, for a "
                                     "readiness probe inside the pod (default 2182)")
+        elif name == "serve-s3":
+            serve.add_argument("--bind", default="0.0.0.0", help="address to listen on (default: every interface)")
+            serve.add_argument("--access-key-file", type=Path, metavar="FILE", required=True,
+                               help="the root user's access key id is in FILE")
+            serve.add_argument("--secret-key-file", type=Path, metavar="FILE", required=True,
+                               help="the root user's secret access key is in FILE")
+            serve.add_argument("--bucket", action="append", metavar="NAME",
+                               help="make this bucket if it is not there (repeatable)")
         else:
             serve.add_argument("--bind", default="0.0.0.0", help="address to listen on (default: every interface)")
             serve.add_argument("--advertise", default="127.0.0.1",

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from ftpipeline.embedded.redis import EmbeddedRedis
+from ftpipeline.embedded.s3 import EmbeddedS3
 from ftpipeline.embedded.zookeeper import EmbeddedZooKeeper
 
 
@@ -49,6 +50,25 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield server.connect
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedS3]:
+    """A real S3-compatible server (``embedded/s3.py``) shared by the session's tests: each uses a bucket of
+    its own (``s3_bucket``). A test that kills or restarts a server starts its own."""
+    server = EmbeddedS3(tmp_path_factory.mktemp("s3")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server: EmbeddedS3) -> str:
+    """A fresh, empty bucket on the shared server: ``s3://<it>`` is the test's own."""
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    s3_server.create_bucket(name)
+    return name
 
 
 @pytest.fixture

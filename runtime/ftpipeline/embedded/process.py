@@ -1,4 +1,4 @@
-"""The process of an embedded server (Redis, ZooKeeper, Kafka): one lifecycle for all three.
+"""The process of an embedded server (Redis, ZooKeeper, Kafka, S3): one lifecycle for all four.
 
     (stopped) --start: reap a killed run's server, launch, probe until ready--> (serving)
     (stopped) --adopt: a killed run's server still runs and answers--> (serving, adopted: not our child)
@@ -73,9 +73,10 @@ class ServerProcess:
         self.directory.mkdir(parents=True, exist_ok=True)
         reap(self.directory / f"{self.stem}.pid", self.marker)
 
-    def _launch(self, args: list[str], ready: Callable[[], bool], timeout_s: float, interval_s: float = 0.1) -> None:
+    def _launch(self, args: list[str], ready: Callable[[], bool], timeout_s: float, interval_s: float = 0.1,
+                env: dict[str, str] | None = None) -> None:
         with open(self.directory / f"{self.stem}.log", "ab") as log:
-            self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         record(self.directory / f"{self.stem}.pid", self._proc.pid)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -1,0 +1,154 @@
+"""A private, real S3-compatible server for local runs and tests: the Versity S3 Gateway over a directory.
+
+Why: a pipeline whose checkpoints and output are at ``s3://`` URIs must run on
+one machine too, and its tests must talk to a real S3 server (request
+signing, conditional writes, listing, multipart uploads), not a mock. When
+``ftpipeline run`` meets an ``s3://`` path and no endpoint is configured,
+it starts one here, as it starts Redis and ZooKeeper.
+
+The server is ``versitygw posix``: an Apache-2.0 gateway, one Go binary,
+that serves the directories under its root as buckets and their files as
+objects. It honours ``If-None-Match: *`` on PutObject and
+CompleteMultipartUpload (a second create of a key is refused with 412),
+which is what the barriers' commit objects need. It is built from its Go
+module (no release download is needed) into
+``~/.cache/ftpipeline/versitygw-v<version>/`` on first use when no
+``versitygw`` is on ``PATH``; ``FTPIPELINE_S3_SERVER`` names a binary.
+
+States: the lifecycle of ``embedded/process.py``. The root user's keys are
+made once per directory and kept there (readable by the owner alone), with
+the port, so a restarted server keeps both and its clients' configuration
+stays valid; its data is on disk, so a ``kill`` loses nothing a request was
+told was written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from ftpipeline.embedded.jars import cache_root
+from ftpipeline.embedded.ports import free_port
+from ftpipeline.embedded.private import write_private
+from ftpipeline.embedded.process import ServerProcess
+from ftpipeline.objectstore.config import S3Config
+
+MODULE = "github.com/versity/versitygw"
+VERSION = "1.8.0"
+HEALTH = "/health"
+REGION = "us-east-1"
+
+
+def _cached_binary() -> Path:
+    return cache_root() / f"versitygw-v{VERSION}" / "versitygw"
+
+
+def build_s3_server(target: Path | None = None) -> Path:
+    """``go install`` the pinned gateway into ``target``'s directory (the cache by default); its module
+    and build caches go beside it, so a second build is quick."""
+    target = target or _cached_binary()
+    if target.exists():
+        return target
+    go = shutil.which("go")
+    if go is None:
+        raise FileNotFoundError(
+            f"no S3 server found: install versitygw v{VERSION} on PATH, set FTPIPELINE_S3_SERVER to its binary, "
+            f"or install Go so it can be built from {MODULE}; or configure an endpoint (FTPIPELINE_S3_ENDPOINT)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    go_root = cache_root() / "go"
+    env = {**os.environ, "GOBIN": str(target.parent), "GOFLAGS": "-mod=mod",
+           "GOMODCACHE": os.environ.get("GOMODCACHE", str(go_root / "mod")),
+           "GOCACHE": os.environ.get("GOCACHE", str(go_root / "build"))}
+    print(f"building the S3 server {MODULE}@v{VERSION} (once; about two minutes)", file=sys.stderr, flush=True)
+    proc = subprocess.run([go, "install", "-trimpath", "-ldflags=-s -w", f"{MODULE}/cmd/versitygw@v{VERSION}"],
+                          env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"building versitygw v{VERSION} failed:\n{proc.stderr[-3000:]}")
+    return target
+
+
+def find_s3_server() -> Path:
+    """The gateway's binary: ``FTPIPELINE_S3_SERVER``, else one on ``PATH``, else the cache's (built now if
+    it is not there yet)."""
+    named = os.environ.get("FTPIPELINE_S3_SERVER")
+    if named:
+        return Path(named)
+    on_path = shutil.which("versitygw")
+    if on_path:
+        return Path(on_path)
+    return build_s3_server()
+
+
+def s3_command(data: Path, port: int, bind: str = "127.0.0.1", tls_dir: Path | None = None) -> list[str]:
+    """The gateway serving the directories under ``data`` as buckets (its root keys: ``ROOT_ACCESS_KEY`` and
+    ``ROOT_SECRET_KEY`` in its environment); ``tls_dir``: HTTPS alone, with ``tls.crt`` and ``tls.key`` there."""
+    tls = ["--cert", str(tls_dir / "tls.crt"), "--key", str(tls_dir / "tls.key")] if tls_dir is not None else []
+    return [str(find_s3_server()), "--port", f"{bind}:{port}", *tls, "--quiet", "--health", HEALTH,
+            "--region", REGION, "posix", str(data)]
+
+
+class EmbeddedS3(ServerProcess):
+    """``versitygw posix`` serving ``directory/data`` on a loopback port; ``config`` reaches it as its root user.
+    ``bind``: the address it listens on (the chart's in-cluster store listens on every interface)."""
+
+    what, stem, marker = "S3 server (versitygw)", "s3", b"versitygw"
+    stop_grace_s = 5.0
+
+    def __init__(self, directory: Path, port: int = 0, bind: str = "127.0.0.1") -> None:
+        super().__init__(directory)
+        self.port = port
+        self.bind = bind
+        self.data = directory / "data"
+
+    @property
+    def endpoint(self) -> str:
+        host = "127.0.0.1" if self.bind in ("127.0.0.1", "0.0.0.0", "") else self.bind
+        return f"http://{host}:{self.port}"
+
+    def _keys(self) -> dict[str, str]:
+        path = self.directory / "s3.keys.json"
+        if path.exists():
+            return dict(json.loads(path.read_text()))
+        keys = {"access_key": f"ftp{secrets.token_hex(8)}", "secret_key": secrets.token_urlsafe(30)}
+        write_private(path, json.dumps(keys).encode())
+        return keys
+
+    @property
+    def config(self) -> S3Config:
+        keys = self._keys()
+        return S3Config(endpoint=self.endpoint, region=REGION, access_key=keys["access_key"],
+                        secret_key=keys["secret_key"], path_style=True)
+
+    def _answers(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.endpoint + HEALTH, timeout=2) as reply:
+                return bool(reply.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def _address(self) -> dict[str, int]:
+        return {"port": self.port}
+
+    def _readdress(self, address: dict[str, int]) -> None:
+        self.port = int(address["port"])
+
+    def start(self, timeout_s: float = 30.0) -> EmbeddedS3:
+        self._reap()
+        self.data.mkdir(parents=True, exist_ok=True)
+        self.port = self.port or free_port()  # a restart keeps the address its clients know
+        keys = self._keys()
+        args = s3_command(self.data, self.port, self.bind)
+        env = {**os.environ, "ROOT_ACCESS_KEY": keys["access_key"], "ROOT_SECRET_KEY": keys["secret_key"]}
+        self._launch(args, self._answers, timeout_s, interval_s=0.02, env=env)
+        return self
+
+    def create_bucket(self, name: str) -> None:
+        """Make bucket ``name`` if it is not there (a directory under the root, as the gateway keeps one)."""
+        (self.data / name).mkdir(parents=True, exist_ok=True)
