@@ -30,7 +30,7 @@ from ftpipeline.barrier.delta import spark_settings
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.cluster.local import LocalCluster
 from ftpipeline.commandlog.zkclient import connect as zk_connect
-from ftpipeline.control.history import history_dir
+from ftpipeline.control.history import history_store
 from ftpipeline.coordinator.coordinator import Coordinator, PipelineFailed
 from ftpipeline.coordinator.errors import TaskFailed
 from ftpipeline.coordinator.faults import FaultPlan
@@ -38,8 +38,6 @@ from ftpipeline.coordinator.members import worker_name
 from ftpipeline.coordinator.session import Session, open_session
 from ftpipeline.dataflow.deadletter import default_dead_letter_root
 from ftpipeline.dataflow.graph import Graph
-from ftpipeline.embedded.kafka import EmbeddedKafka
-from ftpipeline.kafka.local import needs_private, produce_file, topics_of, with_private
 from ftpipeline.kafka.topics import topic_problems
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.obs.errors import one_line, redacted
@@ -47,6 +45,7 @@ from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.progress import LEDGER, FaultLedger, LocalObserver, ProgressObserver
 from ftpipeline.report import Fanout, LiveServer, Timeline, serve, write_report
+from ftpipeline.run_servers import reopen_run_servers, start_run_servers
 from ftpipeline.servers import add_server_parsers
 from ftpipeline.spec.cores import master_for_process
 from ftpipeline.spec.load import SpecError, load_pipeline
@@ -159,9 +158,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     spec = dataclasses.replace(spec, identity=run_identity(spec.name, args.pipeline))
     setup_json_logging(args.log_level, run_dir / "coordinator.log", fresh=not resuming)
-    broker = None
     try:
-        spec, broker = _kafka(console, spec, args, run_dir, resuming)
+        spec, servers = start_run_servers(console, spec, args, run_dir, resuming)
     except (OSError, RuntimeError, ValueError) as exc:
         console.print(f"[red]error:[/red] {one_line(exc)}")
         return 2
@@ -169,12 +167,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if missing:
         for problem in missing:
             console.print(f"[red]error:[/red] {problem}")
-        if broker is not None:
-            broker.stop()
+        servers.stop()
         return 2
     if not resuming and not _prepare_outputs(spec, console):
-        if broker is not None:
-            broker.stop()
+        servers.stop()
         return 2
     if not resuming:  # a resume takes running workers over: it must not wait for this
         jvmarchive.prepare(console.print, console.status)
@@ -226,8 +222,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         coordinator.shutdown()
         cluster.stop()
         session.close()
-        if broker is not None and (code or not args.verify):
-            broker.stop()
+        if code or not args.verify:
+            servers.stop()
     if code:
         if args.summary_json and failure is not None:
             Path(args.summary_json).write_text(json.dumps({"failed": failure}, indent=2, default=str))
@@ -241,8 +237,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             ok, comparisons = _verify(console, spec, result.committed, run_dir)
         finally:
-            if broker is not None:
-                broker.stop()
+            servers.stop()
         summary["verify"] = [dataclasses.asdict(c) | {"equal": c.equal} for c in comparisons]
         code = 0 if ok else 1
     if args.summary_json:
@@ -326,22 +321,6 @@ def _report(console: Console, run_dir: Path, spec: PipelineSpec, timeline: Timel
     console.print(f"report: {path}", soft_wrap=True)
 
 
-def _kafka(console: Console, spec: PipelineSpec, args: argparse.Namespace, run_dir: Path,
-           resuming: bool) -> tuple[PipelineSpec, EmbeddedKafka | None]:
-    """A pipeline on Kafka that names no cluster gets a private broker (``kafka/local.py``); ``--produce``
-    loads a demo's input before a fresh run."""
-    broker = None
-    if needs_private(spec):
-        with console.status("starting a private Kafka broker"):
-            spec, broker = with_private(spec, run_dir / "kafka", fresh=not resuming)
-        assert broker is not None
-        console.print(f"Kafka: a private broker at {broker.bootstrap}, topics {', '.join(topics_of(spec))}")
-    for topic, path in ([] if resuming else args.produce or []):
-        count = produce_file(spec.kafka_bootstrap, topic, Path(path))
-        console.print(f"produced {count:,} records of {path} to topic {topic}")
-    return spec, broker
-
-
 def _produce_arg(text: str) -> tuple[str, str]:
     topic, sep, path = text.partition("=")
     if not sep or not topic or not path:
@@ -371,7 +350,7 @@ def _verify(console: Console, spec: PipelineSpec, steps: int, work_dir: Path) ->
         with _stderr_to(work_dir / "oracle.log"):  # the JVM's banner lines go to its log, not the terminal
             spark = build_session("local[2]", {}, work_dir, "ftpipeline-oracle")
         try:
-            comparisons = verify(spark, spec, steps, default_dead_letter_root(spec), history_dir(spec))
+            comparisons = verify(spark, spec, steps, default_dead_letter_root(spec), history_store(spec))
         finally:
             spark.stop()
     for c in comparisons:
@@ -407,14 +386,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if spec is None:
         return 2
     run_dir = Path.cwd() / ".ftpipeline" / spec.name
-    spec, broker = with_private(spec, run_dir / "kafka", fresh=False)  # the run's private broker, as it was left
+    spec, servers = reopen_run_servers(spec, run_dir)  # the run's private broker and store, as it left them
     try:
         spec = dataclasses.replace(spec, identity=run_identity(spec.name, args.pipeline))
         steps = args.steps or min(barrier_of(s, spec).gt_last() for s in spec.stages if s.is_sink)
         ok, _ = _verify(console, spec, steps, run_dir)
     finally:
-        if broker is not None:
-            broker.stop()
+        servers.stop()
     return 0 if ok else 1
 
 

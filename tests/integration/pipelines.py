@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from ftpipeline.objectstore.base import ObjectStore
+
 from ..rotation import FULL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +49,8 @@ def clickstream(
     ttl_steps: int = 0,
     state_backend: str | None = None,
     event_window: dict[str, Any] | None = None,
+    checkpoint_storage: str | None = None,
+    sink_path: str | None = None,
 ) -> Path:
     """The example pipeline with test-sized knobs, writing into ``directory``."""
     doc = yaml.safe_load((EXAMPLE / "pipeline.yaml").read_text())
@@ -66,7 +70,7 @@ def clickstream(
         spec["recovery"]["heartbeatTimeoutMs"] = heartbeat_ms
     if checkpoint_every is not None:  # 0: off (the tests written for lineage alone); None: the default
         spec["checkpoint"] = {"intervalSteps": checkpoint_every, "retain": retain,
-                              "storage": {"path": str(directory / "checkpoints")}}
+                              "storage": {"path": checkpoint_storage or str(directory / "checkpoints")}}
     if state_backend is not None:
         spec["state"] = {"backend": state_backend}
     for stage in spec["stages"]:
@@ -80,7 +84,7 @@ def clickstream(
         if "source" in stage:
             stage["source"]["generator"]["rowsPerStep"] = rows_per_step
         if "sink" in stage:
-            stage["sink"]["parquet"]["path"] = str(directory / "out")
+            stage["sink"]["parquet"]["path"] = sink_path or str(directory / "out")
     path = directory / f"{name}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
@@ -127,14 +131,14 @@ def crashed_and_resumed(pipeline: Path, run_dir: Path, *first: str) -> CliRun:
     return resumed
 
 
-def run_history(pipeline: Path) -> Path:
+def run_history(pipeline: Path) -> ObjectStore:
     """Where ``ftpipeline run`` of ``pipeline`` keeps its step history (``control/history.py``)."""
     from ftpipeline.cli import run_identity
-    from ftpipeline.control.history import history_dir
+    from ftpipeline.control.history import history_store
     from ftpipeline.spec import load_pipeline
 
     spec = load_pipeline(pipeline)
-    return history_dir(dataclasses.replace(spec, identity=run_identity(spec.name, pipeline)))
+    return history_store(dataclasses.replace(spec, identity=run_identity(spec.name, pipeline)))
 
 
 def verified(output: str, summary: dict[str, object]) -> None:

@@ -1,13 +1,16 @@
-"""Exactly-once output (FlameStream's barrier): a directory of Parquet step bundles (``bundles.py``), a
-Kafka topic written in transactions (``kafka.py``) or a Delta Lake table written one commit per step
-(``delta.py``), behind one protocol."""
+"""Exactly-once output (FlameStream's barrier): a directory of Parquet step bundles (``bundles.py``; on an
+object store, ``objects.py``), a Kafka topic written in transactions (``kafka.py``) or a Delta Lake table
+written one commit per step (``delta.py``), behind one protocol."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ftpipeline.barrier.bundles import Bundle, ParquetBundleSink
+from ftpipeline.barrier.objects import ObjectBundleSink
+from ftpipeline.objectstore.base import is_remote
 from ftpipeline.control.store import RunStore
 from ftpipeline.spec.model import PipelineSpec, StageSpec
 
@@ -39,7 +42,16 @@ def barrier_of(stage: StageSpec, spec: PipelineSpec, store: RunStore | None = No
 
         return DeltaBarrier(stage.name, stage.delta_sink, spec, write, CrashPoint.from_env(worker))
     assert stage.sink is not None
-    return ParquetBundleSink(stage.sink.path)
+    return parquet_sink(stage.sink.path)
 
 
-__all__ = ["Barrier", "Bundle", "ParquetBundleSink", "barrier_of"]
+BundleSink = ParquetBundleSink | ObjectBundleSink
+
+
+def parquet_sink(path: Path | str) -> BundleSink:
+    """A Parquet sink's barrier: a directory's steps released by a rename, or an object store's by a commit
+    object (``objects.py``)."""
+    return ObjectBundleSink(str(path)) if is_remote(path) else ParquetBundleSink(Path(path))
+
+
+__all__ = ["Barrier", "Bundle", "BundleSink", "ObjectBundleSink", "ParquetBundleSink", "barrier_of", "parquet_sink"]

@@ -153,6 +153,9 @@ class ParquetBundleSink:
         _fsync_dir(self.path)
         return True
 
+    def has_staged(self) -> bool:
+        return self.staging.exists()
+
     def reset(self) -> None:
         """Remove all output (a fresh run asked for it explicitly)."""
         if self.path.exists():

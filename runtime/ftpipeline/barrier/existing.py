@@ -33,10 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftpipeline.barrier.bundles import ParquetBundleSink
+from ftpipeline.barrier.objects import ObjectBundleSink
+from ftpipeline.objectstore.base import is_remote
 from ftpipeline.barrier.delta import DeltaBarrier
 from ftpipeline.barrier.kafka import KafkaBarrier, KafkaReleaseError
 from ftpipeline.barrier.late import LateTopicBarrier
-from ftpipeline.control.history import history_dir
+from ftpipeline.control.history import history_store
 from ftpipeline.kafka.topics import late_field
 from ftpipeline.spec.model import PipelineSpec
 
@@ -79,7 +81,7 @@ def _late_topics(spec: PipelineSpec, problems: list[ExistingOutput]) -> list[Kaf
 def prepare_outputs(spec: PipelineSpec, dead_letters: Path) -> list[ExistingOutput]:
     """Apply every sink's policy; the problems, if any. Nothing is removed when any sink fails."""
     problems: list[ExistingOutput] = []
-    overwrite: list[ParquetBundleSink | KafkaBarrier | DeltaBarrier] = []
+    overwrite: list[ParquetBundleSink | ObjectBundleSink | KafkaBarrier | DeltaBarrier] = []
     stale: list[DeltaBarrier] = []
     for i, stage in enumerate(spec.stages):
         if stage.kafka_sink is not None:
@@ -111,10 +113,11 @@ def prepare_outputs(spec: PipelineSpec, dead_letters: Path) -> list[ExistingOutp
             continue
         if stage.sink is None:
             continue
-        sink = ParquetBundleSink(stage.sink.path)
+        path = stage.sink.path
+        sink = ObjectBundleSink(str(path)) if is_remote(path) else ParquetBundleSink(Path(path))
         if stage.sink.existing == "overwrite":
             overwrite.append(sink)
-        elif stage.sink.existing == "fail" and (sink.gt_last() or sink.staging.exists()):
+        elif stage.sink.existing == "fail" and (sink.gt_last() or sink.has_staged()):
             problems.append(ExistingOutput(f"spec.stages[{i}].sink.existingOutput", str(stage.sink.path),
                                            sink.gt_last()))
     late = _late_topics(spec, problems)
@@ -128,7 +131,7 @@ def prepare_outputs(spec: PipelineSpec, dead_letters: Path) -> list[ExistingOutp
         table.clear_staging()
     if overwrite and dead_letters.exists():
         shutil.rmtree(dead_letters)
-    shutil.rmtree(history_dir(spec), ignore_errors=True)  # the steps of a run before this one (control/history.py)
+    history_store(spec).delete_prefix()  # the steps of a run before this one (control/history.py)
     for stage in spec.stages if overwrite else ():  # and the late records of its windows and deduplications
         if stage.late_data is not None and (stage.late_data / stage.name).exists():
             shutil.rmtree(stage.late_data / stage.name)

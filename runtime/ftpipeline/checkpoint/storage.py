@@ -1,6 +1,7 @@
-"""Checkpoint storage: snapshot files, in-flight messages and manifests on a shared directory.
+"""Checkpoint storage: snapshot files, in-flight messages and manifests in an object store.
 
-Layout under ``<root>/<pipeline>/epoch-<e>/``::
+Layout under ``<root>/<pipeline>/epoch-<e>/`` (``root``: a local directory, a
+volume the worker pods share, or an ``s3://bucket/prefix``; ``objectstore/``)::
 
     state/<stage>.<channel>.parquet   a stateful channel's state (``memory`` backend)
     state/<stage>.<channel>.rocks/    or its RocksDB checkpoint (``rocksdb``): the small files,
@@ -13,18 +14,19 @@ and under ``<root>/<pipeline>/shared/<stage>.<channel>/`` the RocksDB table
 files, each uploaded once and named by every checkpoint that needs it
 (``state/rocks.py``); ``prune`` deletes one when no kept checkpoint does.
 
-All files are written to a temporary name and renamed. Storage is a local
-directory for ``ftpipeline run`` and a volume shared by the worker pods on
-Kubernetes; it also serves as the "node" that holds in-flight objects
-during a restore (the lineage tables point at it as :data:`STORAGE_NODE`).
+Every file is one object, written whole (no rename is needed: an object
+store's put replaces an object atomically, a directory's is a write to a
+temporary name and a rename). A checkpoint is committed in ZooKeeper
+(``pointer.py``), not here; the manifest follows the commit. The storage
+also serves as the "node" that holds in-flight objects during a restore
+(the lineage tables point at it as :data:`STORAGE_NODE`).
 """
 
 from __future__ import annotations
 
+import io
 import json
-import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -33,105 +35,107 @@ import pyarrow.parquet as pq
 
 from ftpipeline.checkpoint.tracker import ChannelSnapshot
 from ftpipeline.lineage.naming import STORAGE_NODE
+from ftpipeline.objectstore.base import ObjectStore, join, open_store
+from ftpipeline.objectstore.config import S3Config
 
 __all__ = ["STORAGE_NODE", "CheckpointStorage"]
 SHARED_LISTING = "files.json"  # in a RocksDB snapshot's directory: the shared files it needs
 _EPOCH = re.compile(r"^epoch-(\d+)$")
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 class CheckpointStorage:
-    def __init__(self, root: Path, pipeline: str) -> None:
-        self.root = root / pipeline
+    def __init__(self, root: Path | str, pipeline: str, config: S3Config | None = None) -> None:
+        self.location = join(root, pipeline)
+        self.store: ObjectStore = open_store(self.location, config)
 
-    def epoch_dir(self, epoch: int) -> Path:
-        return self.root / f"epoch-{epoch}"
+    @staticmethod
+    def epoch_key(epoch: int) -> str:
+        return f"epoch-{epoch}"
 
-    def state_path(self, epoch: int, channel: str) -> Path:
-        return self.epoch_dir(epoch) / "state" / f"{channel}.parquet"
+    def state_key(self, epoch: int, channel: str) -> str:
+        return f"epoch-{epoch}/state/{channel}.parquet"
 
-    def rocks_path(self, epoch: int, channel: str) -> Path:
-        return self.epoch_dir(epoch) / "state" / f"{channel}.rocks"
+    def rocks_key(self, epoch: int, channel: str) -> str:
+        return f"epoch-{epoch}/state/{channel}.rocks"
 
-    def inflight_path(self, epoch: int, name: str) -> Path:
-        return self.epoch_dir(epoch) / "inflight" / f"{name}.arrow"
+    def inflight_key(self, epoch: int, name: str) -> str:
+        return f"epoch-{epoch}/inflight/{name}.arrow"
 
     def write_state(self, epoch: int, channel: str, step: int, table: pa.Table | None) -> ChannelSnapshot:
-        path = self.state_path(epoch, channel)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        key = self.state_key(epoch, channel)
         if table is None:
             snap = ChannelSnapshot(channel, step, "", 0, 0)
         else:
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            pq.write_table(table, tmp)
-            os.replace(tmp, path)
-            snap = ChannelSnapshot(channel, step, str(path.relative_to(self.root)), table.num_rows, path.stat().st_size)
+            sink = pa.BufferOutputStream()
+            pq.write_table(table, sink)
+            data = sink.getvalue().to_pybytes()
+            self.store.put(key, data)
+            snap = ChannelSnapshot(channel, step, key, table.num_rows, len(data))
         return self.record_snapshot(epoch, snap)
 
     def record_snapshot(self, epoch: int, snap: ChannelSnapshot) -> ChannelSnapshot:
         """Write what a channel's snapshot of ``epoch`` is (its ``.json`` beside the state), whichever
         backend wrote the state itself; the manifest and a restore read it from there."""
-        atomic_write(self.state_path(epoch, snap.channel).with_suffix(".json"), json.dumps(vars(snap)).encode())
+        self.store.put(f"epoch-{epoch}/state/{snap.channel}.json", json.dumps(vars(snap)).encode())
         return snap
+
+    def read_table(self, key: str) -> pa.Table:
+        """A Parquet snapshot's rows (read in place from a directory, fetched whole from a bucket)."""
+        local = self.store.local_path(key)
+        return pq.read_table(local if local is not None else io.BytesIO(self.store.get(key)))
 
     def read_state(self, snapshot: dict[str, Any]) -> pa.Table | None:
         if not snapshot["path"]:
             return None
-        return pq.read_table(self.root / snapshot["path"])
+        return self.read_table(snapshot["path"])
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        directory = self.epoch_dir(manifest["epoch"])
-        directory.mkdir(parents=True, exist_ok=True)
-        atomic_write(directory / "manifest.json", json.dumps(manifest, indent=1).encode())
+        self.store.put(f"epoch-{manifest['epoch']}/manifest.json", json.dumps(manifest, indent=1).encode())
 
     def manifest(self, epoch: int) -> dict[str, Any] | None:
-        path = self.epoch_dir(epoch) / "manifest.json"
-        return json.loads(path.read_text()) if path.exists() else None
+        try:
+            return dict(json.loads(self.store.get(f"epoch-{epoch}/manifest.json")))
+        except FileNotFoundError:
+            return None
+
+    def _epochs(self) -> dict[int, list[str]]:
+        """Every epoch with an object in storage, and its keys."""
+        out: dict[int, list[str]] = {}
+        for key in self.store.list("epoch-"):
+            m = _EPOCH.match(key.partition("/")[0])
+            if m:
+                out.setdefault(int(m.group(1)), []).append(key)
+        return out
 
     def committed_epochs(self) -> list[int]:
         """Epochs whose manifest is present (what ``checkpoints()`` answers)."""
-        if not self.root.is_dir():
-            return []
-        out = []
-        for entry in self.root.iterdir():
-            m = _EPOCH.match(entry.name)
-            if m and (entry / "manifest.json").exists():
-                out.append(int(m.group(1)))
-        return sorted(out)
+        return sorted(e for e, keys in self._epochs().items() if f"epoch-{e}/manifest.json" in keys)
 
     def size_bytes(self, epoch: int) -> int:
         """What the checkpoint of ``epoch`` wrote: its own files and the shared ones it uploaded."""
-        directory = self.epoch_dir(epoch)
-        if not directory.exists():
-            return 0
-        return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file()) + sum(int(doc.get("shared_bytes", 0)) for doc in self._listings(epoch))
+        own = sum(self.store.sizes(f"epoch-{epoch}/").values())
+        return own + sum(int(doc.get("shared_bytes", 0)) for doc in self._listings(epoch))
 
     def prune(self, keep: set[int]) -> None:
-        """Delete every epoch directory not in ``keep`` (old, aborted or superseded checkpoints)."""
-        if not self.root.is_dir():
-            return
-        dropped = [int(m.group(1)) for e in self.root.iterdir() if (m := _EPOCH.match(e.name)) and int(m.group(1)) not in keep]
+        """Delete every epoch not in ``keep`` (old, aborted or superseded checkpoints)."""
+        epochs = self._epochs()
+        dropped = [e for e in epochs if e not in keep]
         # A table file named only by dropped checkpoints is deleted. One a checkpoint still being
         # written names is safe: its files were live at the newest kept checkpoint too (a table
         # file, once compacted away, never returns), or were uploaded by that checkpoint itself.
         unused = set().union(*(self.shared_files(e) for e in dropped)) - set().union(*(self.shared_files(e) for e in keep))
-        for epoch in dropped:
-            shutil.rmtree(self.epoch_dir(epoch), ignore_errors=True)
-        for name in unused:
-            (self.root / name).unlink(missing_ok=True)
+        self.store.delete([key for e in dropped for key in epochs[e]])
+        self.store.delete(sorted(unused))
 
     def _listings(self, epoch: int) -> list[dict[str, Any]]:
         docs = []
-        for listing in self.epoch_dir(epoch).glob(f"state/*.rocks/{SHARED_LISTING}"):
+        for key in self.store.list(f"epoch-{epoch}/state/"):
+            if not key.endswith(f".rocks/{SHARED_LISTING}"):
+                continue
             try:
-                docs.append(json.loads(listing.read_text()))
+                docs.append(json.loads(self.store.get(key)))
             except (OSError, ValueError):
-                continue  # a listing being written: its checkpoint is not committed
+                continue  # a listing being written or gone: its checkpoint is not committed
         return docs
 
     def shared_files(self, epoch: int) -> set[str]:
@@ -139,4 +143,4 @@ class CheckpointStorage:
         return {name for doc in self._listings(epoch) for name in doc.get("files", {}).values()}
 
     def reset(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        self.store.delete_prefix()

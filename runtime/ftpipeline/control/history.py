@@ -13,6 +13,8 @@ here as the step is released, on both paths the same way:
   it to its own file, ``<checkpoint storage>/<pipeline>/history/<worker>.jsonl`` (the
   coordinator never opens pipeline storage: on Kubernetes it runs in the
   operator). One file per worker: no two processes append to one file.
+  An object store has no append: there each record is an object of its
+  own, ``history/<worker>/<step>.json``.
 - a release asked again (of another worker, after a failure) appends the
   same record again; a step replayed after a rollback runs with its recorded
   offsets and watermark, so every line of a step says the same thing.
@@ -31,44 +33,54 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ftpipeline.objectstore.base import ObjectStore, join, open_store
+from ftpipeline.objectstore.config import S3Config
 from ftpipeline.spec.model import PipelineSpec
 
 
-def history_dir(spec: PipelineSpec) -> Path:
-    """Beside the pipeline's checkpoints (``checkpoint/storage.py``), which only its own pods mount."""
-    return spec.checkpoint_root / spec.store_key / "history"
+def history_store(spec: PipelineSpec, config: S3Config | None = None) -> ObjectStore:
+    """Beside the pipeline's checkpoints (``checkpoint/storage.py``), which only its own pods reach."""
+    return open_store(join(spec.checkpoint_root, spec.store_key, "history"), config)
 
 
-def remember(directory: Path, worker: str, record: str) -> None:
-    """Append a released step's record (``StepRecord.to_json``) to this worker's file."""
+def remember(store: ObjectStore, worker: str, record: str) -> None:
+    """Keep a released step's record (``StepRecord.to_json``): a line of this worker's file in a directory,
+    an object of its own in a bucket."""
     doc = json.loads(record)
     line = {"step": doc["step"], "offsets": doc.get("offsets", {}),
             **({"watermark": doc["watermark"]} if doc.get("watermark") is not None else {})}
-    directory.mkdir(parents=True, exist_ok=True)
-    with (directory / f"{worker}.jsonl").open("a") as out:
+    path = store.local_path(f"{worker}.jsonl")
+    if path is None:
+        store.put(f"{worker}/{int(doc['step']):012d}.json", json.dumps(line).encode())
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as out:
         out.write(json.dumps(line) + "\n")
 
 
-def _lines(path: Path) -> Iterator[dict[str, Any]]:
-    """The records of a history directory (every worker's file), or of one file."""
-    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path] if path.exists() else []
-    for file in files:
-        for line in file.read_text().splitlines():
-            if line.strip():
-                yield json.loads(line)
+def _lines(where: ObjectStore | Path) -> Iterator[dict[str, Any]]:
+    """The records of a history (every worker's), or of one of its files."""
+    if isinstance(where, Path) and where.is_file():
+        where = open_store(where.parent).child(where.name)
+    store = open_store(where) if isinstance(where, Path) else where
+    for key in store.list():
+        if key.endswith(".jsonl") or key.endswith(".json"):
+            for line in store.get(key).decode().splitlines():
+                if line.strip():
+                    yield json.loads(line)
 
 
-def read(path: Path) -> dict[int, dict[str, tuple[int, int]]]:
+def read(store: ObjectStore | Path) -> dict[int, dict[str, tuple[int, int]]]:
     """step -> source channel -> its offsets [lo, hi)."""
     steps: dict[int, dict[str, tuple[int, int]]] = {}
-    for doc in _lines(path):
+    for doc in _lines(store):
         steps[int(doc["step"])] = {k: (int(v[0]), int(v[1])) for k, v in doc["offsets"].items()}
     return steps
 
 
-def watermarks(path: Path) -> dict[int, int | None]:
+def watermarks(store: ObjectStore | Path) -> dict[int, int | None]:
     """step -> the watermark it ran with (``eventtime/``)."""
     marks: dict[int, int | None] = {}
-    for doc in _lines(path):
+    for doc in _lines(store):
         marks[int(doc["step"])] = doc.get("watermark")
     return marks

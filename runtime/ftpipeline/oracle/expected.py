@@ -43,6 +43,7 @@ from ftpipeline.oracle.sessions import sessionized
 from ftpipeline.oracle.windows import windowed
 from ftpipeline.control import history as step_history
 from ftpipeline.spec.load import load_entry_module
+from ftpipeline.objectstore.base import ObjectStore
 from ftpipeline.spec.model import PipelineSpec, StageKind
 
 LARGE_ROWS_BYTES = 64 * 1024 * 1024
@@ -80,7 +81,7 @@ def _generated_rows(spec: PipelineSpec, stage_name: str, module: Any, steps: int
 
 
 def expected(spark: Any, spec: PipelineSpec, steps: int, work: Path | None = None,
-             history: Path | None = None) -> Expected:
+             history: ObjectStore | Path | None = None) -> Expected:
     """The expected DataFrame of every sink and the expected dead letters of steps 1..``steps``.
 
     With ``work`` (a directory that outlives the frames' use), a source's rows

@@ -29,6 +29,7 @@ import pyarrow as pa
 from ftpipeline.control import history as step_history
 from ftpipeline.kafka.topics import read_committed
 from ftpipeline.oracle.files import STEP, Letter, json_row, types_of
+from ftpipeline.objectstore.base import ObjectStore
 from ftpipeline.spec.model import StageSpec
 
 RAW = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int64()),
@@ -53,7 +54,7 @@ def _steps_of(stage: StageSpec, history: dict[int, dict[str, tuple[int, int]]], 
     return out
 
 
-def read_kafka_stage(stage: StageSpec, bootstrap: str, steps: int, history_path: Path) -> tuple[pa.Table, list[Letter]]:
+def read_kafka_stage(stage: StageSpec, bootstrap: str, steps: int, history_path: ObjectStore | Path) -> tuple[pa.Table, list[Letter]]:
     """Every record of steps 1..``steps`` of a Kafka source (with a ``_step`` column), and its dead letters."""
     spec = stage.kafka
     assert spec is not None

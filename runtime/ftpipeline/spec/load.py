@@ -30,6 +30,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from ftpipeline.objectstore.base import is_remote, split_uri
 from ftpipeline.spec.model import (
     AggregateOp,
     Aggregation,
@@ -114,8 +115,23 @@ def _stage_kind(raw: Mapping[str, Any]) -> StageKind:
     return StageKind(next(k for k in _KINDS if k in raw))
 
 
+def _location_problems(spec: Mapping[str, Any]) -> list[Problem]:
+    """An ``s3://`` location must name a bucket."""
+    places = [("spec.checkpoint.storage.path", spec.get("checkpoint", {}).get("storage", {}).get("path", ""))]
+    places += [(f"spec.stages[{i}].sink.parquet.path", raw["sink"]["parquet"]["path"])
+               for i, raw in enumerate(spec["stages"]) if "parquet" in raw.get("sink", {})]
+    problems = []
+    for field, path in places:
+        if is_remote(path):
+            try:
+                split_uri(path)
+            except ValueError as e:
+                problems.append(Problem(field, str(e)))
+    return problems
+
+
 def _dataflow_problems(spec: Mapping[str, Any]) -> list[Problem]:
-    problems: list[Problem] = []
+    problems: list[Problem] = _location_problems(spec)
     stages: list[Mapping[str, Any]] = spec["stages"]
     index: dict[str, int] = {}
     for i, raw in enumerate(stages):
@@ -303,6 +319,11 @@ def _resolve(base_dir: Path, path: str) -> Path:
     return p if p.is_absolute() else (base_dir / p).resolve()
 
 
+def _location(base_dir: Path, path: str) -> Path | str:
+    """A path (resolved as ``_resolve`` does) or an object store URI (``s3://bucket/prefix``), kept as written."""
+    return path.rstrip("/") if is_remote(path) else _resolve(base_dir, path)
+
+
 def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
     spec = doc["spec"]
     stages = []
@@ -356,7 +377,7 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
             delta_sink = DeltaSink(_resolve(base_dir, d["path"]), tuple(d.get("partitionBy", ())),
                                    bool(d.get("mergeSchema", False)), raw["sink"].get("existingOutput", "fail"))
         else:
-            sink = ParquetSink(_resolve(base_dir, raw["sink"]["parquet"]["path"]),
+            sink = ParquetSink(_location(base_dir, raw["sink"]["parquet"]["path"]),
                                raw["sink"].get("existingOutput", "fail"))
         stages.append(StageSpec(raw["name"], kind, parallelism, tuple(edges), generator, file, function, aggregate, sink,
                                 kafka=kafka, kafka_sink=kafka_sink, delta_sink=delta_sink,
@@ -398,7 +419,7 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
         checkpoint_ms=spec.get("checkpoint", {}).get("intervalMs") or 0,
         checkpoint_retain=spec.get("checkpoint", {}).get("retain", 2),
         checkpoint_max_age_s=spec.get("checkpoint", {}).get("maxAgeSeconds", 0),
-        checkpoint_path=_resolve(base_dir, spec["checkpoint"]["storage"]["path"])
+        checkpoint_path=_location(base_dir, spec["checkpoint"]["storage"]["path"])
         if "storage" in spec.get("checkpoint", {}) else None,
         state_backend=spec.get("state", {}).get("backend", "rocksdb"),
         zookeeper=spec.get("zookeeper", {}).get("connect") or None,

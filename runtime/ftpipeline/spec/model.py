@@ -124,7 +124,7 @@ class AggregateOp:
 
 @dataclass(frozen=True)
 class ParquetSink:
-    path: Path
+    path: Path | str                          # a directory, or an s3:// URI (``barrier/objects.py``)
     existing: str = "fail"  # what a fresh run does with output already there: fail | overwrite | resume
 
 
@@ -230,7 +230,7 @@ class PipelineSpec:
     checkpoint_ms: int = 0
     checkpoint_retain: int = 2
     checkpoint_max_age_s: int = 0  # 0: retention by count only
-    checkpoint_path: Path | None = None
+    checkpoint_path: Path | str | None = None  # a directory, or an s3:// URI (``objectstore/``)
     state_backend: str = "rocksdb"   # ``state/backend.py``
     zookeeper: str | None = None
     kafka_bootstrap: str = ""        # spec.kafka.bootstrapServers ("": ftpipeline run starts a private broker)
@@ -268,7 +268,7 @@ class PipelineSpec:
         return self.fault_tolerance or self.checkpoints_enabled
 
     @property
-    def checkpoint_root(self) -> Path:
+    def checkpoint_root(self) -> Path | str:
         return self.checkpoint_path or (self.base_dir / f"{self.name}-checkpoints")
 
     @property
@@ -288,6 +288,12 @@ class PipelineSpec:
     @property
     def uses_delta(self) -> bool:
         return any(s.delta_sink is not None for s in self.stages)
+
+    @property
+    def object_store_uris(self) -> tuple[str, ...]:
+        """The ``s3://`` locations the pipeline writes (it needs an object store: ``objectstore/``)."""
+        places = [self.checkpoint_path, *(s.sink.path for s in self.stages if s.sink is not None)]
+        return tuple(str(p) for p in places if p is not None and str(p).startswith("s3://"))
 
     def stage(self, name: str) -> StageSpec:
         for stage in self.stages:

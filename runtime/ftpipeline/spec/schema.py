@@ -193,7 +193,11 @@ SPEC_SCHEMA: Schema = obj(
                                          minimum=0, default=0),
                 "storage": obj(
                     "Where snapshots and in-flight messages are written (shared by all workers).",
-                    {"path": string("Directory; relative paths are resolved against the pipeline file.", minLength=1)},
+                    {"path": string("A directory (relative paths are resolved against the pipeline file), or "
+                                    "s3://bucket/prefix on an S3-compatible object store, whose endpoint and keys "
+                                    "come from the environment (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, "
+                                    "AWS_SECRET_ACCESS_KEY, AWS_REGION); ftpipeline run starts a private store "
+                                    "when no endpoint is set.", minLength=1)},
                     ["path"],
                 ),
             },

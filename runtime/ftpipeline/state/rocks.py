@@ -44,7 +44,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ftpipeline.checkpoint.storage import SHARED_LISTING as FILES, CheckpointStorage, atomic_write
+from ftpipeline.checkpoint.storage import SHARED_LISTING as FILES, CheckpointStorage
 from ftpipeline.checkpoint.tracker import ChannelSnapshot
 from ftpipeline.state.backend import STEP, Writer
 from ftpipeline.state.codec import RowCodec
@@ -228,29 +228,25 @@ class RocksState:
 
     def _upload(self, local: Path, storage: CheckpointStorage, epoch: int, channel: str, step: int,
                 rows: int) -> ChannelSnapshot:
-        target = storage.rocks_path(epoch, channel)
-        target.mkdir(parents=True, exist_ok=True)
+        target = storage.rocks_key(epoch, channel)
+        store = storage.store
         files: dict[str, str] = {}
-        uploaded = 0
+        own = uploaded = 0
         for entry in sorted(local.iterdir()):
             if entry.suffix != ".sst":
-                shutil.copyfile(entry, target / entry.name)
+                store.upload(f"{target}/{entry.name}", entry)
+                own += entry.stat().st_size
                 continue
             shared = self.origin.get(entry.name) or f"shared/{channel}/{self.instance}-{entry.name}"
-            path = storage.root / shared
-            if not path.exists():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-                shutil.copyfile(entry, tmp)
-                os.replace(tmp, path)
-                uploaded += path.stat().st_size
+            if store.size(shared) is None:
+                store.upload(shared, entry)
+                uploaded += entry.stat().st_size
             files[entry.name] = shared
         self.origin.update(files)
-        doc = {"schema": _schema_text(self.schema), "keys": self.keys, "files": files, "shared_bytes": uploaded}
-        atomic_write(target / FILES, json.dumps(doc).encode())
-        rel = str(target.relative_to(storage.root))
-        own = sum(p.stat().st_size for p in target.iterdir() if p.is_file())
-        return storage.record_snapshot(epoch, ChannelSnapshot(channel, step, rel, rows, own + uploaded))
+        doc = json.dumps({"schema": _schema_text(self.schema), "keys": self.keys, "files": files,
+                          "shared_bytes": uploaded}).encode()
+        store.put(f"{target}/{FILES}", doc)  # last: a listing names only files already up
+        return storage.record_snapshot(epoch, ChannelSnapshot(channel, step, target, rows, own + len(doc) + uploaded))
 
     def close(self) -> None:
         self.by_step = self.by_step_handle = None  # a column family view left open delays the next open
@@ -280,9 +276,8 @@ class RocksBackend:
                 step: int, index: str | None = None) -> RocksState | None:
         if not path:
             return None
-        source = storage.root / path
         directory = self._directory(channel)
-        if source.suffix == ".parquet":  # a snapshot of the memory backend
+        if path.endswith(".parquet"):  # a snapshot of the memory backend
             from ftpipeline.state.snapshots import read_rows
 
             schema, keys, batches = read_rows(storage, path, keys, step)
@@ -290,16 +285,21 @@ class RocksBackend:
             for batch in batches:
                 state.put(pa.Table.from_batches([batch]))
             return state
-        doc = json.loads((source / FILES).read_text())
+        store = storage.store
+        doc = json.loads(store.get(f"{path}/{FILES}"))
         directory.mkdir(parents=True)
-        for entry in source.iterdir():
-            if entry.name != FILES:
-                shutil.copyfile(entry, directory / entry.name)
+        for key in store.list(f"{path}/"):
+            name = key.rpartition("/")[2]
+            if name != FILES:
+                store.download(key, directory / name)
         for name, shared in doc["files"].items():
+            local = store.local_path(shared)
             try:
-                os.link(storage.root / shared, directory / name)  # read only, by RocksDB too
-            except OSError:  # another filesystem (a mounted volume): copy
-                shutil.copyfile(storage.root / shared, directory / name)
+                if local is None:
+                    raise OSError("not a local file")
+                os.link(local, directory / name)  # read only, by RocksDB too
+            except OSError:  # a bucket, or another filesystem (a mounted volume): copy
+                store.download(shared, directory / name)
         return RocksState(directory, _schema_of(doc["schema"]), list(doc["keys"]), self.options, doc["files"],
                           index=index)
 

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.state.backend import STEP
@@ -23,17 +22,16 @@ from ftpipeline.state.backend import STEP
 
 def read_rows(storage: CheckpointStorage, path: str, keys: list[str],
               step: int) -> tuple[pa.Schema, list[str], Iterator[pa.RecordBatch]]:
-    """(schema, key columns, rows) of the snapshot at ``path`` (relative to the storage root)."""
-    source = storage.root / path
-    if source.suffix == ".parquet":
-        table = pq.read_table(source)
+    """(schema, key columns, rows) of the snapshot at ``path`` (its key in the storage)."""
+    if path.endswith(".parquet"):
+        table = storage.read_table(path)
         if STEP not in table.schema.names:  # written before rows carried their step
             table = table.append_column(STEP, pa.array([step] * table.num_rows, pa.int64()))
         return table.schema, keys, iter(table.to_batches())
     from ftpipeline.state.rocks import RocksBackend
 
     scratch = Path(tempfile.mkdtemp(prefix="ftpipeline-state-"))
-    state = RocksBackend(scratch).restore(source.name, storage, path, keys, step)
+    state = RocksBackend(scratch).restore(path.rpartition("/")[2], storage, path, keys, step)
     assert state is not None
 
     def rows() -> Iterator[pa.RecordBatch]:

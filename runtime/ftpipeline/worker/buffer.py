@@ -55,6 +55,14 @@ def write_ipc(path: Path, table: pa.Table) -> int:
     return path.stat().st_size
 
 
+def ipc_bytes(table: pa.Table) -> bytes:
+    """``table`` as the bytes of an Arrow IPC file (an object written whole to a store)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
 def write_ipc_batches(path: Path, schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> int:
     """An Arrow IPC file of ``batches``, written as they come (a streamed object is never held whole),
     to a temporary name and renamed: ``path`` exists iff complete. Returns its rows."""

@@ -50,7 +50,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ftpipeline.barrier import ParquetBundleSink
+from ftpipeline.barrier import BundleSink, parquet_sink
 from ftpipeline.barrier.delta import DeltaBarrier, DeltaReleaseError, StepWrite, write_step
 from ftpipeline.barrier.kafka import STAGE_LIMIT, write_part
 from ftpipeline.barrier.late import late_output
@@ -111,8 +111,8 @@ class TaskRunner:
         shutil.rmtree(self.results, ignore_errors=True)
         self.readers: dict[str, SourceReader] = {s.name: make_reader(s, module, spec.kafka_bootstrap)
                                                    for s in self.graph.sources()}
-        self.sinks: dict[str, ParquetBundleSink | DeltaBarrier] = {
-            s.name: ParquetBundleSink(s.sink.path) for s in self.graph.sinks() if s.sink}
+        self.sinks: dict[str, BundleSink | DeltaBarrier] = {
+            s.name: parquet_sink(s.sink.path) for s in self.graph.sinks() if s.sink}
         self.sinks.update({s.name: DeltaBarrier(s.name, s.delta_sink, spec)
                            for s in self.graph.sinks() if s.delta_sink})
         self.dead_letters = default_dead_letter_root(spec)

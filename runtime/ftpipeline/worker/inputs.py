@@ -62,10 +62,10 @@ class InputResolver:
             elif holder == STORAGE_NODE:
                 if self.storage is None:
                     return None
-                path = self.storage.inflight_path(self.inflight_epoch, name)
-                if not path.exists():
-                    log.error("in-flight object missing from checkpoint storage", extra={"object": name, "path": str(path)})
+                inflight = self._inflight(name)
+                if inflight is None:
                     return None
+                path = inflight
             else:
                 path = self.buffer.cache_path(name)
                 if not path.exists():
@@ -76,6 +76,25 @@ class InputResolver:
         else:
             fetched = list(self._fetches.map(lambda f: self._fetch(*f), fetch))
         return out if all(fetched) else None
+
+    def _inflight(self, name: str) -> Path | None:
+        """An in-flight object of the restored checkpoint: its file in a storage directory, or fetched once from
+        a bucket into the cache as a peer's objects are (None, logged: it is missing)."""
+        assert self.storage is not None
+        key = self.storage.inflight_key(self.inflight_epoch, name)
+        path = self.storage.store.local_path(key)
+        try:
+            if path is None:
+                path = self.buffer.cache_path(name)
+                if not path.exists():
+                    self.storage.store.download(key, path)
+            elif not path.exists():
+                raise FileNotFoundError(key)
+        except FileNotFoundError:
+            log.error("in-flight object missing from checkpoint storage",
+                      extra={"object": name, "path": f"{self.storage.store.uri}/{key}"})
+            return None
+        return path
 
     def _fetch(self, name: str, holder: WorkerId, path: Path) -> bool:
         address = self.store.address(holder)

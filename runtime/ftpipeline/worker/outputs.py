@@ -35,7 +35,8 @@ from ftpipeline.barrier.delta import DeltaBarrier, DeltaReleaseError, StepWrite
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.barrier.kafka import KafkaBarrier, KafkaReleaseError
 from ftpipeline.barrier.late import LateTopicBarrier, late_output
-from ftpipeline.control.history import history_dir, remember
+from ftpipeline.control.history import history_store, remember
+from ftpipeline.objectstore.base import ObjectStore
 from ftpipeline.control.store import RunStore
 from ftpipeline.dataflow.deadletter import default_dead_letter_root
 from ftpipeline.dataflow.graph import Graph
@@ -68,6 +69,7 @@ class Outputs:
         self.graph: Graph | None = None
         self.barriers: dict[str, Barrier] = {}
         self._history_failed = False  # the step history could not be written (``control/history.py``)
+        self._history: ObjectStore | None = None  # where it is kept, opened on the first release
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._queued: deque[_Request] = deque()
@@ -161,10 +163,11 @@ class Outputs:
             return {"failed": str(exc)}
         if body.get("record") and self.spec is not None:
             try:
-                remember(history_dir(self.spec), self.worker, str(body["record"]))
+                self._history = self._history or history_store(self.spec)
+                remember(self._history, self.worker, str(body["record"]))
             except OSError as exc:  # only --verify needs it: the step is released all the same
                 if not self._history_failed:  # said once, not every step
-                    log.warning("step history not kept", extra={"step": step, "path": str(history_dir(self.spec)),
+                    log.warning("step history not kept", extra={"step": step, "path": history_store(self.spec).uri,
                                                                 "error": str(exc)})
                 self._history_failed = True
         return {"released": released}

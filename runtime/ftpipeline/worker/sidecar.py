@@ -71,7 +71,7 @@ from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.metrics import WorkerMetrics
 from ftpipeline.spec.load import for_user_code, worker_spec
 from ftpipeline.spec.model import PipelineSpec, StageKind
-from ftpipeline.worker.buffer import ObjectBuffer, read_ipc, write_ipc
+from ftpipeline.worker.buffer import ObjectBuffer, ipc_bytes, read_ipc
 from ftpipeline.worker.checkpoint_files import CheckpointFiles
 from ftpipeline.worker.epochs import EpochKeeper
 from ftpipeline.worker.inputs import InputResolver
@@ -520,8 +520,6 @@ class Sidecar:
 
     def _save_inflight(self, epoch: int, name: str, path: str, batch: int) -> int:
         assert self.inputs.storage is not None
-        dst = self.inputs.storage.inflight_path(epoch, name)
-        dst.parent.mkdir(parents=True, exist_ok=True)
         table = read_ipc(Path(path), batch)
-        write_ipc(dst, table)
+        self.inputs.storage.store.put(self.inputs.storage.inflight_key(epoch, name), ipc_bytes(table))
         return int(table.num_rows)

@@ -1,4 +1,5 @@
-"""CheckpointStorage on a temporary directory: layout, state files, manifests, listing and pruning."""
+"""CheckpointStorage on a temporary directory: layout, state files, manifests, listing and pruning (the same on a
+bucket: ``tests/integration/objectstore/test_checkpoints_on_s3.py``)."""
 
 from __future__ import annotations
 
@@ -27,11 +28,11 @@ TABLE = pa.table({"k": ["a", "b", "c"], "n": [3, 1, 2]})
 
 def test_layout(tmp_path: Path) -> None:
     s = storage(tmp_path)
-    assert s.epoch_dir(3) == tmp_path / "pipe" / "epoch-3"
-    assert s.state_path(3, "agg.1") == tmp_path / "pipe" / "epoch-3" / "state" / "agg.1.parquet"
-    assert s.inflight_path(3, "clean.0.4.agg.1.1") == (
-        tmp_path / "pipe" / "epoch-3" / "inflight" / "clean.0.4.agg.1.1.arrow"
-    )
+    assert s.store.uri == str(tmp_path / "pipe")
+    assert s.state_key(3, "agg.1") == "epoch-3/state/agg.1.parquet"
+    assert s.inflight_key(3, "clean.0.4.agg.1.1") == "epoch-3/inflight/clean.0.4.agg.1.1.arrow"
+    s.write_state(3, "agg.1", 1, TABLE)
+    assert (tmp_path / "pipe" / "epoch-3" / "state" / "agg.1.parquet").is_file()
 
 
 def test_write_state_and_read_it_back(tmp_path: Path) -> None:
@@ -40,7 +41,7 @@ def test_write_state_and_read_it_back(tmp_path: Path) -> None:
     assert snap.channel == "agg.1" and snap.step == 7
     assert snap.path == "epoch-2/state/agg.1.parquet"      # relative to the pipeline's root
     assert snap.rows == 3
-    assert snap.bytes == s.state_path(2, "agg.1").stat().st_size > 0
+    assert snap.bytes == s.store.size(s.state_key(2, "agg.1")) > 0
     back = s.read_state(vars(snap))
     assert back is not None and back.equals(TABLE)
 
@@ -48,7 +49,7 @@ def test_write_state_and_read_it_back(tmp_path: Path) -> None:
 def test_write_state_records_its_metadata_next_to_it(tmp_path: Path) -> None:
     s = storage(tmp_path)
     snap = s.write_state(2, "agg.1", 7, TABLE)
-    meta = json.loads(s.state_path(2, "agg.1").with_suffix(".json").read_text())
+    meta = json.loads(s.store.get("epoch-2/state/agg.1.json"))
     assert ChannelSnapshot(**meta) == snap
 
 
@@ -56,9 +57,9 @@ def test_empty_state_has_no_file(tmp_path: Path) -> None:
     s = storage(tmp_path)
     snap = s.write_state(2, "agg.0", 5, None)
     assert snap == ChannelSnapshot("agg.0", 5, "", 0, 0)
-    assert not s.state_path(2, "agg.0").exists()
+    assert s.store.list("epoch-2/") == ["epoch-2/state/agg.0.json"]
     assert s.read_state(vars(snap)) is None
-    meta = json.loads(s.state_path(2, "agg.0").with_suffix(".json").read_text())
+    meta = json.loads(s.store.get("epoch-2/state/agg.0.json"))
     assert meta["path"] == "" and meta["step"] == 5
 
 
@@ -66,7 +67,7 @@ def test_state_write_leaves_no_temporary_files(tmp_path: Path) -> None:
     s = storage(tmp_path)
     s.write_state(1, "agg.0", 1, TABLE)
     s.write_state(1, "agg.0", 2, TABLE.slice(0, 1))      # overwrite
-    names = sorted(p.name for p in (s.epoch_dir(1) / "state").iterdir())
+    names = sorted(p.name for p in (tmp_path / "pipe" / "epoch-1" / "state").iterdir())
     assert names == ["agg.0.json", "agg.0.parquet"]
     back = s.read_state({"path": "epoch-1/state/agg.0.parquet"})
     assert back is not None and back.num_rows == 1
@@ -78,7 +79,7 @@ def test_manifest_round_trip(tmp_path: Path) -> None:
                  inflight={"clean.0.4.agg.1.1": 9})
     s.write_manifest(m)
     assert s.manifest(3) == m
-    assert [p.name for p in s.epoch_dir(3).iterdir()] == ["manifest.json"]
+    assert s.store.list() == ["epoch-3/manifest.json"]
 
 
 def test_missing_manifest_is_none(tmp_path: Path) -> None:
@@ -110,9 +111,8 @@ def test_committed_epochs_lists_only_epochs_with_a_manifest(tmp_path: Path) -> N
     for e in (10, 2, 1):
         s.write_manifest(manifest(e))
     s.write_state(3, "agg.0", 1, TABLE)                 # taken, never committed
-    (s.root / "epoch-x").mkdir()
-    (s.root / "other").mkdir()
-    (s.root / "other" / "manifest.json").write_text("{}")
+    s.store.put("epoch-x/manifest.json", b"{}")
+    s.store.put("other/manifest.json", b"{}")
     assert s.committed_epochs() == [1, 2, 10]           # numeric order
 
 
@@ -121,12 +121,9 @@ def test_size_bytes(tmp_path: Path) -> None:
     assert s.size_bytes(1) == 0
     snap = s.write_state(1, "agg.0", 1, TABLE)
     s.write_manifest(manifest(1))
-    inflight = s.inflight_path(1, "a.0.1.b.0.0")
-    inflight.parent.mkdir(parents=True)
-    inflight.write_bytes(b"x" * 123)
-    files = [s.state_path(1, "agg.0"), s.state_path(1, "agg.0").with_suffix(".json"),
-             s.epoch_dir(1) / "manifest.json", inflight]
-    assert s.size_bytes(1) == sum(p.stat().st_size for p in files)
+    s.store.put(s.inflight_key(1, "a.0.1.b.0.0"), b"x" * 123)
+    files = [s.state_key(1, "agg.0"), "epoch-1/state/agg.0.json", "epoch-1/manifest.json", s.inflight_key(1, "a.0.1.b.0.0")]
+    assert s.size_bytes(1) == sum(s.store.size(k) or 0 for k in files)
     assert s.size_bytes(1) >= snap.bytes + 123
     assert s.size_bytes(2) == 0
 
@@ -137,9 +134,9 @@ def test_prune_keeps_exactly_the_given_epochs(tmp_path: Path) -> None:
     for e in (1, 2, 3, 4):
         s.write_manifest(manifest(e))
     s.write_state(5, "agg.0", 1, None)                  # an aborted checkpoint's files
-    (s.root / "notes").mkdir()
+    s.store.put("notes/a", b"kept")
     s.prune({2, 4, 9})
-    assert sorted(p.name for p in s.root.iterdir()) == ["epoch-2", "epoch-4", "notes"]
+    assert sorted(p.name for p in (tmp_path / "pipe").iterdir()) == ["epoch-2", "epoch-4", "notes"]
     assert s.committed_epochs() == [2, 4]
     assert s.manifest(4) == manifest(4)
 
@@ -150,5 +147,5 @@ def test_reset_removes_everything(tmp_path: Path) -> None:
     other = CheckpointStorage(tmp_path, "other")
     other.write_manifest(manifest(1))
     s.reset()
-    assert not s.root.exists()
+    assert not (tmp_path / "pipe").exists()
     assert other.committed_epochs() == [1]

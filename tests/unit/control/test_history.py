@@ -7,6 +7,7 @@ from pathlib import Path
 from ftpipeline.control import history
 from ftpipeline.control.store import StepRecord
 from ftpipeline.lineage.naming import Channel
+from ftpipeline.objectstore.base import open_store
 
 
 def record(step: int, lo: int, hi: int, watermark: int | None = None) -> str:
@@ -15,10 +16,11 @@ def record(step: int, lo: int, hi: int, watermark: int | None = None) -> str:
 
 def test_the_files_of_every_worker_make_one_history(tmp_path: Path) -> None:
     directory = tmp_path / "history"
-    history.remember(directory, "w1", record(1, 0, 10))
-    history.remember(directory, "w2", record(2, 10, 20, 5_000_000))
-    history.remember(directory, "w1", record(3, 20, 20, 9_000_000))
-    history.remember(directory, "w2", record(2, 10, 20, 5_000_000))  # asked again after a failed answer: the same
+    store = open_store(directory)
+    history.remember(store, "w1", record(1, 0, 10))
+    history.remember(store, "w2", record(2, 10, 20, 5_000_000))
+    history.remember(store, "w1", record(3, 20, 20, 9_000_000))
+    history.remember(store, "w2", record(2, 10, 20, 5_000_000))  # asked again after a failed answer: the same
     assert history.read(directory) == {1: {"views.0": (0, 10), "views.1": (0, 10)},
                                        2: {"views.0": (10, 20), "views.1": (10, 20)},
                                        3: {"views.0": (20, 20), "views.1": (20, 20)}}

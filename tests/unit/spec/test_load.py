@@ -925,3 +925,19 @@ def test_a_sink_naming_two_kinds_of_output_is_refused() -> None:
     stages(doc)[3]["sink"] = {"delta": {"path": "t"}, "kafka": {"topic": "totals"}}
     problem = only_problem(doc)
     assert problem.path == "spec.stages[3].sink" and "exactly one of parquet, kafka, delta" in problem.message
+
+
+def test_checkpoint_storage_may_be_an_s3_uri_kept_as_written() -> None:
+    doc = base()
+    doc["spec"]["checkpoint"] = {"storage": {"path": "s3://bucket/pipelines/"}}
+    spec = parse(doc)
+    assert spec.checkpoint_root == "s3://bucket/pipelines" and spec.object_store_uris == ("s3://bucket/pipelines",)
+    doc["spec"]["checkpoint"] = {"storage": {"path": "ckpt"}}
+    assert parse(doc).checkpoint_root == Path("/pipelines/ckpt") and parse(doc).object_store_uris == ()
+
+
+def test_an_s3_uri_without_a_bucket_is_refused_naming_the_field() -> None:
+    doc = base()
+    doc["spec"]["checkpoint"] = {"storage": {"path": "s3:///pipelines"}}
+    [problem] = problems(doc)
+    assert problem.path == "spec.checkpoint.storage.path" and "names no bucket" in problem.message

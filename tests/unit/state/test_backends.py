@@ -89,8 +89,8 @@ def test_rocksdb_checkpoints_upload_only_new_table_files_and_prune_unused_ones(t
     assert storage.shared_files(3) == storage.shared_files(2)
     assert third.bytes < second.bytes
     storage.prune({3})
-    assert not storage.epoch_dir(1).exists() and not storage.epoch_dir(2).exists()
-    assert all((storage.root / name).exists() for name in storage.shared_files(3))
+    assert not storage.store.list("epoch-1/") and not storage.store.list("epoch-2/")
+    assert all(storage.store.size(name) for name in storage.shared_files(3))
     again = backend.restore("agg.0", storage, third.path, KEYS, 2)
     assert again is not None
     held = everything(again)
@@ -111,8 +111,8 @@ def test_pruning_deletes_a_shared_file_no_kept_checkpoint_names(tmp_path: Path) 
     only_old = storage.shared_files(1) - storage.shared_files(2)
     assert only_old
     storage.prune({2})
-    assert not any((storage.root / name).exists() for name in only_old)
-    assert all((storage.root / name).exists() for name in storage.shared_files(2))
+    assert not any(storage.store.size(name) is not None for name in only_old)
+    assert all(storage.store.size(name) for name in storage.shared_files(2))
     old.close()
     new.close()
 

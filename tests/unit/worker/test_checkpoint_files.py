@@ -35,7 +35,7 @@ def test_publish_writes_the_manifest_prunes_what_is_not_kept_and_answers_the_siz
     storage.write_state(3, "agg.0", 15, pa.table({"k": [1]}))  # an aborted checkpoint's leftovers
     done = f._do_publish_checkpoint({"manifest": manifest(4), "keep": [2]})
     assert f._do_checkpoints({}) == [2, 4]
-    assert not storage.epoch_dir(1).exists() and not storage.epoch_dir(3).exists()
+    assert not storage.store.list("epoch-1/") and not storage.store.list("epoch-3/")
     assert done["bytes"] == storage.size_bytes(4) > 0
     assert f._do_checkpoint_manifest({"epoch": 2}) == manifest(2)
     assert f._do_checkpoint_manifest({"epoch": 3}) is None
