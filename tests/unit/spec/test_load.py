@@ -941,3 +941,10 @@ def test_an_s3_uri_without_a_bucket_is_refused_naming_the_field() -> None:
     doc["spec"]["checkpoint"] = {"storage": {"path": "s3:///pipelines"}}
     [problem] = problems(doc)
     assert problem.path == "spec.checkpoint.storage.path" and "names no bucket" in problem.message
+
+
+@pytest.mark.parametrize("path", sorted(p for p in (Path(__file__).resolve().parents[3] / "examples").rglob("*.yaml")
+                                        if "kind: FTPipeline" in p.read_text()), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_example_pipeline_is_valid(path: Path) -> None:
+    spec = load_pipeline(path, check_entry_point=False)
+    assert spec.stages
