@@ -47,9 +47,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         command = zookeeper_command(args.dir, args.port, digest, tls_dir=args.tls_dir, probe_port=args.probe_port,
                                     conf_dir=conf)
     elif args.command == "serve-s3":
-        for bucket in args.bucket or []:  # a bucket is a directory under the gateway's root
-            (args.dir / bucket).mkdir(exist_ok=True)
-        command = s3_command(args.dir, args.port, args.bind, args.tls_dir)
+        for sub in ("data", "iam"):  # buckets under data/ (each a directory), the users in iam/
+            (args.dir / sub).mkdir(exist_ok=True)
+        for bucket in args.bucket or []:
+            (args.dir / "data" / bucket).mkdir(exist_ok=True)
+        command = s3_command(args.dir / "data", args.port, args.bind, args.tls_dir, args.dir / "iam")
         os.environ["ROOT_ACCESS_KEY"] = args.access_key_file.read_text().strip()
         os.environ["ROOT_SECRET_KEY"] = args.secret_key_file.read_text().strip()
     else:
@@ -137,7 +139,8 @@ def add_server_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser])
             serve.add_argument("--secret-key-file", type=Path, metavar="FILE", required=True,
                                help="the root user's secret access key is in FILE")
             serve.add_argument("--bucket", action="append", metavar="NAME",
-                               help="make this bucket if it is not there (repeatable)")
+                               help="make this bucket (the root user's) if it is not there (repeatable); buckets "
+                                    "are kept in --dir/data, the users the root user adds in --dir/iam")
         else:
             serve.add_argument("--bind", default="0.0.0.0", help="address to listen on (default: every interface)")
             serve.add_argument("--advertise", default="127.0.0.1",

@@ -86,26 +86,88 @@ def find_s3_server() -> Path:
     return build_s3_server()
 
 
-def s3_command(data: Path, port: int, bind: str = "127.0.0.1", tls_dir: Path | None = None) -> list[str]:
+def s3_command(data: Path, port: int, bind: str = "127.0.0.1", tls_dir: Path | None = None,
+               iam_dir: Path | None = None) -> list[str]:
     """The gateway serving the directories under ``data`` as buckets (its root keys: ``ROOT_ACCESS_KEY`` and
-    ``ROOT_SECRET_KEY`` in its environment); ``tls_dir``: HTTPS alone, with ``tls.crt`` and ``tls.key`` there."""
+    ``ROOT_SECRET_KEY`` in its environment); ``tls_dir``: HTTPS alone, with ``tls.crt`` and ``tls.key`` there;
+    ``iam_dir``: users besides the root, kept there (``GatewayAdmin``), each reaching only its own buckets."""
     tls = ["--cert", str(tls_dir / "tls.crt"), "--key", str(tls_dir / "tls.key")] if tls_dir is not None else []
-    return [str(find_s3_server()), "--port", f"{bind}:{port}", *tls, "--quiet", "--health", HEALTH,
+    iam = ["--iam-dir", str(iam_dir)] if iam_dir is not None else []
+    return [str(find_s3_server()), "--port", f"{bind}:{port}", *tls, *iam, "--quiet", "--health", HEALTH,
             "--region", REGION, "posix", str(data)]
+
+
+class BucketTaken(RuntimeError):
+    """The bucket exists and another user owns it."""
+
+
+class GatewayAdmin:
+    """The gateway's users and buckets, through its admin API as the root user (``versitygw admin``): how the
+    operator gives each pipeline keys of its own and the buckets its locations name, which no other
+    pipeline's keys reach (the gateway lets a ``user`` into the buckets it owns alone)."""
+
+    def __init__(self, endpoint: str, access_key: str, secret_key: str) -> None:
+        self.endpoint = endpoint
+        self._env = {**os.environ, "ADMIN_ACCESS_KEY": access_key, "ADMIN_SECRET_KEY": secret_key}
+
+    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(find_s3_server()), "admin", "--endpoint-url", self.endpoint, *args],
+                              env=self._env, capture_output=True, text=True, timeout=30)
+
+    def _check(self, proc: subprocess.CompletedProcess[str], what: str) -> str:
+        if proc.returncode != 0:
+            raise RuntimeError(f"S3 gateway admin: {what} failed: {(proc.stderr or proc.stdout).strip()[-500:]}")
+        return proc.stdout
+
+    def _table(self, command: str) -> list[list[str]]:
+        """The rows of a listing (``Name  Owner`` columns under a dashed line)."""
+        lines = self._check(self._run(command), command).splitlines()
+        rows = [line.split() for line in lines if line.strip()]
+        return rows[2:] if len(rows) >= 2 and set(rows[1][0]) <= {"-"} else rows[1:]
+
+    def users(self) -> set[str]:
+        return {row[0] for row in self._table("list-users")}
+
+    def bucket_owners(self) -> dict[str, str]:
+        return {row[0]: row[1] for row in self._table("list-buckets") if len(row) >= 2}
+
+    def ensure_user(self, access_key: str, secret_key: str) -> None:
+        """The user with these keys exists (its secret set again if it did)."""
+        verb = "update-user" if access_key in self.users() else "create-user"
+        self._check(self._run(verb, "--access", access_key, "--secret", secret_key, "--role", "user"), verb)
+
+    def delete_user(self, access_key: str) -> None:
+        if access_key in self.users():
+            self._check(self._run("delete-user", "--access", access_key), "delete-user")
+
+    def ensure_bucket(self, name: str, owner: str) -> None:
+        """Bucket ``name`` exists and ``owner`` owns it; BucketTaken when another user does."""
+        held = self.bucket_owners().get(name)
+        if held is None:
+            proc = self._run("create-bucket", "--owner", owner, "--bucket", name)
+            if proc.returncode == 0:
+                return
+            held = self.bucket_owners().get(name)  # made meanwhile by someone else?
+            if held is None:
+                self._check(proc, f"create-bucket {name}")
+        if held != owner:
+            raise BucketTaken(f"bucket {name!r} belongs to another user of the object store")
 
 
 class EmbeddedS3(ServerProcess):
     """``versitygw posix`` serving ``directory/data`` on a loopback port; ``config`` reaches it as its root user.
-    ``bind``: the address it listens on (the chart's in-cluster store listens on every interface)."""
+    ``bind``: the address it listens on; ``users``: other users than the root may be added (``GatewayAdmin``),
+    kept in ``directory/iam``."""
 
     what, stem, marker = "S3 server (versitygw)", "s3", b"versitygw"
     stop_grace_s = 5.0
 
-    def __init__(self, directory: Path, port: int = 0, bind: str = "127.0.0.1") -> None:
+    def __init__(self, directory: Path, port: int = 0, bind: str = "127.0.0.1", users: bool = False) -> None:
         super().__init__(directory)
         self.port = port
         self.bind = bind
         self.data = directory / "data"
+        self.iam = directory / "iam" if users else None
 
     @property
     def endpoint(self) -> str:
@@ -142,12 +204,18 @@ class EmbeddedS3(ServerProcess):
     def start(self, timeout_s: float = 30.0) -> EmbeddedS3:
         self._reap()
         self.data.mkdir(parents=True, exist_ok=True)
+        if self.iam is not None:
+            self.iam.mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port()  # a restart keeps the address its clients know
         keys = self._keys()
-        args = s3_command(self.data, self.port, self.bind)
+        args = s3_command(self.data, self.port, self.bind, iam_dir=self.iam)
         env = {**os.environ, "ROOT_ACCESS_KEY": keys["access_key"], "ROOT_SECRET_KEY": keys["secret_key"]}
         self._launch(args, self._answers, timeout_s, interval_s=0.02, env=env)
         return self
+
+    def admin(self) -> GatewayAdmin:
+        keys = self._keys()
+        return GatewayAdmin(self.endpoint, keys["access_key"], keys["secret_key"])
 
     def create_bucket(self, name: str) -> None:
         """Make bucket ``name`` if it is not there (a directory under the root, as the gateway keeps one)."""
