@@ -22,6 +22,8 @@ Configuration comes from the environment (the chart sets it):
 FTPIPELINE_DEFAULT_REDIS_URL (and FTPIPELINE_REDIS_ADMIN_PASSWORD), FTPIPELINE_DEFAULT_ZOOKEEPER
 (and FTPIPELINE_ZOOKEEPER_SUPER_PASSWORD), FTPIPELINE_DEFAULT_KAFKA (the chart's broker, for pipelines on Kafka
 that name none),
+FTPIPELINE_DEFAULT_S3_ENDPOINT (and FTPIPELINE_S3_ADMIN_ACCESS_KEY, FTPIPELINE_S3_ADMIN_SECRET_KEY: the chart's object store,
+for pipelines with s3:// locations that name none),
 FTPIPELINE_DEFAULT_IMAGE and FTPIPELINE_DEFAULT_IMAGE_PULL_POLICY (for
 pipelines without spec.image: the operator's own), FTPIPELINE_MAX_RUNNING_PIPELINES (coordinator
 threads), FTPIPELINE_METRICS_PORT,
@@ -52,6 +54,8 @@ from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.spec.checkpoint_schema import CHECKPOINT_PLURAL
 from ftpipeline.spec.schema import API_GROUP, API_VERSION, PLURAL
 from ftpipeline_operator import admission, netpol, peering, render
+from ftpipeline_operator.objectstores import OperatorStore, uses_operator_store
+from ftpipeline_operator.objectstores import revoke as revoke_object_store_user
 from ftpipeline_operator.resolve import Defaults, resolve_spec
 from ftpipeline_operator.runner import PipelineRunner
 from ftpipeline_operator.slots import CoordinatorSlots
@@ -73,6 +77,14 @@ def _default_zookeeper() -> str:
     return with_identity(hosts, SUPER_USER, password) if hosts and password else hosts
 
 
+def _default_object_store() -> OperatorStore | None:
+    """The chart's S3 store (``FTPIPELINE_DEFAULT_S3_ENDPOINT``) and its root keys (``FTPIPELINE_S3_ADMIN_ACCESS_KEY``,
+    ``FTPIPELINE_S3_ADMIN_SECRET_KEY``, from the chart's Secret): each pipeline gets a user of its own there."""
+    endpoint = os.environ.get("FTPIPELINE_DEFAULT_S3_ENDPOINT", "")
+    access_key, secret_key = os.environ.get("FTPIPELINE_S3_ADMIN_ACCESS_KEY"), os.environ.get("FTPIPELINE_S3_ADMIN_SECRET_KEY")
+    return OperatorStore(endpoint, access_key, secret_key) if endpoint and access_key and secret_key else None
+
+
 DEFAULTS = Defaults(_default_redis_url(),
                     _default_zookeeper(),
                     os.environ.get("FTPIPELINE_DEFAULT_IMAGE", ""),
@@ -80,7 +92,8 @@ DEFAULTS = Defaults(_default_redis_url(),
                     admission.POLICY,
                     redis_users=bool(os.environ.get("FTPIPELINE_REDIS_ADMIN_PASSWORD")),
                     zookeeper_users=bool(os.environ.get("FTPIPELINE_ZOOKEEPER_SUPER_PASSWORD")),
-                    kafka=os.environ.get("FTPIPELINE_DEFAULT_KAFKA", ""))
+                    kafka=os.environ.get("FTPIPELINE_DEFAULT_KAFKA", ""),
+                    object_store=_default_object_store())
 OPERATOR_PODS = netpol.OperatorPods.from_env()
 REGISTRY = CollectorRegistry()
 SLOTS = CoordinatorSlots(int(os.environ.get("FTPIPELINE_MAX_RUNNING_PIPELINES", "100")))
@@ -214,10 +227,12 @@ def cleanup(body: kopf.Body, **_: Any) -> None:
             CheckpointPointer(zk, spec.store_key).clear()
             zk.stop()
             zk.close()
+        if DEFAULTS.object_store is not None and uses_operator_store(doc, spec):
+            revoke_object_store_user(DEFAULTS.object_store, spec.store_key)
     except Exception as exc:
         # never hold a deletion (or its namespace's) hostage to a store that is gone with it
         kopf.warn(cast(kopf.Body, doc), reason="CleanupIncomplete",
-                  message=f"the pipeline's Redis keys or znodes may remain: {exc}")
+                  message=f"the pipeline's Redis keys, znodes or object store user may remain: {exc}")
 
 
 @kopf.on.create(API_GROUP, API_VERSION, CHECKPOINT_PLURAL)

@@ -46,6 +46,10 @@ PIPELINE_DIR = "/etc/ftpipeline"
 PIPELINE_FILE = "pipeline.yaml"
 TLS_DIR = "/etc/ftpipeline-tls"  # the pipeline's worker credentials, in the sidecar container alone
 KAFKA_CA_DIR = "/etc/ftpipeline-kafka"  # ca.crt: spec.kafka.caSecretRef
+OBJECT_STORE_CA_DIR = "/etc/ftpipeline-object-store"  # ca.crt: spec.objectStore.caSecretRef
+# what a Secret of an object store may hold, each given to the workers as the variable of its name
+OBJECT_STORE_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
+                     "AWS_REGION", "FTPIPELINE_S3_PATH_STYLE")
 STORE_CA_DIR = "/etc/ftpipeline-stores"  # <store>/ca.crt: the CA of the operator's Redis and ZooKeeper
 STORES = ("redis", "zookeeper")
 RUNTIME_USER = 10001
@@ -222,6 +226,30 @@ def kafka_env(spec: Mapping[str, Any]) -> tuple[list[Obj], list[Obj], list[Obj]]
     return env, mounts, volumes
 
 
+def object_store_secret_name(name: str) -> str:
+    return f"{name}-object-store"
+
+
+def object_store_env(spec: Mapping[str, Any], defaults: Mapping[str, str]) -> tuple[list[Obj], list[Obj], list[Obj]]:
+    """What both containers of a worker need of the object store (the Spark process writes checkpoints and
+    sink parts, the sidecar releases): the keys of ``spec.objectStore.secretRef``'s Secret, else of the
+    pipeline's own on the operator's store (``defaults["objectStoreSecret"]``, ``objectstores.py``), as
+    variables read from the Secret; the CA of ``caSecretRef`` mounted. (env, volume mounts, volumes)."""
+    store = spec.get("objectStore") or {}
+    secret = (store.get("secretRef") or {}).get("name") or defaults.get("objectStoreSecret")
+    if not secret:
+        return [], [], []
+    env: list[Obj] = [{"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": True}}}
+                      for key in OBJECT_STORE_KEYS]
+    ca = store.get("caSecretRef")
+    if not ca:
+        return env, [], []
+    env.append({"name": "AWS_CA_BUNDLE", "value": f"{OBJECT_STORE_CA_DIR}/ca.crt"})
+    return (env, [{"name": "object-store-ca", "mountPath": OBJECT_STORE_CA_DIR, "readOnly": True}],
+            [{"name": "object-store-ca", "secret": {"secretName": ca["name"], "defaultMode": 0o440,
+                                                    "items": [{"key": ca["key"], "path": "ca.crt"}]}}])
+
+
 _HARDENED = {
     "allowPrivilegeEscalation": False,
     "readOnlyRootFilesystem": True,
@@ -242,11 +270,12 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
     # The Spark container runs user code: it is not told where Redis and ZooKeeper are, nor their
     # credentials; it reaches only its sidecar, through the socket in the shared work directory.
     kafka, kafka_mounts, kafka_volumes = kafka_env(spec)
-    env += kafka
+    objects, object_mounts, object_volumes = object_store_env(spec, defaults)
+    env += [*kafka, *objects]
     control = [*env, *runtime_env(spec, defaults)]
     mounts = [{"name": "work", "mountPath": WORK_DIR}, {"name": "tmp", "mountPath": "/tmp"},
               {"name": "pipeline", "mountPath": PIPELINE_DIR, "readOnly": True},
-              *kafka_mounts, *spec.get("volumeMounts", [])]
+              *kafka_mounts, *object_mounts, *spec.get("volumeMounts", [])]
     own = spec.get("image")  # without one: the operator's image, pulled as the operator's is
     image = own or defaults.get("image")
     if not image:
@@ -300,7 +329,7 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
                     {"name": "worker-tls", "secret": {"secretName": worker_tls_secret(body), "defaultMode": 0o440}},
                     *([{"name": "store-ca", "configMap": {"name": config_map_name(name), "items": [
                         {"key": store_ca_key(s), "path": f"{s}/ca.crt"} for s in store_cas]}}] if store_cas else []),
-                    *kafka_volumes, *spec.get("volumes", [])],
+                    *kafka_volumes, *object_volumes, *spec.get("volumes", [])],
     }
     for key in ("serviceAccountName", "nodeSelector", "tolerations", "priorityClassName"):
         if key in spec:

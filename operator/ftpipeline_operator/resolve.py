@@ -22,6 +22,7 @@ from ftpipeline.spec.load import checkpoint_interval_given, parse_pipeline
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.spec.schema import DEFAULT_CHECKPOINT_STEPS
 from ftpipeline_operator import render
+from ftpipeline_operator.objectstores import OperatorStore
 from ftpipeline_operator.policy import Policy
 
 
@@ -41,6 +42,7 @@ class Defaults:
     redis_users: bool = False  # redis_url is an admin's: each pipeline gets a Redis user of its own (stores.py)
     zookeeper_users: bool = False  # zookeeper is the super user's: each pipeline gets an identity of its own
     kafka: str = ""            # the chart's in-cluster broker (kafka.enabled), for pipelines on Kafka that name none
+    object_store: OperatorStore | None = None  # the chart's S3 store (objectStore.enabled): objectstores.py
 
 
 def read_secret(core: client.CoreV1Api, namespace: str, ref: Mapping[str, str], field: str) -> str:

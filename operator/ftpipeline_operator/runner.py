@@ -72,6 +72,7 @@ from ftpipeline_operator.policy import problems as policy_problems
 from ftpipeline_operator.attempts import Attempts, Verdict, policy_of
 from ftpipeline_operator.credentials import issue as issue_credentials
 from ftpipeline_operator.cluster import KubernetesCluster
+from ftpipeline_operator.objectstores import issue as issue_object_store
 from ftpipeline_operator.stores import issue as issue_store_users
 from ftpipeline_operator.stores import store_cas, uses_default_redis, uses_default_zookeeper
 from ftpipeline_operator.status import StatusReporter, api_message, now_iso
@@ -362,11 +363,16 @@ class PipelineRunner:
 
     def _own_store_users(self, spec: PipelineSpec, stopped: Stopped) -> tuple[PipelineSpec, dict[str, str]]:
         """The spec with the pipeline's own Redis user and ZooKeeper identity in place of the operator's
-        (``stores.py``), and where its pods read them."""
+        (``stores.py``), and where its pods read them and its keys to the operator's object store
+        (``objectstores.py``)."""
+        pods: dict[str, str] = {}
+        object_store = issue_object_store(self.core, self.run_body, spec, self.defaults.object_store)
+        if object_store is not None:
+            pods["objectStoreSecret"] = object_store
         redis_admin = spec.redis_url if self.defaults.redis_users and uses_default_redis(self.run_body) else None
         zk_admin = spec.zookeeper if self.defaults.zookeeper_users and uses_default_zookeeper(self.run_body) else None
         if not redis_admin and not zk_admin:
-            return spec, {}
+            return spec, pods
 
         def between() -> None:
             if stopped:
@@ -374,7 +380,6 @@ class PipelineRunner:
 
         redis_url, zookeeper = issue_store_users(self.core, self.run_body, spec.store_key, redis_admin, zk_admin, between)
         secret = render.store_secret_name(self.name)
-        pods: dict[str, str] = {}
         if redis_url:
             spec, pods["redisSecret"] = replace(spec, redis_url=redis_url), secret
         if zookeeper:

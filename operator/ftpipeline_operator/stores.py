@@ -80,7 +80,7 @@ def put_secret(core: client.CoreV1Api, secret: dict[str, Any]) -> None:
         core.replace_namespaced_secret(name, namespace, cast(client.V1Secret, secret))
 
 
-def _read(core: client.CoreV1Api, namespace: str, name: str) -> dict[str, str] | None:
+def read_data(core: client.CoreV1Api, namespace: str, name: str) -> dict[str, str] | None:
     try:
         data = core.read_namespaced_secret(name, namespace).data or {}
     except ApiException as exc:
@@ -97,7 +97,7 @@ def issue(core: client.CoreV1Api, body: Mapping[str, Any], store_key: str, redis
     Redis call of a run does (``between`` may raise to stop waiting)."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     secret_name = render.store_secret_name(name)
-    data = _read(core, namespace, secret_name) or {}
+    data = read_data(core, namespace, secret_name) or {}
     wanted = dict(data)
     redis_url = zookeeper = None
     if redis_admin:

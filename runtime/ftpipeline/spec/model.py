@@ -290,10 +290,16 @@ class PipelineSpec:
         return any(s.delta_sink is not None for s in self.stages)
 
     @property
+    def object_store_fields(self) -> tuple[tuple[str, str], ...]:
+        """(field, URI) of each ``s3://`` location the pipeline writes (it needs an object store: ``objectstore/``)."""
+        places = [("spec.checkpoint.storage.path", self.checkpoint_path),
+                  *((f"spec.stages[{i}].sink.parquet.path", s.sink.path) for i, s in enumerate(self.stages)
+                    if s.sink is not None)]
+        return tuple((f, str(p)) for f, p in places if p is not None and str(p).startswith("s3://"))
+
+    @property
     def object_store_uris(self) -> tuple[str, ...]:
-        """The ``s3://`` locations the pipeline writes (it needs an object store: ``objectstore/``)."""
-        places = [self.checkpoint_path, *(s.sink.path for s in self.stages if s.sink is not None)]
-        return tuple(str(p) for p in places if p is not None and str(p).startswith("s3://"))
+        return tuple(uri for _, uri in self.object_store_fields)
 
     def stage(self, name: str) -> StageSpec:
         for stage in self.stages:

@@ -234,6 +234,18 @@ SPEC_SCHEMA: Schema = obj(
                              "(ignored by ftpipeline run: set FTPIPELINE_KAFKA_CA)."}},
             rules=[either("bootstrapServers", "secretRef")],
         ),
+        "objectStore": obj(
+            "The S3-compatible store of the pipeline's s3:// locations (checkpoint.storage.path, Parquet sink "
+            "paths). Empty: the operator's (the chart's objectStore.enabled), which gives the pipeline keys of "
+            "its own and the buckets its locations name; ignored by ftpipeline run, which reads the environment.",
+            {"secretRef": obj("A Secret of the pipeline's namespace whose keys become the workers' environment: "
+                              "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and AWS_ENDPOINT_URL, AWS_REGION, "
+                              "AWS_SESSION_TOKEN and FTPIPELINE_S3_PATH_STYLE where the store needs them (never "
+                              "written into the pods).", {"name": string("Secret name.", minLength=1)}, ["name"]),
+             "caSecretRef": {**SECRET_REF, "description": "A key of a Secret of the pipeline's namespace holding "
+                             "the PEM CA the workers trust for an https endpoint of a private CA."}},
+            ["secretRef"],
+        ),
         "gc": obj(
             "Garbage collection of consumed objects.",
             {"intervalMs": integer("How often a worker drops consumed objects.", minimum=10, default=500)},

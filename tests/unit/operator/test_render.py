@@ -194,3 +194,25 @@ def test_a_pipeline_with_a_delta_sink_gets_deltas_spark_settings_and_others_do_n
     assert conf(render.worker_pod(delta, "w0", "r", {}))["spark.sql.extensions"] == \
         "io.delta.sql.DeltaSparkSessionExtension"
     assert "spark.sql.extensions" not in conf(render.worker_pod(body(), "w0", "r", {}))
+
+
+def test_the_object_stores_keys_and_ca_reach_both_containers_from_a_secret_never_as_literals() -> None:
+    pod = render.worker_pod(body(objectStore={"secretRef": {"name": "s3-keys"},
+                                              "caSecretRef": {"name": "s3-ca", "key": "ca.pem"}}), "w0", "r", {})
+    for name in ("spark", "sidecar"):  # the Spark process writes checkpoints and parts, the sidecar releases
+        c = container(pod, name)
+        env = {e["name"]: e for e in c["env"]}
+        for key in render.OBJECT_STORE_KEYS:
+            assert env[key] == {"name": key, "valueFrom": {"secretKeyRef": {"name": "s3-keys", "key": key,
+                                                                            "optional": True}}}
+        assert env["AWS_CA_BUNDLE"]["value"] == f"{render.OBJECT_STORE_CA_DIR}/ca.crt"
+        assert {"name": "object-store-ca", "mountPath": render.OBJECT_STORE_CA_DIR, "readOnly": True} in c["volumeMounts"]
+    [volume] = [v for v in pod["spec"]["volumes"] if v["name"] == "object-store-ca"]
+    assert volume["secret"]["items"] == [{"key": "ca.pem", "path": "ca.crt"}]
+    # the operator's store: the pipeline's own keys, from the Secret the operator issued
+    issued = render.worker_pod(body(), "w0", "r", {"objectStoreSecret": "clicks-object-store"})
+    refs = {e["valueFrom"]["secretKeyRef"]["name"] for c in issued["spec"]["containers"] for e in c["env"]
+            if e["name"].startswith("AWS_")}
+    assert refs == {"clicks-object-store"}
+    plain = render.worker_pod(body(), "w0", "r", {})
+    assert not any(e["name"].startswith("AWS_") for c in plain["spec"]["containers"] for e in c["env"])
