@@ -5,6 +5,28 @@
 # or the same distribution bootstrapped locally (tests/e2e/cluster.py builds
 # one with debootstrap); the steps below only need apt and PyPI.
 ARG BASE=debian:bookworm-slim
+
+# The S3 gateway (`ftpipeline serve-s3`: the chart's object store; runtime/ftpipeline/embedded/s3.py), built from
+# its Go module in a stage of its own with the Go toolchain the Go module proxy serves (it stays out of the
+# image). A binary of that version in .prebuilt/ (git-ignored: the e2e cluster's build puts the one it built
+# there) is taken instead.
+FROM ${BASE} AS s3-gateway
+ARG VERSITYGW=1.8.0
+ARG GO_TOOLCHAIN=1.26.8
+ARG GOPROXY=https://proxy.golang.org
+COPY pyproject.toml .prebuilt* /tmp/prebuilt/
+RUN --mount=type=secret,id=pip_cert,required=false \
+    if [ -x "/tmp/prebuilt/versitygw-v${VERSITYGW}" ]; then cp "/tmp/prebuilt/versitygw-v${VERSITYGW}" /versitygw; exit 0; fi \
+ && apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates python3 \
+ && if [ -s /run/secrets/pip_cert ]; then export SSL_CERT_FILE=/run/secrets/pip_cert; fi \
+ && python3 -c "import io, sys, urllib.request, zipfile; zipfile.ZipFile(io.BytesIO(urllib.request.urlopen(sys.argv[1]).read())).extractall('/opt/go')" \
+      "${GOPROXY}/golang.org/toolchain/@v/v0.0.1-go${GO_TOOLCHAIN}.linux-amd64.zip" \
+ && export GOROOT="/opt/go/golang.org/toolchain@v0.0.1-go${GO_TOOLCHAIN}.linux-amd64" GOPATH=/tmp/gopath GOTOOLCHAIN=local \
+      GOFLAGS=-mod=mod CGO_ENABLED=0 GOPROXY="${GOPROXY}" \
+ && chmod -R +x "$GOROOT/bin" "$GOROOT/pkg/tool" \
+ && "$GOROOT/bin/go" install -trimpath -ldflags="-s -w" "github.com/versity/versitygw/cmd/versitygw@v${VERSITYGW}" \
+ && cp /tmp/gopath/bin/versitygw /versitygw
+
 FROM ${BASE}
 
 RUN apt-get update \
@@ -26,6 +48,8 @@ RUN --mount=type=secret,id=pip_cert,required=false \
  && python3 /opt/jar-locks/jars.py fetch kafka /opt/kafka \
  && python3 /opt/jar-locks/jars.py fetch delta /opt/delta
 ENV FTPIPELINE_KAFKA_JARS=/opt/kafka FTPIPELINE_DELTA_JARS=/opt/delta
+
+COPY --from=s3-gateway /versitygw /usr/local/bin/versitygw
 
 WORKDIR /opt/ftpipeline
 COPY pyproject.toml README.md ./

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ftpipeline.barrier.bundles import ParquetBundleSink
 from ftpipeline.barrier.objects import ObjectBundleSink
-from ftpipeline.objectstore.base import is_remote
+from ftpipeline.objectstore.base import is_remote, open_store
 from ftpipeline.barrier.delta import DeltaBarrier
 from ftpipeline.barrier.kafka import KafkaBarrier, KafkaReleaseError
 from ftpipeline.barrier.late import LateTopicBarrier
@@ -78,7 +78,7 @@ def _late_topics(spec: PipelineSpec, problems: list[ExistingOutput]) -> list[Kaf
     return out
 
 
-def prepare_outputs(spec: PipelineSpec, dead_letters: Path) -> list[ExistingOutput]:
+def prepare_outputs(spec: PipelineSpec, dead_letters: Path | str) -> list[ExistingOutput]:
     """Apply every sink's policy; the problems, if any. Nothing is removed when any sink fails."""
     problems: list[ExistingOutput] = []
     overwrite: list[ParquetBundleSink | ObjectBundleSink | KafkaBarrier | DeltaBarrier] = []
@@ -129,8 +129,8 @@ def prepare_outputs(spec: PipelineSpec, dead_letters: Path) -> list[ExistingOutp
         old.reset()
     for table in stale:
         table.clear_staging()
-    if overwrite and dead_letters.exists():
-        shutil.rmtree(dead_letters)
+    if overwrite:
+        open_store(dead_letters).delete_prefix()
     history_store(spec).delete_prefix()  # the steps of a run before this one (control/history.py)
     for stage in spec.stages if overwrite else ():  # and the late records of its windows and deduplications
         if stage.late_data is not None and (stage.late_data / stage.name).exists():

@@ -1,6 +1,7 @@
 """The dead-letter output: malformed records are kept, not dropped, and counted.
 
-Files are named by ``(stage, step, channel)`` and written atomically, so a
+Files are named by ``(stage, step, channel)`` and written whole (one object,
+``objectstore/``: a local file renamed into place, or a PUT to a bucket), so a
 replayed step rewrites the same file with the same records: the dead-letter
 output is exactly-once by construction, without going through the barrier.
 """
@@ -8,31 +9,31 @@ output is exactly-once by construction, without going through the barrier.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from ftpipeline.dataflow.sources.base import DeadLetter
+from ftpipeline.objectstore.base import ObjectStore, open_store
 from ftpipeline.spec.model import PipelineSpec
 
 
-def default_dead_letter_root(spec: PipelineSpec) -> Path:
-    """``spec.deadLetter.path``, or ``<name>-dead-letter`` beside the pipeline file."""
+def default_dead_letter_root(spec: PipelineSpec) -> Path | str:
+    """``spec.deadLetter.path`` (a directory or an ``s3://`` URI), or ``<name>-dead-letter`` beside the pipeline
+    file."""
     return spec.dead_letter or (spec.base_dir / f"{spec.name}-dead-letter")
 
 
-def dead_letter_file(root: Path, stage: str, step: int, channel: int) -> Path:
-    return root / stage / f"step={step}" / f"part-{channel:05d}.jsonl"
+def dead_letter_key(stage: str, step: int, channel: int) -> str:
+    return f"{stage}/step={step}/part-{channel:05d}.jsonl"
 
 
-def write_dead_letters(root: Path, stage: str, step: int, channel: int, records: Sequence[DeadLetter]) -> Path | None:
+def write_dead_letters(root: ObjectStore | Path | str, stage: str, step: int, channel: int,
+                       records: Sequence[DeadLetter]) -> str | None:
+    """The step's dead letters of one channel as one file (its key), or None when there are none."""
     if not records:
         return None
-    path = dead_letter_file(root, stage, step, channel)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    with open(tmp, "w") as f:
-        for r in records:
-            f.write(json.dumps({"stage": stage, "step": step, "reason": r.reason, "location": r.location, "record": r.record}) + "\n")
-    os.replace(tmp, path)
-    return path
+    store = root if not isinstance(root, (Path, str)) else open_store(root)
+    key = dead_letter_key(stage, step, channel)
+    store.put(key, "".join(json.dumps({"stage": stage, "step": step, "reason": r.reason, "location": r.location,
+                                       "record": r.record}) + "\n" for r in records).encode())
+    return key

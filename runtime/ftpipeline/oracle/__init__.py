@@ -113,7 +113,7 @@ def compare(spark: Any, spec: PipelineSpec, steps: int, history: ObjectStore | P
         return _released(spark, spec, expected(spark, spec, steps, Path(work), history), steps, Path(work))
 
 
-def verify(spark: Any, spec: PipelineSpec, steps: int, dead_letter_root: Path,
+def verify(spark: Any, spec: PipelineSpec, steps: int, dead_letter_root: Path | str,
            history: ObjectStore | Path | None = None) -> list[Comparison]:
     """Every sink, then the dead letters under ``dead_letter_root`` when the pipeline can have any."""
     with tempfile.TemporaryDirectory(prefix="ftpipeline-oracle-") as work:

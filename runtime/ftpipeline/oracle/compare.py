@@ -33,6 +33,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ftpipeline.objectstore.base import open_store
 from ftpipeline.oracle.expected import canonical
 from ftpipeline.oracle.files import Letter
 
@@ -117,11 +118,14 @@ def compare_tables(name: str, expected: pa.Table, actual: pa.Table) -> Compariso
     return Comparison(name, expected.num_rows, actual.num_rows, missing, extra, duplicates)
 
 
-def read_dead_letters(root: Path, steps: int) -> list[Letter]:
+def read_dead_letters(root: Path | str, steps: int) -> list[Letter]:
     """The dead letters the run wrote for steps 1..``steps`` (``dataflow/deadletter.py``'s files)."""
     out = []
-    for path in sorted(root.rglob("*.jsonl")) if root.is_dir() else []:
-        for line in path.read_text().splitlines():
+    store = open_store(root)
+    for key in store.list():
+        if not key.endswith(".jsonl"):
+            continue
+        for line in store.get(key).decode().splitlines():
             doc = json.loads(line)
             if int(doc["step"]) <= steps:
                 out.append(Letter(doc["stage"], int(doc["step"]), doc["location"], doc["record"]))

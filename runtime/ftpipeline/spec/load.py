@@ -118,6 +118,7 @@ def _stage_kind(raw: Mapping[str, Any]) -> StageKind:
 def _location_problems(spec: Mapping[str, Any]) -> list[Problem]:
     """An ``s3://`` location must name a bucket."""
     places = [("spec.checkpoint.storage.path", spec.get("checkpoint", {}).get("storage", {}).get("path", ""))]
+    places.append(("spec.deadLetter.path", spec.get("deadLetter", {}).get("path", "")))
     places += [(f"spec.stages[{i}].sink.parquet.path", raw["sink"]["parquet"]["path"])
                for i, raw in enumerate(spec["stages"]) if "parquet" in raw.get("sink", {})]
     problems = []
@@ -414,7 +415,7 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
         spark_master=spec.get("spark", {}).get("master", ""),
         spark_conf=tuple(sorted(spec.get("spark", {}).get("conf", {}).items())),
         max_in_memory_bytes=spec.get("spark", {}).get("maxInMemoryBytes", DEFAULT_MAX_IN_MEMORY_BYTES),
-        dead_letter=_resolve(base_dir, spec["deadLetter"]["path"]) if "deadLetter" in spec else None,
+        dead_letter=_location(base_dir, spec["deadLetter"]["path"]) if "deadLetter" in spec else None,
         checkpoint_steps=_checkpoint_steps(spec),
         checkpoint_ms=spec.get("checkpoint", {}).get("intervalMs") or 0,
         checkpoint_retain=spec.get("checkpoint", {}).get("retain", 2),

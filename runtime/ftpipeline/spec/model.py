@@ -225,7 +225,7 @@ class PipelineSpec:
     spark_master: str = ""           # "": local[cores the worker is given] (``spec/cores.py``)
     spark_conf: tuple[tuple[str, str], ...] = ()
     max_in_memory_bytes: int = 64 * 1024 * 1024  # spark.maxInMemoryBytes: larger tasks go through files (``dataflow/spill.py``)
-    dead_letter: Path | None = None
+    dead_letter: Path | str | None = None  # a directory, or an s3:// URI
     checkpoint_steps: int = 0
     checkpoint_ms: int = 0
     checkpoint_retain: int = 2
@@ -292,7 +292,7 @@ class PipelineSpec:
     @property
     def object_store_fields(self) -> tuple[tuple[str, str], ...]:
         """(field, URI) of each ``s3://`` location the pipeline writes (it needs an object store: ``objectstore/``)."""
-        places = [("spec.checkpoint.storage.path", self.checkpoint_path),
+        places = [("spec.checkpoint.storage.path", self.checkpoint_path), ("spec.deadLetter.path", self.dead_letter),
                   *((f"spec.stages[{i}].sink.parquet.path", s.sink.path) for i, s in enumerate(self.stages)
                     if s.sink is not None)]
         return tuple((f, str(p)) for f, p in places if p is not None and str(p).startswith("s3://"))

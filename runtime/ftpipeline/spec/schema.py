@@ -303,7 +303,8 @@ SPEC_SCHEMA: Schema = obj(
         }),
         "deadLetter": obj(
             "Where malformed records go.",
-            {"path": string("Directory; relative paths are resolved against the pipeline file.", minLength=1)},
+            {"path": string("A directory (relative paths are resolved against the pipeline file), or "
+                            "s3://bucket/prefix (see checkpoint.storage.path).", minLength=1)},
             ["path"],
         ),
         "stages": {"type": "array", "description": "The dataflow.", "minItems": 1, "maxItems": 64,

@@ -229,7 +229,9 @@ STAGE_SCHEMA: Schema = obj(
             {
                 "parquet": obj(
                     "A directory of Parquet files, one subdirectory per committed step (step=N).",
-                    {"path": string("Output directory; relative paths are resolved against the pipeline file.", minLength=1)},
+                    {"path": string("Output directory (relative paths are resolved against the pipeline file), or "
+                                    "s3://bucket/prefix: each step released by a commit object there, which readers "
+                                    "follow (the README's object storage section).", minLength=1)},
                     ["path"],
                 ),
                 "kafka": obj(

@@ -68,6 +68,7 @@ from ftpipeline.operators import make_operator
 from ftpipeline.operators.base import Operator, StepContext
 from ftpipeline.operators.late import write_late
 from ftpipeline.lineage.naming import Channel, ObjectName, Task, TaskKind
+from ftpipeline.objectstore.base import open_store
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.spec.inputs import input_problems
@@ -115,7 +116,7 @@ class TaskRunner:
             s.name: parquet_sink(s.sink.path) for s in self.graph.sinks() if s.sink}
         self.sinks.update({s.name: DeltaBarrier(s.name, s.delta_sink, spec)
                            for s in self.graph.sinks() if s.delta_sink})
-        self.dead_letters = default_dead_letter_root(spec)
+        self.dead_letters = open_store(default_dead_letter_root(spec))
         self.storage = CheckpointStorage(spec.checkpoint_root, spec.store_key)
         self.backend = make_backend(spec.state_backend, buffer.root)
         self.operators: dict[str, Operator] = {  # every keyed stateful stage's (operators/)

@@ -236,11 +236,23 @@ def _pip_cert() -> str | None:
     return cert if cert and Path(cert).is_file() else None
 
 
+def _prebuilt_s3_gateway() -> None:
+    """The S3 gateway this machine built for the integration tests (``embedded/s3.py``), where the Dockerfile
+    takes it instead of building it again."""
+    from ftpipeline.embedded import s3
+
+    target = REPO / ".prebuilt" / f"versitygw-v{s3.VERSION}"
+    if not target.exists():
+        target.parent.mkdir(exist_ok=True)
+        shutil.copy2(s3.build_s3_server(), target)
+
+
 def ensure_project_image(paths: Paths) -> Path:
     archive = paths.images / f"ftpipeline-{project_hash()}.tar"
     if archive.exists():
         return archive
     ensure_base(paths)
+    _prebuilt_s3_gateway()
     with phase("project image (Dockerfile, buildah)"):
         cmd = ["buildah", "bud", "--isolation", "chroot", "--network", "host", "--layers",
                "--build-arg", f"BASE={BASE_IMAGE}", "-t", PROJECT_IMAGE, "-f", str(REPO / "Dockerfile")]
