@@ -32,9 +32,9 @@ from typing import Any
 
 from kubernetes import client
 
-from ftpipeline.coordinator.coordinator import PipelineFailed
 from ftpipeline.embedded.s3 import REGION, BucketTaken, GatewayAdmin
 from ftpipeline.objectstore.base import split_uri
+from ftpipeline.spec.load import Problem, SpecError
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline_operator import render
 from ftpipeline_operator.stores import put_secret, read_data
@@ -70,9 +70,10 @@ def issue(core: client.CoreV1Api, body: Mapping[str, Any], spec: PipelineSpec, s
     if not uses_operator_store(body, spec):
         return None
     field, uri = spec.object_store_fields[0]
-    if store is None:
-        raise PipelineFailed(f"{field}: {uri} is on an object store, but spec.objectStore names none and the "
-                             f"operator has none of its own (the chart's objectStore.enabled)")
+    source = f"ftpipeline {body['metadata']['namespace']}/{body['metadata']['name']}"
+    if store is None:  # a spec that cannot run as it is: refused at once, not retried (SpecError)
+        raise SpecError(source, [Problem(field, f"{uri} is on an object store, but spec.objectStore names none and "
+                                                f"the operator has none of its own (the chart's objectStore.enabled)")])
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     secret_name = render.object_store_secret_name(name)
     data = read_data(core, namespace, secret_name) or {}
@@ -87,8 +88,8 @@ def issue(core: client.CoreV1Api, body: Mapping[str, Any], spec: PipelineSpec, s
         try:
             admin.ensure_bucket(bucket, user)
         except BucketTaken:
-            raise PipelineFailed(f"{field}: bucket {bucket!r} belongs to another pipeline on the operator's "
-                                 f"object store; choose another bucket") from None
+            raise SpecError(source, [Problem(field, f"bucket {bucket!r} belongs to another pipeline on the "
+                                                    f"operator's object store; choose another bucket")]) from None
     if wanted != data:
         put_secret(core, object_store_secret(body, wanted))
     log.info("pipeline object store user granted", extra={"pipeline": f"{namespace}/{name}", "user": user,

@@ -69,10 +69,10 @@ def dump_operator(kube: Any, namespace: str, lines: int = 400) -> None:
 
 
 def example_pipeline() -> dict[str, Any]:
-    """The FTPipeline of examples/clickstream/kubernetes.yaml (the file also holds the claim it mounts)."""
+    """The FTPipeline of examples/clickstream/kubernetes-volume.yaml (the file also holds the claim it mounts)."""
     import yaml
 
-    docs = yaml.safe_load_all((ROOT / "examples" / "clickstream" / "kubernetes.yaml").read_text())
+    docs = yaml.safe_load_all((ROOT / "examples" / "clickstream" / "kubernetes-volume.yaml").read_text())
     [doc] = [d for d in docs if d and d["kind"] == "FTPipeline"]
     return dict(doc)
 

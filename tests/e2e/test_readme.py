@@ -6,7 +6,9 @@ by bash, with only the documented image variables (``IMAGE_REPOSITORY``,
 operator volumes, no edited example: the unmodified
 ``examples/clickstream/kubernetes.yaml`` must run to Succeeded through the
 worker pod the README deletes, with checkpoints every 5 steps, and its output
-(read back from the claim's directory on the node) must equal the oracle.
+(read back through its commits from the chart's object store, with the
+pipeline's own keys) must equal the oracle. Another pipeline naming the same
+bucket is refused, and the bucket is left as it was.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import pytest
 import yaml
 from kubernetes import client
 
+from ftpipeline.barrier.objects import committed_files
+from ftpipeline.objectstore.config import S3Config
 from ftpipeline.oracle import compare
 from ftpipeline.spec import parse_pipeline
 
@@ -61,15 +65,6 @@ def run_bash(script: str, env: dict[str, str], timeout_s: float) -> str:
     print(out.stdout[-4000:], out.stderr[-4000:])
     assert out.returncode == 0, f"the README's commands failed:\n{script}\n{out.stderr[-4000:]}"
     return out.stdout
-
-
-def claim_directory(core: client.CoreV1Api, namespace: str, claim: str) -> Path:
-    """Where the claim's volume lives on the node (local-path: a directory; the node is this machine)."""
-    pvc = core.read_namespaced_persistent_volume_claim(claim, namespace)
-    pv = core.read_persistent_volume(pvc.spec.volume_name)
-    source = pv.spec.host_path or pv.spec.local
-    assert source is not None, f"volume {pv.metadata.name} is not a node directory: cannot read it back here"
-    return Path(source.path)
 
 
 def _clear(core: client.CoreV1Api, env: dict[str, str]) -> None:
@@ -111,8 +106,47 @@ def readme_env(kube: client.ApiClient) -> Iterator[dict[str, str]]:
     _clear(core, env)
 
 
+def pipeline_store(core: client.CoreV1Api, namespace: str, name: str) -> S3Config:
+    """The chart's object store as this machine reaches it (its Service's address: the node is this machine),
+    with the keys the operator gave the pipeline."""
+    import base64
+
+    keys = {k: base64.b64decode(v).decode()
+            for k, v in (core.read_namespaced_secret(f"{name}-object-store", namespace).data or {}).items()}
+    service = core.read_namespaced_service("ftpipeline-object-store", "ftpipeline")
+    return S3Config(endpoint=f"http://{service.spec.cluster_ip}:7070", access_key=keys["AWS_ACCESS_KEY_ID"],
+                    secret_key=keys["AWS_SECRET_ACCESS_KEY"], region=keys.get("AWS_REGION", "us-east-1"))
+
+
+def released_steps(doc: dict[str, Any], store: S3Config) -> dict[int, list[str]]:
+    [sink] = [s["sink"]["parquet"]["path"] for s in doc["spec"]["stages"] if "sink" in s]
+    return committed_files(sink, config=store)
+
+
+def another_pipeline_cannot_take_the_bucket(api: client.CustomObjectsApi, core: client.CoreV1Api,
+                                            doc: dict[str, Any], store: S3Config,
+                                            released: dict[int, list[str]]) -> None:
+    """A second pipeline whose sink names the first one's bucket is Rejected, naming the field, before any pod
+    of it starts; the bucket keeps exactly what it held."""
+    intruder = yaml.safe_load(yaml.safe_dump(doc))
+    intruder["metadata"] = {"name": "intruder"}
+    intruder["spec"]["checkpoint"]["storage"]["path"] = "s3://intruder/checkpoints"
+    intruder["spec"]["deadLetter"]["path"] = "s3://intruder/dead-letter"
+    api.create_namespaced_custom_object(GROUP, VERSION, "clicks", PLURAL, intruder)
+    deadline = time.monotonic() + 120
+    status: dict[str, Any] = {}
+    while time.monotonic() < deadline and status.get("phase") != "Failed":
+        time.sleep(1)
+        status = api.get_namespaced_custom_object(GROUP, VERSION, "clicks", PLURAL, "intruder").get("status") or {}
+    assert status.get("phase") == "Failed", status
+    message = status["lastFailure"]["message"]
+    assert "sink.parquet.path: bucket 'clickstream' belongs to another pipeline" in message, status
+    assert not core.list_namespaced_pod("clicks", label_selector="ftpipeline.io/pipeline=intruder").items
+    assert released_steps(doc, store) == released
+
+
 def test_the_readme_kubernetes_commands_run_the_example_through_a_deleted_worker(
-        kube: client.ApiClient, readme_env: dict[str, str], tmp_path: Path) -> None:
+        kube: client.ApiClient, readme_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     blocks = bash_blocks(section("On Kubernetes"))
     [naming] = [b for b in blocks if b.lstrip().startswith("export IMAGE_REPOSITORY=")]
     run_block, cleanup = blocks[blocks.index(naming) + 1:][:2]
@@ -141,13 +175,14 @@ def test_the_readme_kubernetes_commands_run_the_example_through_a_deleted_worker
     [operator] = core.list_namespaced_pod("ftpipeline", label_selector="app.kubernetes.io/component=operator").items
     assert all(v.host_path is None and v.persistent_volume_claim is None for v in operator.spec.volumes)
 
-    data = claim_directory(core, "clicks", "clickstream-data")
+    # the output, read as the README says (the files the commits name), from here: the Service's address, the
+    # pipeline's own keys
+    store = pipeline_store(core, "clicks", "clickstream")
+    for name, value in store.to_env().items():
+        monkeypatch.setenv(name, value)
+    released = released_steps(doc, store)
     local = yaml.safe_load(yaml.safe_dump(doc))
     local["spec"]["entryPoint"] = str(ROOT / "examples" / "clickstream" / "clickstream.py")
-    for stage in local["spec"]["stages"]:
-        if "sink" in stage:
-            relative = Path(stage["sink"]["parquet"]["path"]).relative_to("/data")
-            stage["sink"]["parquet"]["path"] = str(data / relative)
     from ftpipeline.worker.session import build_session
 
     spark = build_session("local[1]", {}, tmp_path / "oracle", "ftpipeline-e2e-readme")
@@ -158,6 +193,7 @@ def test_the_readme_kubernetes_commands_run_the_example_through_a_deleted_worker
     print(f"README run: {final['recoveries']} recoveries, last {final['lastRecovery']}; {result}")
     assert result.duplicates == 0, result
     assert result.equal, result
+    another_pipeline_cannot_take_the_bucket(api, core, doc, store, released)
 
     run_bash(cleanup, readme_env, timeout_s=600)
     assert not [n for n in core.list_namespace().items if n.metadata.name == "clicks"]

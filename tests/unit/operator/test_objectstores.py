@@ -9,8 +9,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from ftpipeline.coordinator.coordinator import PipelineFailed
-from ftpipeline.spec.load import parse_pipeline
+from ftpipeline.spec.load import SpecError, parse_pipeline
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline_operator.objectstores import issue, user_of, uses_operator_store
 
@@ -42,8 +41,10 @@ def test_only_s3_locations_without_a_store_of_their_own_use_the_operators() -> N
 def test_an_s3_location_with_no_store_anywhere_is_refused_naming_the_field() -> None:
     body = doc()
     spec = parse(body)
-    with pytest.raises(PipelineFailed, match=r"spec.stages\[1\].sink.parquet.path: s3://clicks/out .* spec.objectStore"):
+    with pytest.raises(SpecError) as refused:
         issue(cast(client.CoreV1Api, None), body, spec, None)
+    [problem] = refused.value.problems
+    assert problem.path == "spec.stages[1].sink.parquet.path" and "spec.objectStore names none" in problem.message
 
 
 def test_a_pipelines_user_is_its_identity_not_its_name() -> None:

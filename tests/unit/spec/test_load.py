@@ -807,8 +807,11 @@ def test_the_kubernetes_example_is_the_local_example_plus_cluster_fields() -> No
     k8s = load_pipeline(EXAMPLE.with_name("kubernetes.yaml"), check_entry_point=False)
     local = load_pipeline(EXAMPLE, check_entry_point=False)
     assert [(s.name, s.kind, s.parallelism) for s in k8s.stages] == [(s.name, s.kind, s.parallelism) for s in local.stages]
-    assert str(k8s.checkpoint_root) == "/data/checkpoints"
+    assert k8s.checkpoint_root == "s3://clickstream/checkpoints" and len(k8s.object_store_uris) == 3
     assert k8s.recovery_strategy == "auto"
+    volume = load_pipeline(EXAMPLE.with_name("kubernetes-volume.yaml"), check_entry_point=False)
+    assert [(s.name, s.kind, s.parallelism) for s in volume.stages] == [(s.name, s.kind, s.parallelism) for s in k8s.stages]
+    assert str(volume.checkpoint_root) == "/data/checkpoints" and not volume.object_store_uris
 
 
 def test_the_image_is_optional_the_operator_brings_its_own() -> None:
