@@ -20,8 +20,9 @@ RUN --mount=type=secret,id=pip_cert,required=false \
  && apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates python3 \
  && if [ -s /run/secrets/pip_cert ]; then export SSL_CERT_FILE=/run/secrets/pip_cert; fi \
  && python3 -c "import io, sys, urllib.request, zipfile; zipfile.ZipFile(io.BytesIO(urllib.request.urlopen(sys.argv[1]).read())).extractall('/opt/go')" \
-      "${GOPROXY}/golang.org/toolchain/@v/v0.0.1-go${GO_TOOLCHAIN}.linux-amd64.zip" \
- && export GOROOT="/opt/go/golang.org/toolchain@v0.0.1-go${GO_TOOLCHAIN}.linux-amd64" GOPATH=/tmp/gopath GOTOOLCHAIN=local \
+      "${GOPROXY}/golang.org/toolchain/@v/v0.0.1-go${GO_TOOLCHAIN}.linux-$(dpkg --print-architecture).zip" \
+ && export GOROOT="/opt/go/golang.org/toolchain@v0.0.1-go${GO_TOOLCHAIN}.linux-$(dpkg --print-architecture)" \
+      GOPATH=/tmp/gopath GOTOOLCHAIN=local \
       GOFLAGS=-mod=mod CGO_ENABLED=0 GOPROXY="${GOPROXY}" \
  && chmod -R +x "$GOROOT/bin" "$GOROOT/pkg/tool" \
  && "$GOROOT/bin/go" install -trimpath -ldflags="-s -w" "github.com/versity/versitygw/cmd/versitygw@v${VERSITYGW}" \

@@ -54,7 +54,7 @@ from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.spec.checkpoint_schema import CHECKPOINT_PLURAL
 from ftpipeline.spec.schema import API_GROUP, API_VERSION, PLURAL
 from ftpipeline_operator import admission, netpol, peering, render
-from ftpipeline_operator.objectstores import OperatorStore, uses_operator_store
+from ftpipeline_operator.objectstores import OperatorStore
 from ftpipeline_operator.objectstores import revoke as revoke_object_store_user
 from ftpipeline_operator.resolve import Defaults, resolve_spec
 from ftpipeline_operator.runner import PipelineRunner
@@ -227,12 +227,16 @@ def cleanup(body: kopf.Body, **_: Any) -> None:
             CheckpointPointer(zk, spec.store_key).clear()
             zk.stop()
             zk.close()
-        if DEFAULTS.object_store is not None and uses_operator_store(doc, spec):
-            revoke_object_store_user(DEFAULTS.object_store, spec.store_key)
     except Exception as exc:
         # never hold a deletion (or its namespace's) hostage to a store that is gone with it
         kopf.warn(cast(kopf.Body, doc), reason="CleanupIncomplete",
-                  message=f"the pipeline's Redis keys, znodes or object store user may remain: {exc}")
+                  message=f"the pipeline's Redis keys or znodes may remain: {exc}")
+    if DEFAULTS.object_store is not None:  # whatever its spec says now: deleting a user that is not there is no-op
+        try:
+            revoke_object_store_user(DEFAULTS.object_store, *key)
+        except Exception as exc:
+            kopf.warn(cast(kopf.Body, doc), reason="CleanupIncomplete",
+                      message=f"the pipeline's user on the object store may remain: {exc}")
 
 
 @kopf.on.create(API_GROUP, API_VERSION, CHECKPOINT_PLURAL)

@@ -54,10 +54,11 @@ class OperatorStore:
         return GatewayAdmin(self.endpoint, self.access_key, self.secret_key)
 
 
-def user_of(store_key: str) -> str:
-    """The pipeline's user on the store: named by its identity (namespace, name, uid), so a pipeline created
-    again under the same name is another user and does not inherit the old one's buckets."""
-    return "ftp-" + hashlib.sha256(store_key.encode()).hexdigest()[:20]
+def user_of(namespace: str, name: str) -> str:
+    """The pipeline's user on the store: named by its namespace and name, as a claim is, so a pipeline deleted and
+    created again gets its buckets back (what a fresh run does with output already there is its sinks'
+    ``existingOutput``); a pipeline of another name or namespace never does."""
+    return "ftp-" + hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:20]
 
 
 def uses_operator_store(body: Mapping[str, Any], spec: PipelineSpec) -> bool:
@@ -77,7 +78,7 @@ def issue(core: client.CoreV1Api, body: Mapping[str, Any], spec: PipelineSpec, s
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     secret_name = render.object_store_secret_name(name)
     data = read_data(core, namespace, secret_name) or {}
-    user = user_of(spec.store_key)
+    user = user_of(namespace, name)
     wanted = {"AWS_ACCESS_KEY_ID": user, "AWS_SECRET_ACCESS_KEY": data.get("AWS_SECRET_ACCESS_KEY") or
               secrets.token_urlsafe(30), "AWS_ENDPOINT_URL": store.endpoint, "AWS_REGION": REGION,
               "FTPIPELINE_S3_PATH_STYLE": "true"}
@@ -97,9 +98,10 @@ def issue(core: client.CoreV1Api, body: Mapping[str, Any], spec: PipelineSpec, s
     return secret_name
 
 
-def revoke(store: OperatorStore, store_key: str) -> None:
-    """Delete the pipeline's user (its buckets and their data stay, as a volume's would, reachable by the root)."""
-    store.admin().delete_user(user_of(store_key))
+def revoke(store: OperatorStore, namespace: str, name: str) -> None:
+    """Delete the pipeline's user: its keys stop working; its buckets and their data stay, owned by its name (a
+    pipeline created again under it is given them back)."""
+    store.admin().delete_user(user_of(namespace, name))
 
 
 def object_store_secret(body: Mapping[str, Any], data: Mapping[str, str]) -> render.Obj:

@@ -5,8 +5,9 @@ these two only when the pipeline needs them and no address is configured:
 
 - **Kafka** (``kafka/local.py``): the pipeline reads or writes a topic and
   ``spec.kafka.bootstrapServers`` is empty. A fresh run starts it empty.
-- **S3** (``embedded/s3.py``): a location is an ``s3://`` URI and no endpoint
-  is configured (``AWS_ENDPOINT_URL``, ``objectstore/config.py``). Its data
+- **S3** (``embedded/s3.py``): a location is an ``s3://`` URI and neither an
+  endpoint nor keys are configured (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``:
+  ``objectstore/config.py``; keys alone mean AWS itself). Its data
   is kept across runs, as a local directory's would be (what a fresh run
   does with output already there is the sinks' ``existingOutput``), the
   buckets the pipeline names are made, and its endpoint and keys are put in
@@ -49,7 +50,8 @@ def private_s3(spec: PipelineSpec, directory: Path, console: Console | None = No
     """The run directory's S3 server when the pipeline writes to ``s3://`` and no endpoint is configured; the one a
     killed run left is kept (a resumed run's workers know its address)."""
     uris = spec.object_store_uris
-    if not uris or S3Config.from_env().endpoint is not None:
+    configured = S3Config.from_env()
+    if not uris or configured.endpoint is not None or configured.access_key is not None:
         return None
     server = EmbeddedS3(directory)
     if not server.adopt():
@@ -60,6 +62,8 @@ def private_s3(spec: PipelineSpec, directory: Path, console: Console | None = No
             server.start()
     for uri in uris:
         server.create_bucket(split_uri(uri)[0])
+    for stale in ("AWS_SESSION_TOKEN", "AWS_CA_BUNDLE", "AWS_ENDPOINT_URL_S3"):
+        os.environ.pop(stale, None)
     os.environ.update(server.config.to_env())
     if console is not None:
         console.print(f"object store: a private S3 server at {server.endpoint}, its data in {server.data}")

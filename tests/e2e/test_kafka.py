@@ -22,6 +22,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from ftpipeline.objectstore.base import open_store
 from ftpipeline.control import access
 from ftpipeline.control.store import RunStore
 from ftpipeline.control import history as step_history
@@ -88,7 +89,7 @@ def _history(core: client.CoreV1Api, namespace: str, body: dict[str, Any], steps
     for step in range(1, steps + 1):
         record = store.step(step)
         assert record is not None, f"step {step} is not in the step log"
-        step_history.remember(path, "redis", record.to_json())
+        step_history.remember(open_store(path), "redis", record.to_json())
     return path
 
 

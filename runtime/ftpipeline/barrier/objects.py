@@ -86,12 +86,9 @@ class ObjectBundleSink:
 
     def stage_batches(self, step: int, channel: int, schema: pa.Schema, tables: Iterable[pa.Table]) -> bool:
         """Stage one channel's part of ``step`` (written to a local file, then uploaded whole); False (dropped)
-        if the step is already released, as far as this process knows (a stale view stages a part that
-        the release then ignores)."""
-        if self._gt is None:
-            self.gt_last()
-        assert self._gt is not None
-        if step <= self._gt:
+        if the step is already released: its commit exists (one HEAD; a replay after a rollback re-runs
+        released steps, whose parts must not be uploaded again)."""
+        if (self._gt is not None and step <= self._gt) or self.store.size(commit_key(step)) is not None:
             return False
         scratch = Path(tempfile.mkdtemp(prefix="ftpipeline-part-"))
         try:
@@ -108,11 +105,12 @@ class ObjectBundleSink:
     def release(self, step: int, channels: int) -> bool:
         """Release ``step``: True if this call made it visible, False if it already was (idempotent)."""
         gt = self._gt if self._gt is not None and self._gt == step - 1 else self.gt_last()
+        staged = f"{STAGING}/step={step}/"
         if step <= gt:
+            self.store.delete_prefix(staged)  # parts a replay staged before it knew
             return False
         if step != gt + 1:
             raise RuntimeError(f"barrier: cannot release step {step} before step {gt + 1}")
-        staged = f"{STAGING}/step={step}/"
         keys = set(self.store.list(staged))
         names = [part_name(c) for c in range(channels)]
         missing = [n for n in names if staged + n not in keys or staged + n.removesuffix(".parquet") + ".json" not in keys]
@@ -137,7 +135,7 @@ class ObjectBundleSink:
         commit = json.dumps({"step": step, "gt_last": step, "parts": parts, "rows": rows}).encode()
         won = self.store.put_if_absent(commit_key(step), commit)
         self._gt = step
-        committed = parts if won else list(self._bundle(step).parts)
+        committed = list(self._bundle(step).parts)  # as stored: whoever won, only its files are kept
         # what is not the commit's is nobody's: the copies of a lost or crashed attempt, and the staged parts
         self.store.delete([k for k in self.store.list(f"step={step}/") if k not in committed])
         self.store.delete_prefix(staged)

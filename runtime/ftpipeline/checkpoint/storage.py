@@ -124,7 +124,8 @@ class CheckpointStorage:
         # written names is safe: its files were live at the newest kept checkpoint too (a table
         # file, once compacted away, never returns), or were uploaded by that checkpoint itself.
         unused = set().union(*(self.shared_files(e) for e in dropped)) - set().union(*(self.shared_files(e) for e in keep))
-        self.store.delete([key for e in dropped for key in epochs[e]])
+        for epoch in dropped:  # the whole prefix: a directory's temporary files of a killed writer too
+            self.store.delete_prefix(f"epoch-{epoch}/")
         self.store.delete(sorted(unused))
 
     def _listings(self, epoch: int) -> list[dict[str, Any]]:

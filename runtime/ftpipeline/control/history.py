@@ -61,7 +61,10 @@ def remember(store: ObjectStore, worker: str, record: str) -> None:
 def _lines(where: ObjectStore | Path) -> Iterator[dict[str, Any]]:
     """The records of a history (every worker's), or of one of its files."""
     if isinstance(where, Path) and where.is_file():
-        where = open_store(where.parent).child(where.name)
+        for line in where.read_text().splitlines():
+            if line.strip():
+                yield json.loads(line)
+        return
     store = open_store(where) if isinstance(where, Path) else where
     for key in store.list():
         if key.endswith(".jsonl") or key.endswith(".json"):

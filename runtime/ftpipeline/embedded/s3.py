@@ -201,12 +201,19 @@ class EmbeddedS3(ServerProcess):
     def _readdress(self, address: dict[str, int]) -> None:
         self.port = int(address["port"])
 
+    def _recorded_port(self) -> int:
+        """The port an earlier server of this directory had (workers of a resumed run still know it)."""
+        try:
+            return int(json.loads((self.directory / f"{self.stem}.address.json").read_text())["port"])
+        except (OSError, ValueError, KeyError):
+            return 0
+
     def start(self, timeout_s: float = 30.0) -> EmbeddedS3:
         self._reap()
         self.data.mkdir(parents=True, exist_ok=True)
         if self.iam is not None:
             self.iam.mkdir(parents=True, exist_ok=True)
-        self.port = self.port or free_port()  # a restart keeps the address its clients know
+        self.port = self.port or self._recorded_port() or free_port()  # a restart keeps the address clients know
         keys = self._keys()
         args = s3_command(self.data, self.port, self.bind, iam_dir=self.iam)
         env = {**os.environ, "ROOT_ACCESS_KEY": keys["access_key"], "ROOT_SECRET_KEY": keys["secret_key"]}

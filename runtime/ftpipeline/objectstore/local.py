@@ -88,17 +88,9 @@ class LocalObjectStore:
         return out
 
     def delete(self, keys: Iterable[str]) -> None:
-        """The files, and the directories they leave empty (as a bucket has no empty directories)."""
-        parents: set[Path] = set()
+        """The files (their directories stay: a writer may be about to put a file there)."""
         for key in keys:
-            path = self._path(key)
-            path.unlink(missing_ok=True)
-            parents.update(p for p in path.parents if self.root in p.parents)
-        for directory in sorted(parents, key=lambda p: len(p.parts), reverse=True):
-            try:
-                directory.rmdir()
-            except OSError:
-                continue  # not empty, or gone
+            self._path(key).unlink(missing_ok=True)
 
     def delete_prefix(self, prefix: str = "") -> None:
         if not prefix or prefix.endswith("/"):

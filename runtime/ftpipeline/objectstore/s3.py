@@ -9,24 +9,37 @@ server answers 412 when the key exists (AWS S3 since 2024, and the embedded
 server, ``embedded/s3.py``), which obstore raises as ``AlreadyExistsError``
 or, from some servers, ``PreconditionError``: both mean "another writer
 was first". Large files go up as multipart uploads and come down in
-chunks, neither held whole in memory.
+chunks, neither held whole in memory. Its errors reach callers as the
+``OSError``s a directory would raise (``StoreError``, ``PermissionError``,
+``FileNotFoundError``), so code that outlives an unwritable storage (an
+aborted checkpoint, not a failed run) does so on both.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import obstore
-from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
+from obstore.exceptions import (AlreadyExistsError, BaseError, PermissionDeniedError, PreconditionError,
+                                UnauthenticatedError)
 from obstore.store import S3Store
 
 from ftpipeline.objectstore.base import SCHEME, ObjectStore
 from ftpipeline.objectstore.config import S3Config
 
 CHUNK = 16 << 20
+
+
+class StoreError(OSError):
+    """The store failed a request (unreachable, refused, an error it answered)."""
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def _client(bucket: str, config: S3Config) -> S3Store:
@@ -65,67 +78,91 @@ class S3ObjectStore:
     def _relative(self, key: str) -> str:
         return key[len(self.prefix) + 1:] if self.prefix else key
 
+    @contextmanager
+    def _errors(self, key: str) -> Iterator[None]:
+        """obstore's errors as the OSError a directory's would be (callers that survive an unwritable storage
+        catch OSError on both): absent -> FileNotFoundError, refused -> PermissionError, else StoreError."""
+        try:
+            yield
+        except FileNotFoundError as e:  # obstore's NotFoundError is one
+            raise FileNotFoundError(f"{self.uri}/{key}: not found") from e
+        except (PermissionDeniedError, UnauthenticatedError) as e:
+            raise PermissionError(f"{self.uri}/{key}: {_first_line(e)}") from e
+        except BaseError as e:
+            raise StoreError(f"{self.uri}/{key}: {_first_line(e)}") from e
+
     def put(self, key: str, data: bytes) -> None:
-        obstore.put(self._store, self._key(key), data)
+        with self._errors(key):
+            obstore.put(self._store, self._key(key), data)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
-        try:
-            obstore.put(self._store, self._key(key), data, mode="create")
-            return True
-        except (AlreadyExistsError, PreconditionError):
-            return False
+        with self._errors(key):
+            try:
+                obstore.put(self._store, self._key(key), data, mode="create")
+                return True
+            except (AlreadyExistsError, PreconditionError):
+                return False
 
     def get(self, key: str) -> bytes:
-        try:
+        with self._errors(key):
             return bytes(obstore.get(self._store, self._key(key)).bytes())
-        except NotFoundError as e:
-            raise FileNotFoundError(f"{self.uri}/{key}") from e
 
     def size(self, key: str) -> int | None:
         try:
-            return int(obstore.head(self._store, self._key(key))["size"])
-        except (NotFoundError, FileNotFoundError):
+            with self._errors(key):
+                return int(obstore.head(self._store, self._key(key))["size"])
+        except FileNotFoundError:
             return None
 
     def list(self, prefix: str = "") -> list[str]:
-        # object_store lists whole path segments ("a/b" finds "a/b/c", not "a/bc"): list the directory a
-        # prefix ends in, then keep the keys that start with it
         return sorted(self.sizes(prefix))
 
     def sizes(self, prefix: str = "") -> dict[str, int]:
+        # object_store lists whole path segments ("a/b" finds "a/b/c", not "a/bc"): list the directory a
+        # prefix ends in, then keep the keys that start with it
         full = self._key(prefix) if prefix else self.prefix
         directory = full.rstrip("/") if not prefix or prefix.endswith("/") else full.rpartition("/")[0]
-        found = {self._relative(o["path"]): int(o["size"])
-                 for batch in obstore.list(self._store, prefix=directory or None) for o in batch}
+        with self._errors(prefix):
+            found = {self._relative(o["path"]): int(o["size"])
+                     for batch in obstore.list(self._store, prefix=directory or None) for o in batch}
         return {k: n for k, n in found.items() if k.startswith(prefix)}
 
     def delete(self, keys: Iterable[str]) -> None:
-        paths = [self._key(k) for k in keys]
-        for start in range(0, len(paths), 1000):
-            obstore.delete(self._store, paths[start:start + 1000])
+        wanted = list(keys)
+        for start in range(0, len(wanted), 1000):
+            batch = wanted[start:start + 1000]
+            try:
+                obstore.delete(self._store, [self._key(k) for k in batch])
+            except BaseError:
+                # some servers answer a bulk delete of a key already gone (another deleter was first) with an
+                # error for that key, where S3 says nothing: one at a time, an absent key is no error
+                for key in batch:
+                    try:
+                        with self._errors(key):
+                            obstore.delete(self._store, self._key(key))
+                    except FileNotFoundError:
+                        continue
 
     def delete_prefix(self, prefix: str = "") -> None:
         self.delete(self.list(prefix))
 
     def copy(self, source: str, target: str) -> None:
-        try:
+        with self._errors(source):
             obstore.copy(self._store, self._key(source), self._key(target), overwrite=True)
-        except (NotFoundError, FileNotFoundError) as e:
-            raise FileNotFoundError(f"{self.uri}/{source}") from e
 
     def upload(self, key: str, path: Path) -> None:
-        obstore.put(self._store, self._key(key), path, chunk_size=CHUNK)
+        with self._errors(key):
+            obstore.put(self._store, self._key(key), path, chunk_size=CHUNK)
 
     def download(self, key: str, path: Path) -> None:
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
-            stream = obstore.get(self._store, self._key(key)).stream(min_chunk_size=CHUNK)
-            with open(tmp, "wb") as f:
-                for chunk in stream:
+            with self._errors(key), open(tmp, "wb") as f:
+                for chunk in obstore.get(self._store, self._key(key)).stream(min_chunk_size=CHUNK):
                     f.write(memoryview(chunk))
-        except NotFoundError as e:
+        except BaseException:
             tmp.unlink(missing_ok=True)
-            raise FileNotFoundError(f"{self.uri}/{key}") from e
+            raise
         os.replace(tmp, path)
 
     def local_path(self, key: str) -> Path | None:

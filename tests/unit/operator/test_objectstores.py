@@ -47,6 +47,6 @@ def test_an_s3_location_with_no_store_anywhere_is_refused_naming_the_field() -> 
     assert problem.path == "spec.stages[1].sink.parquet.path" and "spec.objectStore names none" in problem.message
 
 
-def test_a_pipelines_user_is_its_identity_not_its_name() -> None:
-    assert user_of("data.clicks.1234") != user_of("data.clicks.5678")
-    assert user_of("data.clicks.1234") == user_of("data.clicks.1234") and len(user_of("x")) <= 32
+def test_a_pipelines_user_is_its_namespace_and_name() -> None:
+    assert user_of("data", "clicks") == user_of("data", "clicks") and len(user_of("data", "clicks")) <= 32
+    assert len({user_of("data", "clicks"), user_of("other", "clicks"), user_of("data", "clicks2")}) == 3
