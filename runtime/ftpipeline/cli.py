@@ -169,7 +169,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             console.print(f"[red]error:[/red] {problem}")
         servers.stop()
         return 2
-    if not resuming and not _prepare_outputs(spec, console):
+    try:  # a failure before the run stops the servers started for it
+        prepared = resuming or _prepare_outputs(spec, console)
+    except OSError as exc:  # the sinks' storage cannot be read (a bucket out of reach, refused keys)
+        console.print(f"[red]error:[/red] the pipeline's output storage: {one_line(exc)}")
+        prepared = False
+    except BaseException:
+        servers.stop()
+        raise
+    if not prepared:
         servers.stop()
         return 2
     if not resuming:  # a resume takes running workers over: it must not wait for this
@@ -189,6 +197,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         run = _start(console, spec, args, session, cluster, resuming)
     except BaseException:
         cluster.stop_ahead()
+        servers.stop()
         raise
     coordinator, observer, timeline, ui = run.coordinator, run.observer, run.timeline, run.ui
     code = 0

@@ -68,11 +68,12 @@ def dump_operator(kube: Any, namespace: str, lines: int = 400) -> None:
                   f"{e.message}")
 
 
-def example_pipeline() -> dict[str, Any]:
-    """The FTPipeline of examples/clickstream/kubernetes-volume.yaml (the file also holds the claim it mounts)."""
+def example_pipeline(file: str = "kubernetes-volume.yaml") -> dict[str, Any]:
+    """The FTPipeline of an example file of examples/clickstream/: by default the one on a ReadWriteMany volume,
+    which the tests point at claims of their own (the file also holds the claim it mounts)."""
     import yaml
 
-    docs = yaml.safe_load_all((ROOT / "examples" / "clickstream" / "kubernetes-volume.yaml").read_text())
+    docs = yaml.safe_load_all((ROOT / "examples" / "clickstream" / file).read_text())
     [doc] = [d for d in docs if d and d["kind"] == "FTPipeline"]
     return dict(doc)
 

@@ -158,7 +158,7 @@ def test_the_readme_kubernetes_commands_run_the_example_through_a_deleted_worker
     api = client.CustomObjectsApi(kube)
     core = client.CoreV1Api(kube)
     final: dict[str, Any] = api.get_namespaced_custom_object(GROUP, VERSION, "clicks", PLURAL, "clickstream")["status"]
-    doc = example_pipeline()
+    doc = example_pipeline("kubernetes.yaml")  # the one the README applies: on the chart's object store
     steps = doc["spec"]["steps"]["maxSteps"]
     assert final["phase"] == "Succeeded" and final["committedStep"] == steps, final
     assert final["recoveries"] >= 1 and final["lastRecovery"]["worker"] == "w1", final

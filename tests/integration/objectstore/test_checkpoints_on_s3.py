@@ -132,3 +132,15 @@ def test_dead_letters_and_output_of_a_file_source_in_a_bucket(tmp_path: Path) ->
     with EmbeddedS3(tmp_path / "run" / "s3") as server:
         letters = open_store("s3://orders/dead-letters", server.config).list()
         assert letters and all(k.endswith(".jsonl") for k in letters)
+
+
+def test_a_store_that_refuses_the_keys_is_an_error_naming_it_before_any_worker(
+        tmp_path: Path, s3_server: EmbeddedS3, s3_bucket: str) -> None:
+    pipeline = clickstream(tmp_path, "s3refused", steps=2, checkpoint_storage=f"s3://{s3_bucket}/c",
+                           sink_path=f"s3://{s3_bucket}/out")
+    wrong = {**s3_server.config.to_env(), "AWS_SECRET_ACCESS_KEY": "not-the-secret"}
+    run = run_cli(pipeline, tmp_path / "run", env=wrong, timeout_s=120)
+    assert run.code == 2, run.output[-3000:]
+    assert "error: the pipeline's output storage:" in run.output and f"s3://{s3_bucket}/out" in run.output
+    assert "Traceback" not in run.output
+    assert not (tmp_path / "run" / "workers").exists()  # no worker was started
