@@ -5,34 +5,38 @@ object store cannot do (a "rename" there is a copy of every object, seen
 one at a time). Here a step's output is visible when its *commit object*
 exists, and that object is written with put-if-absent (``If-None-Match:
 *``): one release wins, any later one (a replay, a second releaser, a
-zombie) is refused. The commit names the data files of the step, and a
-reader reads exactly those. Layout under the sink's ``s3://bucket/prefix``::
+zombie) is refused. The commit names the data files of the step, one per
+channel, and a reader reads exactly those. Layout under the sink's
+``s3://bucket/prefix``::
 
-    _staging/step=S/part-<c>.parquet      a channel's staged part (replaced whole by a re-run)
-    _staging/step=S/part-<c>.json         its row count, written after it
-    step=S/part-<c>-<token>.parquet       the released data: copies of the staged parts, under the
-                                          name of the release attempt (``token``)
-    _commits/<S, 12 digits>.json          the commit: {"step", "gt_last", "parts", "rows"}
+    step=S/part-<c>-<token>-<rows>r.parquet   a channel's part as one task wrote it (a re-run of the task
+                                              writes another token; its rows are in its name)
+    _commits/<S, 12 digits>.json              the commit: {"step", "gt_last", "parts", "rows"}
 
 States of one step::
 
-    absent --stage(part)--> staged
-    staged --release: copy each part to step=S/ under a new token, then put-if-absent the commit--> released
-    staged --crash before the commit--> staged       (its copies are named by no commit: invisible; the
-                                                      next release copies again under its own token)
-    released --release again (replay, zombie)--> released   (its commit is refused; its copies are
-                                                      named by no commit, and deleted when seen)
+    absent --stage(part)--> staged              (a part under step=S/, named by no commit)
+    staged --release: one part of each channel named in a commit, put if absent--> released
+    staged --crash before the commit--> staged  (the next release commits)
+    released --stage again (a replay)--> released      (dropped: its commit exists)
+    released --release again (replay, zombie)--> released   (its commit is refused)
 
-``GT_last`` is the newest commit. **What a reader must read**: the files the
-commit objects name (``committed_files`` / ``read_released``), never a
-listing of ``step=*/``, which may also hold the copies of a release that
-lost or crashed. A zombie's late write is therefore invisible: its parts go
-to ``_staging`` (or to copies no commit names), and its commit is refused.
+A release is three requests whatever the step's size (list the step's
+parts, put the commit, read it back) and no data is copied. Parts that no
+commit names (a task re-run, a zombie's late write) are deleted when the
+release sees them. ``GT_last`` is the newest commit.
+
+**What a reader must read**: the files the commit objects name
+(``committed_files`` / ``read_released``), never a listing of ``step=*/``,
+which may also hold a step being staged, a part written twice, or a
+zombie's late part. A zombie's late write is therefore invisible: its part
+is named by no commit, and its commit is refused.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import shutil
 import tempfile
@@ -46,8 +50,8 @@ from ftpipeline.barrier.bundles import Bundle, part_name, write_part_file
 from ftpipeline.objectstore.base import ObjectStore, open_store
 from ftpipeline.objectstore.config import S3Config
 
-STAGING = "_staging"
 COMMITS = "_commits"
+_PART = re.compile(r"^step=(\d+)/part-(\d+)-([0-9a-f]+)-(\d+)r\.parquet$")
 
 
 def commit_key(step: int) -> str:
@@ -78,16 +82,21 @@ class ObjectBundleSink:
         gt = self.gt_last()
         return self._bundle(gt) if gt else None
 
+    def _unreleased(self) -> list[str]:
+        """Parts of steps after GT_last: staged, never released."""
+        gt = self.gt_last()
+        return [k for k in self.store.list("step=") if (m := _PART.match(k)) and int(m.group(1)) > gt]
+
     def has_staged(self) -> bool:
-        return bool(self.store.list(f"{STAGING}/"))
+        return bool(self._unreleased())
 
     def stage(self, step: int, channel: int, table: pa.Table) -> bool:
         return self.stage_batches(step, channel, table.schema, [table])
 
     def stage_batches(self, step: int, channel: int, schema: pa.Schema, tables: Iterable[pa.Table]) -> bool:
-        """Stage one channel's part of ``step`` (written to a local file, then uploaded whole); False (dropped)
-        if the step is already released: its commit exists (one HEAD; a replay after a rollback re-runs
-        released steps, whose parts must not be uploaded again)."""
+        """Stage one channel's part of ``step`` (written to a local file, then uploaded whole under a name of its
+        own); False (dropped) if the step is already released: its commit exists (one HEAD: a replay after
+        a rollback re-runs released steps, whose parts must not be written again)."""
         if (self._gt is not None and step <= self._gt) or self.store.size(commit_key(step)) is not None:
             return False
         scratch = Path(tempfile.mkdtemp(prefix="ftpipeline-part-"))
@@ -95,9 +104,7 @@ class ObjectBundleSink:
             write_part_file(scratch, channel, schema, tables)
             local = scratch / part_name(channel)
             rows = pq.ParquetFile(local).metadata.num_rows
-            key = f"{STAGING}/step={step}/{part_name(channel)}"
-            self.store.upload(key, local)
-            self.store.put(key.removesuffix(".parquet") + ".json", json.dumps({"rows": rows}).encode())
+            self.store.upload(f"step={step}/part-{channel:05d}-{secrets.token_hex(6)}-{rows}r.parquet", local)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         return True
@@ -105,45 +112,32 @@ class ObjectBundleSink:
     def release(self, step: int, channels: int) -> bool:
         """Release ``step``: True if this call made it visible, False if it already was (idempotent)."""
         gt = self._gt if self._gt is not None and self._gt == step - 1 else self.gt_last()
-        staged = f"{STAGING}/step={step}/"
         if step <= gt:
-            self.store.delete_prefix(staged)  # parts a replay staged before it knew
             return False
         if step != gt + 1:
             raise RuntimeError(f"barrier: cannot release step {step} before step {gt + 1}")
-        keys = set(self.store.list(staged))
-        names = [part_name(c) for c in range(channels)]
-        missing = [n for n in names if staged + n not in keys or staged + n.removesuffix(".parquet") + ".json" not in keys]
-        if missing and self.gt_last() >= step:  # released by another worker, which dropped the parts
-            return False
-        if missing:
-            raise RuntimeError(f"barrier: step {step} has {channels - len(missing)} of {channels} parts staged")
-        token = secrets.token_hex(6)
-        parts, rows = [], 0
-        try:
-            for name in names:
-                data = f"step={step}/{name.removesuffix('.parquet')}-{token}.parquet"
-                self.store.copy(staged + name, data)
-                parts.append(data)
-                rows += int(json.loads(self.store.get(staged + name.removesuffix(".parquet") + ".json"))["rows"])
-        except FileNotFoundError:
-            # another releaser committed the step and dropped the staged parts under us
-            if self.gt_last() >= step:
-                self.store.delete(parts)
+        found = self.store.list(f"step={step}/")
+        chosen: dict[int, tuple[str, int]] = {}
+        for key in found:  # one part of each channel of the current parallelism (any: a re-run's is the same)
+            m = _PART.match(key)
+            if m and int(m.group(2)) < channels:
+                chosen.setdefault(int(m.group(2)), (key, int(m.group(4))))
+        if len(chosen) < channels:
+            if self.gt_last() >= step:  # released meanwhile by another worker
                 return False
-            raise
-        commit = json.dumps({"step": step, "gt_last": step, "parts": parts, "rows": rows}).encode()
+            raise RuntimeError(f"barrier: step {step} has {len(chosen)} of {channels} parts staged")
+        parts = [chosen[c][0] for c in range(channels)]
+        commit = json.dumps({"step": step, "gt_last": step, "parts": parts,
+                             "rows": sum(chosen[c][1] for c in range(channels))}).encode()
         won = self.store.put_if_absent(commit_key(step), commit)
         self._gt = step
-        committed = list(self._bundle(step).parts)  # as stored: whoever won, only its files are kept
-        # what is not the commit's is nobody's: the copies of a lost or crashed attempt, and the staged parts
-        self.store.delete([k for k in self.store.list(f"step={step}/") if k not in committed])
-        self.store.delete_prefix(staged)
+        committed = set(self._bundle(step).parts)  # as stored: whoever won, only its files are kept
+        self.store.delete([k for k in found if k not in committed])
         return won
 
     def clear_staging(self) -> None:
-        """Drop every staged part (an earlier run's, never released)."""
-        self.store.delete_prefix(f"{STAGING}/")
+        """Drop every part of a step not released (an earlier run's)."""
+        self.store.delete(self._unreleased())
 
     def reset(self) -> None:
         """Remove all output (a fresh run asked for it explicitly)."""

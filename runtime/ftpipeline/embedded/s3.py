@@ -28,6 +28,7 @@ import json
 import os
 import secrets
 import shutil
+import ssl
 import subprocess
 import sys
 import urllib.error
@@ -157,13 +158,16 @@ class GatewayAdmin:
 class EmbeddedS3(ServerProcess):
     """``versitygw posix`` serving ``directory/data`` on a loopback port; ``config`` reaches it as its root user.
     ``bind``: the address it listens on; ``users``: other users than the root may be added (``GatewayAdmin``),
-    kept in ``directory/iam``."""
+    kept in ``directory/iam``; ``tls_dir``: HTTPS alone (``ca.crt``, ``tls.crt`` naming ``localhost``,
+    ``tls.key``), which ``config`` trusts through its CA file."""
 
     what, stem, marker = "S3 server (versitygw)", "s3", b"versitygw"
     stop_grace_s = 5.0
 
-    def __init__(self, directory: Path, port: int = 0, bind: str = "127.0.0.1", users: bool = False) -> None:
+    def __init__(self, directory: Path, port: int = 0, bind: str = "127.0.0.1", users: bool = False,
+                 tls_dir: Path | None = None) -> None:
         super().__init__(directory)
+        self.tls_dir = tls_dir
         self.port = port
         self.bind = bind
         self.data = directory / "data"
@@ -171,6 +175,8 @@ class EmbeddedS3(ServerProcess):
 
     @property
     def endpoint(self) -> str:
+        if self.tls_dir is not None:
+            return f"https://localhost:{self.port}"
         host = "127.0.0.1" if self.bind in ("127.0.0.1", "0.0.0.0", "") else self.bind
         return f"http://{host}:{self.port}"
 
@@ -186,11 +192,13 @@ class EmbeddedS3(ServerProcess):
     def config(self) -> S3Config:
         keys = self._keys()
         return S3Config(endpoint=self.endpoint, region=REGION, access_key=keys["access_key"],
-                        secret_key=keys["secret_key"], path_style=True)
+                        secret_key=keys["secret_key"], path_style=True,
+                        ca_file=str(self.tls_dir / "ca.crt") if self.tls_dir is not None else None)
 
     def _answers(self) -> bool:
+        context = ssl.create_default_context(cafile=str(self.tls_dir / "ca.crt")) if self.tls_dir else None
         try:
-            with urllib.request.urlopen(self.endpoint + HEALTH, timeout=2) as reply:
+            with urllib.request.urlopen(self.endpoint + HEALTH, timeout=2, context=context) as reply:
                 return bool(reply.status == 200)
         except (urllib.error.URLError, OSError):
             return False
@@ -215,7 +223,7 @@ class EmbeddedS3(ServerProcess):
             self.iam.mkdir(parents=True, exist_ok=True)
         self.port = self.port or self._recorded_port() or free_port()  # a restart keeps the address clients know
         keys = self._keys()
-        args = s3_command(self.data, self.port, self.bind, iam_dir=self.iam)
+        args = s3_command(self.data, self.port, self.bind, tls_dir=self.tls_dir, iam_dir=self.iam)
         env = {**os.environ, "ROOT_ACCESS_KEY": keys["access_key"], "ROOT_SECRET_KEY": keys["secret_key"]}
         self._launch(args, self._answers, timeout_s, interval_s=0.02, env=env)
         return self

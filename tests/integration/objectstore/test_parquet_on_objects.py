@@ -5,9 +5,9 @@ through the same protocol."""
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from ftpipeline.barrier.objects import ObjectBundleSink, commit_key, committed_files, read_released
@@ -36,7 +36,7 @@ def test_a_step_is_visible_once_committed_and_replays_are_dropped(store: ObjectS
     assert sink.release(1, 2)
     bundle = sink.last_bundle()
     assert bundle is not None and (bundle.step, bundle.gt_last, bundle.rows, len(bundle.parts)) == (1, 1, 8, 2)
-    assert store.list("_staging/") == []
+    assert set(store.list("step=1/")) == set(bundle.parts)  # no copy: the staged parts are the data
     assert not sink.stage(1, 0, rows(1, 0))   # a replay of a released step is dropped
     assert not sink.release(1, 2)             # and its release is a no-op
     stage_all(sink, 2, 2)
@@ -59,17 +59,19 @@ def test_a_step_missing_a_part_is_not_released(store: ObjectStore) -> None:
     assert sink.gt_last() == 0 and store.size(commit_key(1)) is None
 
 
-def test_a_release_that_crashed_before_its_commit_leaves_nothing_visible(store: ObjectStore) -> None:
+def test_a_step_staged_twice_and_not_released_leaves_nothing_visible(store: ObjectStore) -> None:
     sink = sink_on(store)
     stage_all(sink, 1, 2)
-    # the crashed attempt's copies, as it left them: data files that no commit names
-    store.copy("_staging/step=1/part-00000.parquet", "step=1/part-00000-deadbeef0000.parquet")
-    assert sink.gt_last() == 0 and read_released(store.uri, store=store).num_rows == 0
-    assert sink_on(store).release(1, 2)   # another worker releases it: its own copies, one commit
+    assert sink.stage(1, 0, rows(1, 0))   # channel 0's task ran again (a recovery): a second part of it
+    assert len(store.list("step=1/")) == 3
+    assert sink.gt_last() == 0 and sink.has_staged() and read_released(store.uri, store=store).num_rows == 0
+    assert sink_on(store).release(1, 2)   # another worker releases it: one part of each channel, one commit
     [files] = committed_files(store.uri, store=store).values()
-    assert len(files) == 2 and all("deadbeef0000" not in f for f in files)
-    assert sorted(store.list("step=1/")) == sorted(files)  # the orphan was swept
-    assert read_released(store.uri, store=store).num_rows == 6
+    assert len(files) == 2 and sorted(store.list("step=1/")) == sorted(files)  # the spare part was swept
+    assert read_released(store.uri, store=store).num_rows == 6 and not sink.has_staged()
+    stage_all(sink, 2, 2)                 # a step an earlier run staged and never released
+    sink.clear_staging()
+    assert store.list("step=2/") == [] and sink.gt_last() == 1
 
 
 def test_racing_releasers_make_one_commit_and_a_zombies_late_release_is_refused(store: ObjectStore) -> None:
@@ -91,11 +93,15 @@ def test_racing_releasers_make_one_commit_and_a_zombies_late_release_is_refused(
     assert not errors, errors
     assert sorted(won) == [False, False, False, True]
     committed = store.get(commit_key(1))
-    # a zombie: staged its part again after the release, and releases with its stale view of GT_last
+    # a zombie: its task's part of the released step is refused (the commit exists) ...
     zombie = sink_on(store)
-    zombie._gt = 0
-    for c in range(3):
-        zombie.stage_batches(1, c, rows(1, c).schema, [rows(1, c, 7)])
+    zombie._gt = 0  # its stale view of GT_last
+    assert not zombie.stage(1, 0, rows(1, 0, 7))
+    # ... a late part it wrote before it learnt lands anyway, and it releases with its stale view
+    part = pa.BufferOutputStream()
+    pq.write_table(rows(1, 0, 7), part)
+    store.put("step=1/part-00000-0badc0ffee00-7r.parquet", part.getvalue().to_pybytes())
     assert not zombie.release(1, 3)
     assert store.get(commit_key(1)) == committed
     assert read_released(store.uri, store=store).num_rows == 9  # the committed 3 x 3, none of the zombie's 7s
+    assert "step=1/part-00000-0badc0ffee00-7r.parquet" not in store.list("step=1/")  # swept

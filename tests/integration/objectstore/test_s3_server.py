@@ -74,3 +74,18 @@ def test_each_user_reaches_its_own_buckets_alone(tmp_path: Path) -> None:
         assert admin.users() == {"pipeline-a"}
         with pytest.raises(Exception):  # noqa: B017 -- a deleted user's keys no longer sign
             as_user("pipeline-b", "secret-of-b-123", "bucket-b").list()
+
+
+def test_an_https_endpoint_of_a_private_ca_is_trusted_through_the_ca_file_alone(tmp_path: Path) -> None:
+    """As ``spec.objectStore.caSecretRef`` gives it (AWS_CA_BUNDLE): trusted with the CA, refused without it."""
+    from ftpipeline.worker.tls import generate
+
+    certs = generate("object-store", ("localhost",)).write(tmp_path / "tls")
+    with EmbeddedS3(tmp_path / "s3", tls_dir=certs) as server:
+        server.create_bucket("secure")
+        assert server.endpoint.startswith("https://")
+        store = open_store("s3://secure/p", server.config)
+        assert store.put_if_absent("k", b"v") and store.get("k") == b"v"
+        untrusting = open_store("s3://secure/p", dataclasses.replace(server.config, ca_file=None))
+        with pytest.raises(OSError):
+            untrusting.get("k")
