@@ -7,7 +7,9 @@ a real S3 server on this machine (the embedded Versity S3 Gateway, started
 once by the benchmark and reached as an external endpoint, so no run pays its
 start), alternating which goes first. Printed: each side's steady-state
 rows/s (the first ``--warmup`` steps excluded: JVM warm-up) and the median of
-the per-pair ratios s3/local (goal >= 0.9).
+the per-pair ratios s3/local (goal >= 0.9), and the CPU seconds the S3
+server itself used during each run: here it shares the machine's cores
+with the pipeline, which a store on other machines would not.
 
 Shapes (``--shape``):
 
@@ -76,6 +78,12 @@ def measure(path: Path, directory: Path, warmup: int, env: dict[str, str]) -> fl
     return data["source_rows"] / data["committed"] * len(spans) / busy_seconds(spans)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=3)
@@ -86,6 +94,7 @@ def main() -> None:
     args = parser.parse_args()
     local: list[float] = []
     s3: list[float] = []
+    server_cpu: list[float] = []
     with tempfile.TemporaryDirectory() as tmp, EmbeddedS3(Path(tmp) / "s3") as server:
         d = Path(tmp)
         server.create_bucket("bench")
@@ -97,10 +106,16 @@ def main() -> None:
             for side, results in order:
                 run += 1
                 where = str(d / "local") if side == "local" else "s3://bench/runs"
+                assert server._proc is not None
+                before = cpu_seconds(server._proc.pid)
                 rate = measure(pipeline(d, where, args.shape, args.steps, args.rows, run), d, args.warmup,
                                s3_env if side == "s3" else plain_env)
                 results.append(rate)
-                print(f"pair {i + 1}: {side:5} {rate:>10,.0f} rows/s", flush=True)
+                used = cpu_seconds(server._proc.pid) - before
+                if side == "s3":
+                    server_cpu.append(used)
+                print(f"pair {i + 1}: {side:5} {rate:>10,.0f} rows/s" + (f"  (S3 server CPU {used:.1f} s)"
+                                                                          if side == "s3" else ""), flush=True)
     pairs = [a / b for a, b in zip(s3, local)]
     print()
     print(f"shape {args.shape}: {args.steps} steps of {args.rows:,} rows, first {args.warmup} excluded, "
@@ -109,7 +124,8 @@ def main() -> None:
     print(f"{'local':10}{statistics.median(local):>18,.0f}{len(local):>8}")
     print(f"{'s3':10}{statistics.median(s3):>18,.0f}{len(s3):>8}")
     print(f"per-pair ratios s3/local: {', '.join(f'{r:.3f}' for r in pairs)}")
-    print(f"ratio s3/local: {statistics.median(pairs):.3f} (median of pairs; goal >= 0.9)")
+    print(f"ratio s3/local: {statistics.median(pairs):.3f} (median of pairs; goal >= 0.9); the S3 server used "
+          f"{statistics.median(server_cpu):.1f} s of CPU per run on the same cores (median)")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ States of one step::
     absent --stage(part)--> staged              (a part under step=S/, named by no commit)
     staged --release: one part of each channel named in a commit, put if absent--> released
     staged --crash before the commit--> staged  (the next release commits)
-    released --stage again (a replay)--> released      (dropped: its commit exists)
+    released --stage again (a replay)--> released      (dropped: its commit exists; a zombie with a
+                                                       stale view writes a part no commit names)
     released --release again (replay, zombie)--> released   (its commit is refused)
 
 A release is three requests whatever the step's size (list the step's
@@ -63,6 +64,7 @@ class ObjectBundleSink:
         self.uri = uri
         self.store = store or open_store(uri, config)
         self._gt: int | None = None  # GT_last as this process last saw it (it only grows)
+        self._newest = 0  # the newest step this process staged a part of: an older one is a replay
 
     def _bundle(self, step: int) -> Bundle:
         doc = json.loads(self.store.get(commit_key(step)))
@@ -95,10 +97,16 @@ class ObjectBundleSink:
 
     def stage_batches(self, step: int, channel: int, schema: pa.Schema, tables: Iterable[pa.Table]) -> bool:
         """Stage one channel's part of ``step`` (written to a local file, then uploaded whole under a name of its
-        own); False (dropped) if the step is already released: its commit exists (one HEAD: a replay after
-        a rollback re-runs released steps, whose parts must not be written again)."""
-        if (self._gt is not None and step <= self._gt) or self.store.size(commit_key(step)) is not None:
+        own); False (dropped) if the step is already released. A step newer than any this process staged is
+        not released yet (releases follow the steps' tasks); an older one may be (a replay after a
+        rollback or a recovery): its commit is looked for (one HEAD), and its part not written again."""
+        if self._gt is None:
+            self.gt_last()  # once per process: a replacement worker's replays of released steps stop here
+        if self._gt is not None and step <= self._gt:
             return False
+        if step <= self._newest and self.store.size(commit_key(step)) is not None:
+            return False
+        self._newest = max(self._newest, step)
         scratch = Path(tempfile.mkdtemp(prefix="ftpipeline-part-"))
         try:
             write_part_file(scratch, channel, schema, tables)
