@@ -133,6 +133,6 @@ def prepare_outputs(spec: PipelineSpec, dead_letters: Path | str) -> list[Existi
         open_store(dead_letters).delete_prefix()
     history_store(spec).delete_prefix()  # the steps of a run before this one (control/history.py)
     for stage in spec.stages if overwrite else ():  # and the late records of its windows and deduplications
-        if stage.late_data is not None and (stage.late_data / stage.name).exists():
-            shutil.rmtree(stage.late_data / stage.name)
+        if stage.late_data is not None:
+            open_store(stage.late_data).delete_prefix(f"{stage.name}/")
     return []

@@ -1,7 +1,8 @@
 """The late-data output: records behind the watermark are kept, not dropped, and counted.
 
 As the dead-letter output (``dataflow/deadletter.py``): one Parquet file per
-``(stage, step, channel)`` (named with the stage's parallelism), written atomically, so a step replayed after a
+``(stage, step, channel)`` (named with the stage's parallelism), written whole (one object of a directory
+or a bucket, ``objectstore/``), so a step replayed after a
 recovery rewrites the same file with the same records and the output holds
 each late record once without going through the barrier. A record is late
 or not by its step's recorded watermark alone, the same in every replay.
@@ -9,11 +10,12 @@ or not by its step's recorded watermark alone, the same in every replay.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from ftpipeline.objectstore.base import ObjectStore, open_store
 
 LATE_REASON, LATE_WATERMARK = "late_reason", "late_watermark"  # the columns a late record gets
 
@@ -25,20 +27,32 @@ def late_rows(rows: pa.Table, watermark: int, reason: str) -> pa.Table:
         LATE_WATERMARK, pa.array([watermark] * n, pa.int64()).cast(pa.timestamp("us", tz="UTC")))
 
 
-def late_file(root: Path, stage: str, step: int, channel: int, parallelism: int) -> Path:
-    return root / stage / f"step={step}" / f"part-{channel:05d}-of-{parallelism:05d}.parquet"
+def late_key(stage: str, step: int, channel: int, parallelism: int) -> str:
+    return f"{stage}/step={step}/part-{channel:05d}-of-{parallelism:05d}.parquet"
 
 
-def write_late(root: Path, stage: str, step: int, channel: int, parallelism: int, rows: pa.Table) -> Path:
-    """Write one channel's late rows of a step. Which rows are late does not depend on the channels, but
-    which channel finds them does: a step replayed after a rescale removes the files its earlier
-    parallelism wrote (at least one channel has late rows whenever the step has any)."""
-    path = late_file(root, stage, step, channel, parallelism)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for other in path.parent.glob("part-*.parquet"):
-        if not other.name.endswith(f"-of-{parallelism:05d}.parquet"):
-            other.unlink(missing_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    pq.write_table(rows, tmp)
-    os.replace(tmp, path)
-    return path
+def write_late(root: ObjectStore | Path | str, stage: str, step: int, channel: int, parallelism: int,
+               rows: pa.Table) -> str:
+    """Write one channel's late rows of a step (its key under ``root``). Which rows are late does not depend on
+    the channels, but which channel finds them does: a step replayed after a rescale removes the files its
+    earlier parallelism wrote (at least one channel has late rows whenever the step has any)."""
+    store = root if not isinstance(root, (Path, str)) else open_store(root)
+    key = late_key(stage, step, channel, parallelism)
+    store.delete([k for k in store.list(f"{stage}/step={step}/")
+                  if k.endswith(".parquet") and not k.endswith(f"-of-{parallelism:05d}.parquet")])
+    sink = pa.BufferOutputStream()
+    pq.write_table(rows, sink)
+    store.put(key, sink.getvalue().to_pybytes())
+    return key
+
+
+def read_late(root: Path | str, stage: str) -> pa.Table | None:
+    """Every late row a stage's output holds, with its ``step`` (None: none)."""
+    store = open_store(root)
+    tables = []
+    for key in store.list(f"{stage}/step="):
+        if key.endswith(".parquet"):
+            step = int(key.split("/")[1].removeprefix("step="))
+            table = pq.read_table(pa.BufferReader(store.get(key)))
+            tables.append(table.append_column("step", pa.array([step] * table.num_rows, pa.int32())))
+    return pa.concat_tables(tables, promote_options="default") if tables else None

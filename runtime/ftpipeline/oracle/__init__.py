@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ftpipeline.barrier.objects import read_released
+from ftpipeline.operators.late import read_late
 from ftpipeline.oracle.buckets import compare_frames
 from ftpipeline.oracle.compare import (
     FLOAT_ABS_TOL,
@@ -94,14 +95,14 @@ def _late(spark: Any, spec: PipelineSpec, expect: Expected, steps: int, work: Pa
             out.append(dataclasses.replace(_topic(spark, spec, name, frame, topic, steps, work), what="late data"))
         if root is None:
             continue
-        files = sorted((root / name).glob("step=*/*.parquet"))
+        found = read_late(root, name)  # a directory's files or a bucket's objects, with their step
         types = dict(frame.dtypes)
-        if files:
-            actual = spark.read.option("basePath", str(root / name)).parquet(*map(str, files))
+        if found is not None and found.num_rows:
+            actual = spark.createDataFrame(found)
             actual = actual.filter(F.col("step") <= steps).select(*[F.col(c).cast(types[c]) for c in frame.columns])
         else:
             actual = frame.limit(0)
-        rows = sum(pq.ParquetFile(p).metadata.num_rows for p in files)
+        rows = found.num_rows if found is not None else 0
         out.append(dataclasses.replace(compare_frames(name, frame, actual, rows, work), what="late data"))
     return out
 

@@ -129,13 +129,13 @@ def event_time(raw: Mapping[str, Any]) -> EventTime | None:
                      bool(event.get("recordTimestamp", False)))
 
 
-def _late(raw: Mapping[str, Any], resolve: Callable[[str], Path]) -> tuple[Path | None, str | None]:
+def _late(raw: Mapping[str, Any], resolve: Callable[[str], Path | str]) -> tuple[Path | str | None, str | None]:
     """A stage's ``lateData``: a directory, or a Kafka topic."""
     late = raw.get("lateData") or {}
     return (resolve(late["path"]) if "path" in late else None), late.get("topic")
 
 
-def deduplicate(stages: list[Mapping[str, Any]], i: int, resolve: Callable[[str], Path]) -> DeduplicateOp | None:
+def deduplicate(stages: list[Mapping[str, Any]], i: int, resolve: Callable[[str], Path | str]) -> DeduplicateOp | None:
     raw = stages[i].get("deduplicate")
     if raw is None:
         return None
@@ -145,7 +145,7 @@ def deduplicate(stages: list[Mapping[str, Any]], i: int, resolve: Callable[[str]
     return DeduplicateOp(tuple(raw["keys"]), micros(raw["within"]), column, late, topic)
 
 
-def window(stages: list[Mapping[str, Any]], i: int, resolve: Callable[[str], Path]) -> WindowSpec | None:
+def window(stages: list[Mapping[str, Any]], i: int, resolve: Callable[[str], Path | str]) -> WindowSpec | None:
     raw = stages[i]["aggregate"].get("window")
     if raw is None:
         return None

@@ -121,6 +121,11 @@ def _location_problems(spec: Mapping[str, Any]) -> list[Problem]:
     places.append(("spec.deadLetter.path", spec.get("deadLetter", {}).get("path", "")))
     places += [(f"spec.stages[{i}].sink.parquet.path", raw["sink"]["parquet"]["path"])
                for i, raw in enumerate(spec["stages"]) if "parquet" in raw.get("sink", {})]
+    for i, raw in enumerate(spec["stages"]):
+        for field, holder in (("deduplicate", raw.get("deduplicate")),
+                              ("aggregate.window", (raw.get("aggregate") or {}).get("window"))):
+            if holder and "path" in (holder.get("lateData") or {}):
+                places.append((f"spec.stages[{i}].{field}.lateData.path", holder["lateData"]["path"]))
     problems = []
     for field, path in places:
         if is_remote(path):
@@ -366,7 +371,7 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
                 tuple(a["keyBy"]),
                 tuple(Aggregation(x["name"], x["op"], x.get("column")) for x in a["aggregations"]),
                 a.get("ttl", {}).get("steps", 0),
-                eventtime.window(spec["stages"], at, lambda path: _resolve(base_dir, path)),
+                eventtime.window(spec["stages"], at, lambda path: _location(base_dir, path)),
             )
         elif kind is StageKind.DEDUPLICATE:
             pass  # eventtime.deduplicate, below
@@ -383,7 +388,7 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
         stages.append(StageSpec(raw["name"], kind, parallelism, tuple(edges), generator, file, function, aggregate, sink,
                                 kafka=kafka, kafka_sink=kafka_sink, delta_sink=delta_sink,
                                 event_time=eventtime.event_time(raw),
-                                deduplicate=eventtime.deduplicate(spec["stages"], at, lambda path: _resolve(base_dir, path))))
+                                deduplicate=eventtime.deduplicate(spec["stages"], at, lambda path: _location(base_dir, path))))
     steps = spec.get("steps", {})
     trig = steps.get("trigger", {})
     budget = spec.get("recovery", {}).get("restartBudget", {})

@@ -99,7 +99,7 @@ class WindowSpec:
     gap_us: int = 0                   # session
     allowed_lateness_us: int = 0
     emit: str = "append"              # append | update
-    late_data: Path | None = None     # where late records go (None: counted and dropped)
+    late_data: Path | str | None = None  # where late records go: a directory or s3:// (None: counted, dropped)
     late_topic: str | None = None     # or the Kafka topic they go to, exactly once (``barrier/late.py``)
 
 
@@ -110,7 +110,7 @@ class DeduplicateOp:
     keys: tuple[str, ...]
     within_us: int
     time_column: str
-    late_data: Path | None = None
+    late_data: Path | str | None = None
     late_topic: str | None = None
 
 
@@ -175,7 +175,7 @@ class StageSpec:
         return self.deduplicate or (self.aggregate.window if self.aggregate is not None else None)
 
     @property
-    def late_data(self) -> Path | None:
+    def late_data(self) -> Path | str | None:
         """Where the stage's late records go: a window's or a deduplication's ``lateData`` (None: dropped)."""
         return self._late.late_data if self._late is not None else None
 
@@ -294,7 +294,9 @@ class PipelineSpec:
         """(field, URI) of each ``s3://`` location the pipeline writes (it needs an object store: ``objectstore/``)."""
         places = [("spec.checkpoint.storage.path", self.checkpoint_path), ("spec.deadLetter.path", self.dead_letter),
                   *((f"spec.stages[{i}].sink.parquet.path", s.sink.path) for i, s in enumerate(self.stages)
-                    if s.sink is not None)]
+                    if s.sink is not None),
+                  *((f"spec.stages[{i}].{'deduplicate' if s.deduplicate else 'aggregate.window'}.lateData.path",
+                     s.late_data) for i, s in enumerate(self.stages) if s.late_data is not None)]
         return tuple((f, str(p)) for f, p in places if p is not None and str(p).startswith("s3://"))
 
     @property

@@ -113,8 +113,8 @@ _EVENT_TIME = obj(
 _LATE_DATA = obj(
     "Where records behind the watermark go instead of being dropped, with the reason and the watermark they "
     "missed. Exactly one of path, topic.",
-    {"path": string("Directory: each step's late records of each channel as one Parquet file; relative paths "
-                    "are resolved against the pipeline file.", minLength=1),
+    {"path": string("Directory, or s3://bucket/prefix: each step's late records of each channel as one Parquet "
+                    "file; relative paths are resolved against the pipeline file.", minLength=1),
      "topic": string("Kafka topic (it must exist; spec.kafka names the cluster): each step's late records in one "
                      "transaction committed when the step is released, as JSON objects keyed by the stage's keys, "
                      "so read_committed consumers see each late record once.",

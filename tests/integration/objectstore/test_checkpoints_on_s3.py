@@ -144,3 +144,21 @@ def test_a_store_that_refuses_the_keys_is_an_error_naming_it_before_any_worker(
     assert "error: the pipeline's output storage:" in run.output and f"s3://{s3_bucket}/out" in run.output
     assert "Traceback" not in run.output
     assert not (tmp_path / "run" / "workers").exists()  # no worker was started
+
+
+def test_windows_late_records_dedup_and_output_all_in_a_bucket(tmp_path: Path) -> None:
+    """The page-views windows and deduplication with every location in a private bucket, a worker killed:
+    ``--verify`` compares both sinks, both late-data outputs and the dead letters with the oracle."""
+    from ..eventtime.test_windows import page_views
+
+    pipeline = page_views(tmp_path, "s3windows", kind="sliding", emit="update", strategy="lineage")
+    text = pipeline.read_text().replace(f"{tmp_path}/", "s3://views/")
+    assert str(tmp_path) not in text
+    pipeline.write_text(text)
+    run = run_cli(pipeline, tmp_path / "run", "--verify", "--kill-at-step", "7", "--kill-after-tasks", "2")
+    assert run.code == 0, run.output[-4000:]
+    verdicts = run.summary["verify"]
+    assert all(v["equal"] and v["duplicates"] == 0 for v in verdicts), verdicts
+    late = [v for v in verdicts if v["what"] == "late data"]
+    assert len(late) == 2 and all(v["actual_rows"] > 0 for v in late), late
+    assert run.summary["recoveries"] and not any(p.name in ("out", "late", "unique") for p in tmp_path.iterdir())
