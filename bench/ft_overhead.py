@@ -72,12 +72,13 @@ def pipeline(directory: Path, fault_tolerance: bool, steps: int, rows: int) -> P
     return path
 
 
-def run(path: Path, directory: Path, warmup: int, *extra: str) -> float:
+def run(path: Path, directory: Path, warmup: int, *extra: str, env: dict[str, str] | None = None) -> float:
+    """Steady-state rows/s of one CLI run (the first ``warmup`` steps excluded); ``env``: its environment."""
     summary = directory / "summary.json"
     subprocess.run(
         [sys.executable, "-m", "ftpipeline.cli", "run", str(path), "--no-progress", "--overwrite",
          "--run-dir", str(directory / "run"), "--summary-json", str(summary), *extra],
-        check=True, capture_output=True,
+        check=True, capture_output=True, env=env,
     )
     data = json.loads(summary.read_text())
     spans = step_spans(data["commit_at"], data["step_seconds"])[warmup:]

@@ -25,10 +25,8 @@ Shapes (``--shape``):
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -36,9 +34,13 @@ from pathlib import Path
 import yaml
 
 from ftpipeline.embedded.s3 import EmbeddedS3
-from ftpipeline.obs.spans import busy_seconds, step_spans
 
-ROOT = Path(__file__).resolve().parents[1]
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+from ft_overhead import run as measure  # noqa: E402  (steady-state rows/s of one CLI run)
+
+ROOT = BENCH.parent
 EXAMPLE = ROOT / "examples" / "clickstream"
 
 
@@ -66,16 +68,6 @@ def pipeline(directory: Path, where: str, shape: str, steps: int, rows: int, run
     path = directory / f"{name}-{run}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
-
-
-def measure(path: Path, directory: Path, warmup: int, env: dict[str, str]) -> float:
-    summary = directory / "summary.json"
-    subprocess.run([sys.executable, "-m", "ftpipeline.cli", "run", str(path), "--no-progress", "--overwrite",
-                    "--run-dir", str(directory / "run"), "--summary-json", str(summary)],
-                   check=True, capture_output=True, env=env)
-    data = json.loads(summary.read_text())
-    spans = step_spans(data["commit_at"], data["step_seconds"])[warmup:]
-    return data["source_rows"] / data["committed"] * len(spans) / busy_seconds(spans)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -109,7 +101,7 @@ def main() -> None:
                 assert server._proc is not None
                 before = cpu_seconds(server._proc.pid)
                 rate = measure(pipeline(d, where, args.shape, args.steps, args.rows, run), d, args.warmup,
-                               s3_env if side == "s3" else plain_env)
+                               env=s3_env if side == "s3" else plain_env)
                 results.append(rate)
                 used = cpu_seconds(server._proc.pid) - before
                 if side == "s3":

@@ -39,7 +39,6 @@ from ftpipeline.barrier.delta import DeltaBarrier
 from ftpipeline.barrier.kafka import KafkaBarrier, KafkaReleaseError
 from ftpipeline.barrier.late import LateTopicBarrier
 from ftpipeline.control.history import history_store
-from ftpipeline.kafka.topics import late_field
 from ftpipeline.spec.model import PipelineSpec
 
 
@@ -68,7 +67,7 @@ def _late_topics(spec: PipelineSpec, problems: list[ExistingOutput]) -> list[Kaf
         try:
             missing = topic.problem()
             if missing is not None:
-                problems.append(ExistingOutput(f"spec.stages[{i}].{late_field(stage)}.topic", missing, 0))
+                problems.append(ExistingOutput(f"spec.stages[{i}].{stage.late_field}.topic", missing, 0))
             elif topic.newest():  # an earlier run's released steps (a new broker has none to forget)
                 out.append(topic)
         except KafkaReleaseError as exc:

@@ -100,9 +100,8 @@ class ObjectBundleSink:
         own); False (dropped) if the step is already released. A step newer than any this process staged is
         not released yet (releases follow the steps' tasks); an older one may be (a replay after a
         rollback or a recovery): its commit is looked for (one HEAD), and its part not written again."""
-        if self._gt is None:
-            self.gt_last()  # once per process: a replacement worker's replays of released steps stop here
-        if self._gt is not None and step <= self._gt:
+        gt = self.gt_last() if self._gt is None else self._gt  # once per process: a replacement's replays stop here
+        if step <= gt:
             return False
         if step <= self._newest and self.store.size(commit_key(step)) is not None:
             return False
@@ -169,11 +168,14 @@ def read_released(uri: str, up_to: int | None = None, config: S3Config | None = 
     """The released rows of a sink on an object store, with their ``step`` (as a hive-partitioned reader of a
     local sink's directory gives it)."""
     store = store or open_store(uri, config)
+    return read_steps(store, [(step, key) for step, keys in sorted(committed_files(uri, up_to, config, store).items())
+                              for key in keys])
+
+
+def read_steps(store: ObjectStore, parts: Iterable[tuple[int, str]]) -> pa.Table:
+    """The rows of Parquet objects, each (step, key), with their ``step`` as a column (an empty table for none)."""
     tables = []
-    for step, keys in sorted(committed_files(uri, up_to, config, store).items()):
-        for key in keys:
-            table = pq.read_table(pa.BufferReader(store.get(key)))
-            tables.append(table.append_column("step", pa.array([step] * table.num_rows, pa.int32())))
-    if not tables:
-        return pa.table({})
-    return pa.concat_tables(tables, promote_options="default")
+    for step, key in parts:
+        table = pq.read_table(pa.BufferReader(store.get(key)))
+        tables.append(table.append_column("step", pa.array([step] * table.num_rows, pa.int32())))
+    return pa.concat_tables(tables, promote_options="default") if tables else pa.table({})

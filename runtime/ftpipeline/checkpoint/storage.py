@@ -48,10 +48,6 @@ class CheckpointStorage:
         self.location = join(root, pipeline)
         self.store: ObjectStore = open_store(self.location, config)
 
-    @staticmethod
-    def epoch_key(epoch: int) -> str:
-        return f"epoch-{epoch}"
-
     def state_key(self, epoch: int, channel: str) -> str:
         return f"epoch-{epoch}/state/{channel}.parquet"
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ftpipeline.dataflow.sources.base import DeadLetter
-from ftpipeline.objectstore.base import ObjectStore, open_store
+from ftpipeline.objectstore.base import ObjectStore
 from ftpipeline.spec.model import PipelineSpec
 
 
@@ -27,12 +27,11 @@ def dead_letter_key(stage: str, step: int, channel: int) -> str:
     return f"{stage}/step={step}/part-{channel:05d}.jsonl"
 
 
-def write_dead_letters(root: ObjectStore | Path | str, stage: str, step: int, channel: int,
+def write_dead_letters(store: ObjectStore, stage: str, step: int, channel: int,
                        records: Sequence[DeadLetter]) -> str | None:
     """The step's dead letters of one channel as one file (its key), or None when there are none."""
     if not records:
         return None
-    store = root if not isinstance(root, (Path, str)) else open_store(root)
     key = dead_letter_key(stage, step, channel)
     store.put(key, "".join(json.dumps({"stage": stage, "step": step, "reason": r.reason, "location": r.location,
                                        "record": r.record}) + "\n" for r in records).encode())

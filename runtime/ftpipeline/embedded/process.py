@@ -56,17 +56,24 @@ class ServerProcess:
         """Keep the server a killed run left in this directory, if it still runs and answers (a resumed
         run takes over its workers, which know its address and credentials); False: ``start`` one."""
         pid = alive(self.directory / f"{self.stem}.pid", self.marker)
-        address = self.directory / f"{self.stem}.address.json"
-        if pid is None or not address.exists():
+        address = self._recorded_address()
+        if pid is None or address is None:
             return False
         try:
-            self._readdress(json.loads(address.read_text()))
-        except (OSError, ValueError, KeyError):
+            self._readdress(address)
+        except (ValueError, KeyError):
             return False
         if not self._answers():
             return False
         self._adopted = pid
         return True
+
+    def _recorded_address(self) -> dict[str, int] | None:
+        """What ``_address`` kept of the last server of this directory (None: nothing readable)."""
+        try:
+            return dict(json.loads((self.directory / f"{self.stem}.address.json").read_text()))
+        except (OSError, ValueError):
+            return None
 
     def _reap(self) -> None:
         """Kill the server a killed run left in this directory (before anything touches its data)."""

@@ -61,7 +61,7 @@ def build_s3_server(target: Path | None = None) -> Path:
     if go is None:
         raise FileNotFoundError(
             f"no S3 server found: install versitygw v{VERSION} on PATH, set FTPIPELINE_S3_SERVER to its binary, "
-            f"or install Go so it can be built from {MODULE}; or configure an endpoint (FTPIPELINE_S3_ENDPOINT)")
+            f"or install Go so it can be built from {MODULE}; or configure a store (AWS_ENDPOINT_URL and keys)")
     target.parent.mkdir(parents=True, exist_ok=True)
     go_root = cache_root() / "go"
     env = {**os.environ, "GOBIN": str(target.parent), "GOFLAGS": "-mod=mod",
@@ -209,19 +209,13 @@ class EmbeddedS3(ServerProcess):
     def _readdress(self, address: dict[str, int]) -> None:
         self.port = int(address["port"])
 
-    def _recorded_port(self) -> int:
-        """The port an earlier server of this directory had (workers of a resumed run still know it)."""
-        try:
-            return int(json.loads((self.directory / f"{self.stem}.address.json").read_text())["port"])
-        except (OSError, ValueError, KeyError):
-            return 0
-
     def start(self, timeout_s: float = 30.0) -> EmbeddedS3:
         self._reap()
         self.data.mkdir(parents=True, exist_ok=True)
         if self.iam is not None:
             self.iam.mkdir(parents=True, exist_ok=True)
-        self.port = self.port or self._recorded_port() or free_port()  # a restart keeps the address clients know
+        # a restart keeps the address clients know (workers of a resumed run too)
+        self.port = self.port or int((self._recorded_address() or {}).get("port", 0)) or free_port()
         keys = self._keys()
         args = s3_command(self.data, self.port, self.bind, tls_dir=self.tls_dir, iam_dir=self.iam)
         env = {**os.environ, "ROOT_ACCESS_KEY": keys["access_key"], "ROOT_SECRET_KEY": keys["secret_key"]}

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from ftpipeline.kafka.client import TIMEOUT_S, config, describe, send
 from ftpipeline.obs.errors import redacted
-from ftpipeline.spec.model import PipelineSpec, StageSpec
+from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.spec.problems import Problem
 
 
@@ -52,7 +52,7 @@ def topic_problems(spec: PipelineSpec, timeout_s: float = LOOK_S) -> list[Proble
     wanted = {f"spec.stages[{i}].{'source.kafka' if s.kafka else 'sink.kafka'}.topic":
               (s.kafka or s.kafka_sink).topic  # type: ignore[union-attr]
               for i, s in enumerate(spec.stages) if s.kafka is not None or s.kafka_sink is not None}
-    wanted |= {f"spec.stages[{i}].{late_field(s)}.topic": s.late_topic
+    wanted |= {f"spec.stages[{i}].{s.late_field}.topic": s.late_topic
                for i, s in enumerate(spec.stages) if s.late_topic is not None}
     if not wanted or not spec.kafka_bootstrap:
         return []
@@ -65,11 +65,6 @@ def topic_problems(spec: PipelineSpec, timeout_s: float = LOOK_S) -> list[Proble
                            + (f" (it has: {', '.join(sorted(t for t in existing if not t.startswith('_'))[:10])})"
                               if existing else ""))
             for field, topic in wanted.items() if topic not in existing]
-
-
-def late_field(stage: StageSpec) -> str:
-    """Where a stage's ``lateData`` is in its spec."""
-    return "deduplicate.lateData" if stage.deduplicate is not None else "aggregate.window.lateData"
 
 
 def create_topics(bootstrap: str, partitions: dict[str, int]) -> list[str]:

@@ -18,7 +18,6 @@ opened at); a location is a local path or ``s3://bucket/prefix``.
     size           its size, None when absent
     list           every key under a prefix, at any depth, sorted (sizes: with their sizes)
     delete         keys (absent ones are no error); delete_prefix: every key under a prefix
-    copy           an object to another key, inside the store (a server-side copy on S3)
     upload         a local file to a key; download: a key to a local file (written whole, then renamed)
     local_path     the file behind a key when the store is a directory (readers may open it in place)
 """
@@ -58,10 +57,6 @@ class ObjectStore(Protocol):
 
     def delete_prefix(self, prefix: str = "") -> None:
         """Every key under ``prefix`` (all of the store's when empty)."""
-        ...
-
-    def copy(self, source: str, target: str) -> None:
-        """Put a copy of ``source`` at ``target`` (replaced whole; FileNotFoundError when ``source`` is absent)."""
         ...
 
     def upload(self, key: str, path: Path) -> None: ...

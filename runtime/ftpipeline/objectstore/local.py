@@ -98,9 +98,6 @@ class LocalObjectStore:
         else:
             self.delete(self.list(prefix))
 
-    def copy(self, source: str, target: str) -> None:
-        self.upload(target, self._path(source))
-
     def upload(self, key: str, path: Path) -> None:
         target = self._path(key)
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -146,10 +146,6 @@ class S3ObjectStore:
     def delete_prefix(self, prefix: str = "") -> None:
         self.delete(self.list(prefix))
 
-    def copy(self, source: str, target: str) -> None:
-        with self._errors(source):
-            obstore.copy(self._store, self._key(source), self._key(target), overwrite=True)
-
     def upload(self, key: str, path: Path) -> None:
         with self._errors(key):
             obstore.put(self._store, self._key(key), path, chunk_size=CHUNK)

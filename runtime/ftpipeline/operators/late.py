@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ftpipeline.barrier.objects import read_steps
 from ftpipeline.objectstore.base import ObjectStore, open_store
 
 LATE_REASON, LATE_WATERMARK = "late_reason", "late_watermark"  # the columns a late record gets
@@ -31,12 +32,10 @@ def late_key(stage: str, step: int, channel: int, parallelism: int) -> str:
     return f"{stage}/step={step}/part-{channel:05d}-of-{parallelism:05d}.parquet"
 
 
-def write_late(root: ObjectStore | Path | str, stage: str, step: int, channel: int, parallelism: int,
-               rows: pa.Table) -> str:
-    """Write one channel's late rows of a step (its key under ``root``). Which rows are late does not depend on
+def write_late(store: ObjectStore, stage: str, step: int, channel: int, parallelism: int, rows: pa.Table) -> str:
+    """Write one channel's late rows of a step (its key in ``store``). Which rows are late does not depend on
     the channels, but which channel finds them does: a step replayed after a rescale removes the files its
     earlier parallelism wrote (at least one channel has late rows whenever the step has any)."""
-    store = root if not isinstance(root, (Path, str)) else open_store(root)
     key = late_key(stage, step, channel, parallelism)
     store.delete([k for k in store.list(f"{stage}/step={step}/")
                   if k.endswith(".parquet") and not k.endswith(f"-of-{parallelism:05d}.parquet")])
@@ -49,10 +48,6 @@ def write_late(root: ObjectStore | Path | str, stage: str, step: int, channel: i
 def read_late(root: Path | str, stage: str) -> pa.Table | None:
     """Every late row a stage's output holds, with its ``step`` (None: none)."""
     store = open_store(root)
-    tables = []
-    for key in store.list(f"{stage}/step="):
-        if key.endswith(".parquet"):
-            step = int(key.split("/")[1].removeprefix("step="))
-            table = pq.read_table(pa.BufferReader(store.get(key)))
-            tables.append(table.append_column("step", pa.array([step] * table.num_rows, pa.int32())))
-    return pa.concat_tables(tables, promote_options="default") if tables else None
+    found = read_steps(store, [(int(k.split("/")[1].removeprefix("step=")), k)
+                               for k in store.list(f"{stage}/step=") if k.endswith(".parquet")])
+    return found if found.num_rows else None

@@ -180,6 +180,11 @@ class StageSpec:
         return self._late.late_data if self._late is not None else None
 
     @property
+    def late_field(self) -> str:
+        """Where its ``lateData`` is in its spec (below ``spec.stages[i]``)."""
+        return "deduplicate.lateData" if self.deduplicate is not None else "aggregate.window.lateData"
+
+    @property
     def late_topic(self) -> str | None:
         """The Kafka topic the stage's late records go to instead (``lateData.topic``; None: not a topic)."""
         return self._late.late_topic if self._late is not None else None
@@ -295,8 +300,8 @@ class PipelineSpec:
         places = [("spec.checkpoint.storage.path", self.checkpoint_path), ("spec.deadLetter.path", self.dead_letter),
                   *((f"spec.stages[{i}].sink.parquet.path", s.sink.path) for i, s in enumerate(self.stages)
                     if s.sink is not None),
-                  *((f"spec.stages[{i}].{'deduplicate' if s.deduplicate else 'aggregate.window'}.lateData.path",
-                     s.late_data) for i, s in enumerate(self.stages) if s.late_data is not None)]
+                  *((f"spec.stages[{i}].{s.late_field}.path", s.late_data) for i, s in enumerate(self.stages)
+                    if s.late_data is not None)]
         return tuple((f, str(p)) for f, p in places if p is not None and str(p).startswith("s3://"))
 
     @property

@@ -68,7 +68,7 @@ from ftpipeline.operators import make_operator
 from ftpipeline.operators.base import Operator, StepContext
 from ftpipeline.operators.late import write_late
 from ftpipeline.lineage.naming import Channel, ObjectName, Task, TaskKind
-from ftpipeline.objectstore.base import ObjectStore, open_store
+from ftpipeline.objectstore.base import open_store
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.logging import setup_json_logging
 from ftpipeline.spec.inputs import input_problems
@@ -117,7 +117,7 @@ class TaskRunner:
         self.sinks.update({s.name: DeltaBarrier(s.name, s.delta_sink, spec)
                            for s in self.graph.sinks() if s.delta_sink})
         self.dead_letters = open_store(default_dead_letter_root(spec))
-        self._late_stores: dict[str, ObjectStore] = {}  # where windows' late records go, opened once
+        self.late_stores = {s.name: open_store(s.late_data) for s in spec.stages if s.late_data is not None}
         self.storage = CheckpointStorage(spec.checkpoint_root, spec.store_key)
         self.backend = make_backend(spec.state_backend, buffer.root)
         self.operators: dict[str, Operator] = {  # every keyed stateful stage's (operators/)
@@ -400,9 +400,8 @@ class TaskRunner:
         late = emitted.late.num_rows if emitted.late is not None else 0
         stage = self.graph.stage(task.stage)
         if late and stage.late_data is not None:
-            where = str(stage.late_data)
-            store = self._late_stores.get(where) or self._late_stores.setdefault(where, open_store(stage.late_data))
-            write_late(store, task.stage, task.step, task.channel, stage.parallelism, emitted.late)
+            write_late(self.late_stores[stage.name], task.stage, task.step, task.channel, stage.parallelism,
+                       emitted.late)
         elif late and stage.late_topic is not None:  # staged by the sidecar, produced by the release
             assert emitted.late is not None
             self._stage_part(late_output(task.stage), task, emitted.late, f"late data of {task.stage!r}")

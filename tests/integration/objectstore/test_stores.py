@@ -80,12 +80,3 @@ def test_keys_cannot_leave_the_store(store: ObjectStore) -> None:
         with pytest.raises(ValueError, match="leaves the store"):
             store.put(key, b"x")
 
-
-def test_copy_replaces_the_target_whole(store: ObjectStore) -> None:
-    store.put("staged/p", b"rows")
-    store.put("out/p-1", b"old")
-    store.copy("staged/p", "out/p-1")
-    assert store.get("out/p-1") == b"rows" and store.get("staged/p") == b"rows"
-    with pytest.raises(FileNotFoundError):
-        store.copy("staged/missing", "out/p-2")
-    assert store.size("out/p-2") is None
