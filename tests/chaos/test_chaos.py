@@ -51,4 +51,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 def test_a_fault_schedule_ends_equal_to_the_oracle(schedule: Schedule, tmp_path: Path, spark: object) -> None:
     outcome = run_schedule(schedule, tmp_path, spark)
     print(outcome.row())
-    assert outcome.ok, (outcome.row(), outcome.comparisons, (tmp_path / "output.log").read_text()[-3000:])
+    if not outcome.ok:  # what the run decided, before its last lines: the losses and pauses that led there
+        said = (tmp_path / "output.log").read_text()
+        decisions = [line[:300] for line in said.splitlines()
+                     if any(w in line for w in (" lost", "declared", "unreachable", "aborted", "rolled back"))]
+        raise AssertionError(f"{outcome.row()}\n{outcome.comparisons}\n" + "\n".join(decisions[:40])
+                             + f"\n...\n{said[-3000:]}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +203,33 @@ class Prometheus:
         with urllib.request.urlopen(f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})) as r:
             result = json.load(r)["data"]["result"]
         return float(result[0]["value"][1]) if result else None
+
+    def watch(self, promql: str) -> Callable[[], float | None]:
+        """Poll ``promql`` every second from now on; the returned function stops the polling and gives the
+        highest value seen (None: never any). A series of pods that end with the run is caught while they
+        are scraped, not looked for after they are gone."""
+        import threading
+
+        seen: list[float] = []
+        stop = threading.Event()
+
+        def poll() -> None:
+            while not stop.wait(1.0):
+                try:
+                    value = self.query(promql)
+                except OSError:
+                    continue
+                if value is not None:
+                    seen.append(value)
+
+        thread = threading.Thread(target=poll, daemon=True)
+        thread.start()
+
+        def highest() -> float | None:
+            stop.set()
+            thread.join(5)
+            return max(seen, default=None)
+        return highest
 
     def _get(self, path: str, **params: Any) -> Any:
         import json

@@ -235,6 +235,8 @@ def test_a_deleted_worker_pod_is_recovered_and_the_output_equals_the_oracle(
     began = time.time()
     doc = pipeline(namespace, name, steps, data)
     create_pipeline(api, doc, data)
+    # the sidecars' counters go with their pods at the run's end: watched while they are scraped
+    tasks_seen = prometheus.watch(f'sum(ftpipeline_worker_tasks_total{{pipeline="{namespace}/{name}"}})')
     subprocess.run(["kubectl", "wait", "--for=condition=Ready", f"ftpipeline/{name}", "-n", namespace,
                     "--timeout=300s"], check=True, capture_output=True, text=True)
     wait_for("step 3 committed", lambda: (status(api, namespace, name).get("committedStep") or 0) >= 3, 300)
@@ -263,7 +265,8 @@ def test_a_deleted_worker_pod_is_recovered_and_the_output_equals_the_oracle(
     print(f"Prometheus: recoveries {recoveries:.0f}, pod event to recovery applied {start:.3f} s")
     assert start is not None  # how soon is reported (the metric, this line), not asserted: timing is not a test
     tasks = prometheus.query(f'sum(max_over_time(ftpipeline_worker_tasks_total{{pipeline="{namespace}/{name}"}}[15m]))')
-    assert tasks is not None and tasks > 0, prometheus.targets()
+    highest = tasks_seen()
+    assert (tasks or 0) > 0 or (highest or 0) > 0, (tasks, highest, prometheus.targets())
     # the chart's dashboard: every panel's query, as Grafana sends it, shows this run (once scraped to its end)
     wait_for("Prometheus to see the last step", lambda: prometheus.query(
         f'max(ftpipeline_step_committed{{pipeline="{namespace}/{name}"}})') == steps, 60)

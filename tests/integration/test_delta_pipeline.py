@@ -95,6 +95,9 @@ def test_with_merge_schema_a_step_adds_its_columns_to_a_table_someone_else_made(
     write_deltalake(str(tmp_path / "table"), pa.table({"order_id": ["o-old"], "note": ["made by someone else"]}))
     run = run_cli(pipeline, tmp_path / "run", "--produce", f"dmerge-orders={data}")
     assert run.code == 0, run.output[-4000:]
-    rows = DeltaTable(str(tmp_path / "table")).to_pyarrow_table()
-    assert {"note", "amount_cents", "category"} <= set(rows.column_names)
+    table = DeltaTable(str(tmp_path / "table"))
+    rows = table.to_pyarrow_table()
+    assert {"note", "amount_cents", "category"} <= set(rows.column_names), (
+        rows.column_names, table.history(), sorted(p.name for p in (tmp_path / "table" / "_delta_log").iterdir()),
+        run.output[-3000:])
     assert rows.num_rows == 1 + sum(1 for line in data.read_text().splitlines() if line.startswith('{"order_id":"'))
