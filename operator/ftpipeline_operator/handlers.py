@@ -178,7 +178,7 @@ def reconcile(body: kopf.Body, **_: Any) -> None:
 @PUBLISH_SECONDS.time()
 def publish(doc: Mapping[str, Any]) -> None:
     """The objects a pipeline owns, as its document now says (``owned.py``: each sent only when changed)."""
-    objs = [render.config_map(doc, store_cas()), render.service(doc)]
+    objs = [render.config_map(doc, store_cas()), render.service(doc), render.disruption_budget(doc)]
     if OPERATOR_PODS is not None:  # the chart's networkPolicy.enabled
         objs.append(netpol.worker_policy(doc, OPERATOR_PODS))
     _api["owned"].apply(objs)

@@ -1,4 +1,5 @@
-"""The objects a pipeline owns (its ConfigMap, Service, NetworkPolicy), written in one request each, at once.
+"""The objects a pipeline owns (its ConfigMap, Service, PodDisruptionBudget, NetworkPolicy), written in one
+request each, at once.
 
 Each attempt of a pipeline applies them first (``runner.py``; in a burst of
 creations, hundreds at once, on the coordinator threads), so what it spends
@@ -86,6 +87,7 @@ def server_side_apply(core: client.CoreV1Api) -> Callable[[Obj], None]:
         "ConfigMap": core.patch_namespaced_config_map,
         "Service": core.patch_namespaced_service,
         "NetworkPolicy": net.patch_namespaced_network_policy,
+        "PodDisruptionBudget": client.PolicyV1Api(core.api_client).patch_namespaced_pod_disruption_budget,
     }
 
     def send(obj: Obj) -> None:

@@ -74,7 +74,7 @@ def labels(name: str, component: str) -> dict[str, str]:
 
 def worker_selector(name: str) -> str:
     """Label selector of a pipeline's worker pods."""
-    return f"{PIPELINE_LABEL}={name},app.kubernetes.io/component=worker"
+    return ",".join(f"{k}={v}" for k, v in worker_labels(name).items())
 
 
 def identity(body: Mapping[str, Any]) -> str:
@@ -331,15 +331,45 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
                         {"key": store_ca_key(s), "path": f"{s}/ca.crt"} for s in store_cas]}}] if store_cas else []),
                     *kafka_volumes, *object_volumes, *spec.get("volumes", [])],
     }
-    for key in ("serviceAccountName", "nodeSelector", "tolerations", "priorityClassName"):
+    for key in ("serviceAccountName", "nodeSelector", "tolerations", "affinity", "priorityClassName"):
         if key in spec:
             pod_spec[key] = spec[key]
+    spread = spec.get("topologySpreadConstraints", default_spread(name))
+    if spread:
+        pod_spec["topologySpreadConstraints"] = spread
     meta = object_meta(body, pod_name(name, worker), "worker", {WORKER_LABEL: worker})
     annotations = {"prometheus.io/scrape": "true", "prometheus.io/port": str(METRICS_PORT)}
     pod: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {**meta, "annotations": annotations}, "spec": pod_spec}
     annotations[POD_DIGEST] = digest(pod)[:16]  # of the pod as rendered for any run: the run label comes after
     meta["labels"][RUN_LABEL] = run
     return pod
+
+
+def worker_labels(name: str) -> dict[str, str]:
+    """The labels that select a pipeline's worker pods (``worker_selector`` as a matchLabels)."""
+    return {PIPELINE_LABEL: name, "app.kubernetes.io/component": "worker"}
+
+
+def default_spread(name: str) -> list[Obj]:
+    """Without ``spec.topologySpreadConstraints``: the workers spread over nodes, as a preference, so that one
+    node lost takes as few as the cluster allows (``spec/placement_schema.py``)."""
+    return [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+             "labelSelector": {"matchLabels": worker_labels(name)}}]
+
+
+def disruption_budget_name(name: str) -> str:
+    return f"{name}-workers"
+
+
+def disruption_budget(body: Mapping[str, Any]) -> Obj:
+    """The PodDisruptionBudget of the worker pods: a drain evicts ``maxUnavailable`` of them at a time. A worker
+    that is not ready may always be evicted (a stuck pod must not block a node's maintenance)."""
+    name = body["metadata"]["name"]
+    budget = (body["spec"].get("disruptionBudget") or {}).get("maxUnavailable", 1)
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": object_meta(body, disruption_budget_name(name), "disruption-budget"),
+            "spec": {"maxUnavailable": budget, "selector": {"matchLabels": worker_labels(name)},
+                     "unhealthyPodEvictionPolicy": "AlwaysAllow"}}
 
 
 def digest(obj: Mapping[str, Any]) -> str:

@@ -144,7 +144,7 @@ then every name is taken as existing. */}}
 {{- end -}}
 
 {{/* What the operator may do in a namespace it watches, and nothing more: run worker pods with their
-Service and ConfigMap, read the Secrets pipelines reference and write each run's worker credentials. */}}
+Service, ConfigMap and PodDisruptionBudget, read the Secrets pipelines reference and write each run's worker credentials. */}}
 {{- define "ftpipeline.namespacedRules" -}}
 - apiGroups: [""]
   resources: ["pods"]
@@ -155,6 +155,9 @@ Service and ConfigMap, read the Secrets pipelines reference and write each run's
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "create", "update"]  # get: endpoints' secretRefs; create/update: each run's worker credentials
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["create", "patch"]  # each pipeline's workers' budget
 {{- if .Values.networkPolicy.enabled }}
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]

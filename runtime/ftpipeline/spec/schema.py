@@ -37,6 +37,7 @@ from ftpipeline.spec.nodes import (
     obj,
     string,
 )
+from ftpipeline.spec.placement_schema import PLACEMENT_FIELDS
 from ftpipeline.spec.stage_schema import MAX_PARALLELISM, STAGE_SCHEMA
 
 # What one pipeline may ask for, so that no spec can exhaust the operator or the lineage store before
@@ -294,6 +295,7 @@ SPEC_SCHEMA: Schema = obj(
             }, ["name", "mountPath"]),
         },
         "serviceAccountName": string("Service account of the worker pods (ignored by ftpipeline run)."),
+        **PLACEMENT_FIELDS,
         "tls": obj("Credentials of the workers' mutual TLS (ignored by ftpipeline run, which issues its own).", {
             "secretName": string(
                 "A Secret of this namespace with ca.crt, tls.crt and tls.key (a kubernetes.io/tls Secret as "

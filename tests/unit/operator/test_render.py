@@ -216,3 +216,34 @@ def test_the_object_stores_keys_and_ca_reach_both_containers_from_a_secret_never
     assert refs == {"clicks-object-store"}
     plain = render.worker_pod(body(), "w0", "r", {})
     assert not any(e["name"].startswith("AWS_") for c in plain["spec"]["containers"] for e in c["env"])
+
+
+def test_workers_spread_over_nodes_unless_the_spec_says_otherwise() -> None:
+    doc = body()
+    [spread] = render.worker_pod(doc, "w0", "r1", {"redis": "redis://r:6379/0"})["spec"]["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname" and spread["whenUnsatisfiable"] == "ScheduleAnyway"
+    assert spread["labelSelector"]["matchLabels"] == render.worker_labels(doc["metadata"]["name"])
+    zones = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+              "labelSelector": {"matchLabels": {"a": "b"}}}]
+    doc["spec"].update(topologySpreadConstraints=zones, nodeSelector={"pool": "streaming"},
+                        tolerations=[{"key": "dedicated", "operator": "Exists"}],
+                        affinity={"nodeAffinity": {}}, priorityClassName="pipelines")
+    pod = render.worker_pod(doc, "w0", "r1", {"redis": "redis://r:6379/0"})["spec"]
+    assert pod["topologySpreadConstraints"] == zones and pod["nodeSelector"] == {"pool": "streaming"}
+    assert pod["tolerations"][0]["key"] == "dedicated" and pod["affinity"] == {"nodeAffinity": {}}
+    assert pod["priorityClassName"] == "pipelines"
+    doc["spec"]["topologySpreadConstraints"] = []
+    assert "topologySpreadConstraints" not in render.worker_pod(doc, "w0", "r1", {"redis": "redis://r:6379/0"})["spec"]
+
+
+def test_the_disruption_budget_selects_exactly_the_worker_pods_one_at_a_time_by_default() -> None:
+    doc = body()
+    pdb = render.disruption_budget(doc)
+    assert pdb["kind"] == "PodDisruptionBudget" and pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["metadata"]["ownerReferences"][0]["kind"] == "FTPipeline"
+    selector = ",".join(f"{k}={v}" for k, v in pdb["spec"]["selector"]["matchLabels"].items())
+    assert selector == render.worker_selector(doc["metadata"]["name"])
+    assert render.worker_pod(doc, "w0", "r1", {"redis": "redis://r:6379/0"})["metadata"]["labels"].items() >= \
+        pdb["spec"]["selector"]["matchLabels"].items()
+    doc["spec"]["disruptionBudget"] = {"maxUnavailable": 2}
+    assert render.disruption_budget(doc)["spec"]["maxUnavailable"] == 2
