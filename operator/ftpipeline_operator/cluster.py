@@ -30,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from ftpipeline.cluster.base import ClusterBackend
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline_operator import render
-from ftpipeline_operator.failures import Diagnosis, Failure, failed, gone
+from ftpipeline_operator.failures import Diagnosis, Failure, failed, gone, leaving
 
 log = logging.getLogger("ftpipeline.operator.cluster")
 
@@ -101,6 +101,8 @@ class KubernetesCluster(ClusterBackend):
         if labels.get(render.RUN_LABEL) != self.run or self._stopping:
             return
         worker = WorkerId(labels.get(render.WORKER_LABEL, ""))
+        if kind != "DELETED" and leaving(pod):
+            return  # a drain's eviction: the worker asks for its handover itself (worker/leaving.py)
         diagnosis = gone(pod) if kind == "DELETED" else failed(pod)
         if diagnosis is None:
             return

@@ -110,6 +110,15 @@ def failed(pod: Mapping[str, Any]) -> Diagnosis | None:
     return None
 
 
+def leaving(pod: Mapping[str, Any]) -> bool:
+    """Evicted through the Eviction API (a drain) with its containers still running: the worker hands its
+    channels over before it goes (``coordinator/evacuation.py``), so the pod is not lost yet. Its loss, if it
+    dies first, comes with a container's exit or the pod's deletion."""
+    evicted = any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+                  and c.get("reason") == "EvictionByEvictionAPI" for c in (pod.get("status") or {}).get("conditions") or [])
+    return evicted and not any((cs.get("state") or {}).get("terminated") for cs in _statuses(pod))
+
+
 def gone(pod: Mapping[str, Any]) -> Diagnosis:
     """The pod was deleted: the most specific reason it carried, else Deleted."""
     found = failed(pod)

@@ -317,7 +317,7 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
     }
     pod_spec: Obj = {
         "restartPolicy": "Never",  # a worker that exits is lost; recovery, not the kubelet, brings it back
-        "terminationGracePeriodSeconds": 10,
+        "terminationGracePeriodSeconds": 30,  # an evicted worker hands its channels over first (worker/leaving.py)
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
         "securityContext": {"runAsNonRoot": True, "runAsUser": RUNTIME_USER, "runAsGroup": RUNTIME_USER,
@@ -362,14 +362,16 @@ def disruption_budget_name(name: str) -> str:
 
 
 def disruption_budget(body: Mapping[str, Any]) -> Obj:
-    """The PodDisruptionBudget of the worker pods: a drain evicts ``maxUnavailable`` of them at a time. A worker
-    that is not ready may always be evicted (a stuck pod must not block a node's maintenance)."""
+    """The PodDisruptionBudget of the worker pods: a drain evicts ``maxUnavailable`` of them at a time. Written as
+    ``minAvailable`` (the workers less that): Kubernetes computes a ``maxUnavailable`` only for pods whose owner
+    has a scale subresource, which an FTPipeline has not. A worker that is not ready may always be evicted (a
+    stuck pod must not block a node's maintenance)."""
     name = body["metadata"]["name"]
     budget = (body["spec"].get("disruptionBudget") or {}).get("maxUnavailable", 1)
     return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
             "metadata": object_meta(body, disruption_budget_name(name), "disruption-budget"),
-            "spec": {"maxUnavailable": budget, "selector": {"matchLabels": worker_labels(name)},
-                     "unhealthyPodEvictionPolicy": "AlwaysAllow"}}
+            "spec": {"minAvailable": max(0, int(body["spec"].get("workers", 1)) - budget),
+                     "selector": {"matchLabels": worker_labels(name)}, "unhealthyPodEvictionPolicy": "AlwaysAllow"}}
 
 
 def digest(obj: Mapping[str, Any]) -> str:

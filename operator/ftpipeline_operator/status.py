@@ -221,6 +221,18 @@ class StatusReporter(Observer):
         self.update(urgent=True, phase="Recovering", message=f"worker {worker} lost ({reason})",
                     workers=self._workers())
 
+    def on_evacuated(self, record: RecoveryRecord) -> None:
+        """A drained worker handed its channels over (coordinator/evacuation.py): no recovery is counted."""
+        self.ready = max(0, self.ready - 1)
+        self.event("Normal", "Evacuated", f"worker {record.worker} was evicted and handed its {len(record.moves)} "
+                                         f"channels over in {record.seconds * 1000:.0f} ms ({len(record.rebuilt)} "
+                                         "states from its snapshot), nothing re-run")
+        self.condition("Degraded", True, "AwaitingReplacement",
+                       f"worker {record.worker} was evicted; {self.ready}/{self.total} workers ready until its "
+                       f"replacement joins")
+        self.update(urgent=True, workers=self._workers(),
+                    lastEvacuation={"worker": record.worker, "seconds": round(record.seconds, 4), "time": now_iso()})
+
     def on_recovery(self, record: RecoveryRecord) -> None:
         self.recoveries += 1
         reason = str(self.lost_reasons.get(WorkerId(record.worker), "lost"))

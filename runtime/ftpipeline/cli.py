@@ -480,10 +480,11 @@ def build_parser() -> argparse.ArgumentParser:
     faults.add_argument("--kill-during-checkpoint", action="store_true",
                         help="SIGKILL a worker while a checkpoint is being taken (at or after --kill-at-step)")
     faults.add_argument("--kill-worker", metavar="ID", help="which worker to kill (w0, w1, ...); default: seeded random")
-    faults.add_argument("--fault", choices=["kill", "stop", "zombie"], default="kill",
+    faults.add_argument("--fault", choices=["kill", "stop", "zombie", "evict"], default="kill",
                         help="what is done to the worker: kill (SIGKILL, default); stop (SIGSTOP: alive but silent, "
                              "found by its heartbeat); zombie (stop, and the kill never reaches it, so it wakes up "
-                             "after its recovery and must be fenced off)")
+                             "after its recovery and must be fenced off); evict (SIGTERM, as a drain's eviction: it "
+                             "hands its channels over and goes, no recovery)")
     faults.add_argument("--expire-zookeeper-session", action="store_true",
                         help="expire the coordinator's ZooKeeper session during a checkpoint commit")
     faults.add_argument("--seed", type=int, default=0, help="seed for choosing the worker to kill (default 0)")

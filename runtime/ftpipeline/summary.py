@@ -38,6 +38,9 @@ def print_summary(console: Console, spec: PipelineSpec, result: RunResult, earli
         to_commit = f"{r.to_commit_seconds:.2f} s" if r.to_commit_seconds is not None else "n/a"
         table.add_row(f"  lost {r.worker}", f"{r.strategy}: {r.seconds * 1000:.0f} ms, {len(r.tasks)} tasks, next commit "
                                             f"after {to_commit}, {r.buffered_rows:,} rows were buffered there")
+    for r in result.evacuations:
+        table.add_row(f"  evacuated {r.worker}", f"asked to leave: {len(r.moves)} channels handed over in "
+                                                 f"{r.seconds * 1000:.0f} ms, {len(r.tasks)} rebuilt from its snapshots")
     rollbacks = len(result.rollbacks) + earlier.get("rollback", 0)
     if rollbacks:
         table.add_row("rollbacks", f"{rollbacks}{before('rollback')} (Redis came back empty)")
@@ -99,4 +102,5 @@ def result_json(result: RunResult) -> dict[str, Any]:
         "commit_at": result.commit_at,
         "phases": result.phases,
         "recoveries": [{**r.summary(), "to_commit_seconds": r.to_commit_seconds} for r in result.recoveries],
+        "evacuations": [r.summary() for r in result.evacuations],
     }

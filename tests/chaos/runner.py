@@ -9,7 +9,8 @@ one seed, so a failing schedule is rerun exactly by its number. Running one:
 2. start ``ftpipeline run`` on the topology, as a user would, and follow its
    committed step in Redis;
 3. at each fault's step, do it: SIGKILL or SIGSTOP a worker's process group,
-   kill two workers at once, or every one, kill the coordinator and ``--resume`` it,
+   kill two workers at once, or every one, evict one (SIGTERM: it hands its channels over),
+   kill the coordinator and ``--resume`` it,
    restart Redis with its append-only file (SIGTERM; a SIGKILL in every fourth
    schedule) or empty it, restart ZooKeeper or cut it off for 10-30 s, make the
    checkpoint storage unwritable for a few seconds; the zombie and the kill
@@ -53,7 +54,8 @@ TOPOLOGIES = ("clickstream", "files", "pipelined")
 # what each fault does; every topology has three workers, so most worker faults leave a survivor
 # ("all-workers", a node that held them all, leaves none: a new set starts from the newest checkpoint)
 FAULTS = ("worker-kill", "worker-stop", "zombie", "two-workers", "kill-in-checkpoint", "coordinator-kill",
-          "redis-restart", "redis-lost", "zookeeper-restart", "zookeeper-cut", "storage-unwritable", "all-workers")
+          "redis-restart", "redis-lost", "zookeeper-restart", "zookeeper-cut", "storage-unwritable", "all-workers",
+          "worker-evict")
 CLI_FAULTS = ("zombie", "kill-in-checkpoint")  # injected by ftpipeline run itself: one per run
 
 
@@ -239,6 +241,15 @@ class Run:
                     os.killpg(pgid, signal.SIGSTOP if fault == "worker-stop" else signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+        elif fault == "worker-evict":  # a drain: SIGTERM to each process, as a kubelet to each container
+            live = self.workers()
+            if live:
+                wid = rng.choice(live)[0]
+                for name in ("spid", "epid"):
+                    try:
+                        os.kill(int((self.run_dir / "workers" / wid / name).read_text().split()[0]), signal.SIGTERM)
+                    except (OSError, ValueError, IndexError):
+                        pass
         elif fault == "all-workers":
             for _, pgid in self.workers():
                 try:

@@ -24,7 +24,7 @@ SAMPLE = (
                                 ("storage-unwritable", 10)), cut_s=12),
     Schedule(2, "files", (("zombie", 3), ("redis-restart", 5), ("worker-kill", 7), ("zookeeper-restart", 9))),
     Schedule(3, "pipelined", (("kill-in-checkpoint", 3), ("coordinator-kill", 6), ("worker-stop", 9))),
-    Schedule(4, "files", (("coordinator-kill", 4), ("redis-lost", 8))),
+    Schedule(4, "files", (("coordinator-kill", 4), ("worker-evict", 6), ("redis-lost", 8))),
     Schedule(5, "pipelined", (("zookeeper-cut", 4), ("worker-kill", 7)), cut_s=10),
     Schedule(6, "clickstream", (("zombie", 4), ("storage-unwritable", 6), ("all-workers", 9))),
 )

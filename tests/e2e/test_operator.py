@@ -387,3 +387,51 @@ def test_the_windowed_example_survives_a_deleted_worker_pod_with_windows_equal_t
         assert result.equal and result.duplicates == 0, result
     assert any(r.sink == "output" and r.expected_rows > 0 for r in results), results
     api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+
+
+def test_an_evicted_worker_hands_its_channels_over_and_the_budget_refuses_a_second_eviction(
+        kube: client.ApiClient, namespace: str, operator: str, spark: object) -> None:
+    """What ``kubectl drain`` does to each pod, on the one node: the Eviction API. The first worker evicted hands
+    its channels over (no recovery counted, an Event Evacuated); the PodDisruptionBudget refuses to evict the other
+    meanwhile, which stays as it was."""
+    api = client.CustomObjectsApi(kube)
+    core = client.CoreV1Api(kube)
+    policy = client.PolicyV1Api(kube)
+    steps = 40
+    name, doc, data = start(api, namespace, "drain", steps, until=3)
+    budget = render.disruption_budget_name(name)
+    wait_for("the budget to allow one eviction", lambda: (
+        policy.read_namespaced_pod_disruption_budget(budget, namespace).status.disruptions_allowed == 1), 60)
+
+    def evict(worker: str) -> None:
+        pod = render.pod_name(name, worker)
+        core.create_namespaced_pod_eviction(pod, namespace, client.V1Eviction(
+            metadata=client.V1ObjectMeta(name=pod, namespace=namespace)))
+
+    def gone(pod: str) -> bool:
+        try:
+            core.read_namespaced_pod(pod, namespace)
+            return False
+        except client.exceptions.ApiException as exc:
+            return exc.status == 404
+
+    at_evict, began = status(api, namespace, name).get("committedStep") or 0, time.monotonic()
+    evict("w1")
+    with pytest.raises(client.exceptions.ApiException) as refused:
+        evict("w0")
+    assert refused.value.status == 429, refused.value  # the budget: one worker at a time
+    w0 = core.read_namespaced_pod(render.pod_name(name, "w0"), namespace)
+    assert w0.metadata.deletion_timestamp is None and w0.status.phase == "Running"  # untouched
+    wait_for("the evicted pod to go", lambda: gone(render.pod_name(name, "w1")), 60)
+    took, at_gone = time.monotonic() - began, status(api, namespace, name).get("committedStep") or 0
+    print(f"eviction to pod gone: {took:.2f} s, steps {at_evict} -> {at_gone} meanwhile "
+          f"({(at_gone - at_evict) / took:.1f} steps/s)")
+    final = finished(api, namespace, name)
+    assert final["phase"] == "Succeeded", final
+    assert final["committedStep"] == steps
+    assert not final.get("recoveries"), final  # a handover, not a recovery
+    assert final["lastEvacuation"]["worker"] == "w1", final
+    assert events(core, namespace, name, "Evacuated"), "an Event says so"
+    assert not events(core, namespace, name, "Recovered"), events(core, namespace, name, "Recovered")
+    [result] = compare(spark, oracle_spec(doc, data), steps)
+    assert result.equal and result.duplicates == 0, result

@@ -33,6 +33,11 @@ class ClusterBackend(abc.ABC):
         """The command log reported ``worker`` dead while the backend still sees it; it will be killed
         and must not be reported lost again. A backend that records why workers went notes it here."""
 
+    def evict_worker(self, worker: WorkerId) -> None:
+        """Ask a worker to leave, as a drain does (SIGTERM to each of its processes, the Eviction API for a
+        pod): it hands its channels over (``coordinator/evacuation.py``) and is then killed."""
+        raise NotImplementedError(f"{type(self).__name__} cannot evict workers")
+
     def pause_worker(self, worker: WorkerId, zombie: bool = False) -> None:
         """Fault injection: stop a worker without killing it (alive but silent). With ``zombie``, a
         later ``kill_worker`` does not reach it: it wakes up instead, as after a healed partition."""

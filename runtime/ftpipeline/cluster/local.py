@@ -259,6 +259,13 @@ class LocalCluster(ClusterBackend):
             return
         self._killpg(self.workers[worker], signal.SIGKILL)
 
+    def evict_worker(self, worker: WorkerId) -> None:
+        for pid in self.workers[worker].pids:  # each process, as a kubelet signals each container's
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
     def pause_worker(self, worker: WorkerId, zombie: bool = False) -> None:
         self._killpg(self.workers[worker], signal.SIGSTOP)
         if zombie:

@@ -44,7 +44,9 @@ for every step after the newest checkpoint, so a resume re-runs those steps
 exactly, even if Redis lost its step log);
 ``step-committed`` is sent as the next step's tasks go out and accepted
 before the step's output is released; ``recovery`` before a
-recovery plan is applied, starting a new epoch; ``resumed`` when a restarted
+recovery plan is applied, starting a new epoch; ``evacuation`` before a leaving
+worker's channels move to the others (a new epoch, as a recovery's, with nothing
+re-run: ``coordinator/evacuation.py``); ``resumed`` when a restarted
 coordinator reopened a cut (the steps after it commit again). A worker that is not a
 member of the current epoch's ring (a *zombie*) is fenced off.
 """
@@ -58,7 +60,8 @@ from typing import Any
 
 KINDS = frozenset({
     "prepare-join", "notify-watchers", "accept-join", "abort-join", "leave", "peer-gc",
-    "run-started", "step-started", "step-committed", "checkpoint-committed", "recovery", "suspended", "resumed",
+    "run-started", "step-started", "step-committed", "checkpoint-committed", "recovery", "evacuation", "suspended",
+    "resumed",
 })
 LEFT_KEPT = 32      # recent departures kept in the state (for status and tests); older ones are forgotten
 STEPS_KEPT = 1000   # offsets of at most this many steps after the resume point (bounds the snapshot)
@@ -286,6 +289,8 @@ def apply(s: ClusterState, cmd: Command) -> ClusterState:
         s = replace(s, epoch=max(s.epoch, int(b["epoch"])), recoveries=s.recoveries + 1)
         if b.get("strategy") == "checkpoint":  # rolled back (or resumed) to a cut: later steps commit again
             s = replace(s, committed=int(b.get("boundary") or 0))
+    elif k == "evacuation":  # a leaving worker's channels moved to the others: a new epoch, nothing re-runs
+        s = replace(s, epoch=max(s.epoch, int(b["epoch"])))
     elif k == "suspended":
         s = replace(s, suspended=True)
     elif k == "resumed":  # a (re)started coordinator opened a cut: the steps after it commit again

@@ -187,6 +187,12 @@ class CheckpointManager:
                 raise answer
         self.needs_settle = False
 
+    def allocate_epoch(self) -> int:
+        """A number for snapshots that are not a checkpoint (a handover's, ``evacuation.py``): never reused,
+        never committed; the epoch messages carry is unchanged."""
+        self.allocated = max(self.allocated, self.epoch) + 1
+        return self.allocated
+
     def begin(self, boundary: int, workers: list[WorkerId]) -> int:
         self.allocated = max(self.allocated, self.epoch) + 1
         self.epoch = self.allocated

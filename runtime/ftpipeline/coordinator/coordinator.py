@@ -50,7 +50,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from ftpipeline.checkpoint.pointer import CheckpointPointer
@@ -62,6 +62,7 @@ from ftpipeline.coordinator.checkpoints import CheckpointManager
 from ftpipeline.control.redisclient import watch as redis_watch
 from ftpipeline.coordinator.detection import follow_deaths, inject_faults
 from ftpipeline.coordinator.errors import Interrupted, PipelineFailed, TaskFailed
+from ftpipeline.coordinator.evacuation import Evacuations, plan_handover
 from ftpipeline.coordinator.tally import Tally
 from ftpipeline.coordinator.outages import ControlPlane
 from ftpipeline.coordinator.faults import FaultPlan
@@ -70,18 +71,20 @@ from ftpipeline.coordinator.losses import rebuild_lost_store, recover
 from ftpipeline.coordinator.members import Members
 from ftpipeline.coordinator.offsets import SourceOffsets
 from ftpipeline.coordinator.recovery import RecoveryRecord
+from ftpipeline.coordinator.reports import Observer, RunResult
 from ftpipeline.coordinator.release import release_committed
 from ftpipeline.coordinator.trigger import Reason, StepTrigger
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.eventtime.columns import END_OF_INPUT
 from ftpipeline.eventtime.watermarks import Watermarks
 from ftpipeline.lineage.naming import Channel, Slot, Task, TaskKind, WorkerId
+from ftpipeline.lineage.planner import PlanningError
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.metrics import RunMetrics
 from ftpipeline.obs.phases import StepPhases
 from ftpipeline.spec.model import PipelineSpec
-from ftpipeline.worker.transport import SidecarClient
+from ftpipeline.worker.transport import SidecarClient, Unreachable
 
 __all__ = ["Coordinator", "Interrupted", "Observer", "PipelineFailed", "RunResult"]
 
@@ -90,49 +93,6 @@ log = logging.getLogger("ftpipeline.coordinator")
 # Longest wait for a worker event (BLPOP on the inbox, which returns as soon as one arrives): bounds how late
 # timers (trigger, checkpoints, detection) are looked at.
 POLL_S = 0.02
-
-
-class Observer:
-    """Receives progress events (the CLI draws them; the operator turns them into status)."""
-
-    def on_workers_starting(self, workers: list[WorkerId]) -> None: ...
-    def on_workers_kept(self, workers: list[WorkerId], why_not: str | None) -> None: ...
-    def on_worker_joined(self, worker: WorkerId, ready: int, total: int) -> None: ...
-    def on_step_started(self, step: int, reason: Reason, rows: int) -> None: ...
-    def on_step_recorded(self, step: int, offsets: dict[Slot, tuple[int, int]],
-                         watermark: int | None = None) -> None: ...
-    def on_source_lag(self, records: int) -> None: ...
-    def on_steps_expected(self, total: int) -> None: ...  # bounded sources: the steps the run will have
-    def on_watermark(self, step: int, watermark: int | None, lag_seconds: float | None) -> None: ...  # eventtime/
-    def on_step_committed(self, step: int, rows: int, seconds: float) -> None: ...
-    def on_worker_lost(self, worker: WorkerId, how: str = "") -> None: ...  # how: what found the loss
-    def on_recovery(self, record: RecoveryRecord) -> None: ...
-    def on_checkpoint(self, info: dict[str, Any]) -> None: ...
-    def on_checkpoint_aborted(self, epoch: int, reason: str) -> None: ...
-    def on_control_plane(self, component: str, available: bool, message: str) -> None: ...
-    def on_fenced(self, worker: WorkerId, what: str) -> None: ...  # a worker let go tried to commit or write
-    def on_rollback(self, record: RecoveryRecord) -> None: ...  # the run rolled back by itself (Redis came back empty)
-
-
-@dataclass
-class RunResult:
-    committed: int
-    source_rows: int
-    seconds: float
-    recoveries: list[RecoveryRecord] = field(default_factory=list)
-    stats: dict[str, int] = field(default_factory=dict)
-    step_seconds: list[float] = field(default_factory=list)
-    tasks_by_worker: dict[str, int] = field(default_factory=dict)
-    joins: list[dict[str, Any]] = field(default_factory=list)  # replacements: worker, committed step at join
-    checkpoints: list[dict[str, Any]] = field(default_factory=list)
-    buffers: list[dict[str, Any]] = field(default_factory=list)  # held bytes per worker, every few steps
-    commit_at: list[float] = field(default_factory=list)          # seconds since start when each step committed
-    outages: list[dict[str, Any]] = field(default_factory=list)   # ZooKeeper/Redis out of reach: how long, outcome
-    dead_letters: int = 0                                         # each malformed record once (tally.py)
-    late_records: int = 0                                         # each record behind the watermark once
-    watermark: int | None = None                                  # the last step's (eventtime/), us
-    rollbacks: list[RecoveryRecord] = field(default_factory=list)  # rolled back by itself (Redis came back empty)
-    phases: dict[str, Any] = field(default_factory=dict)          # where a step's time goes (obs/phases.py)
 
 
 class Coordinator:
@@ -202,6 +162,7 @@ class Coordinator:
         self.sources = SourceOffsets(self.graph)   # what each source slot reported, and reads next (offsets.py)
         self._streams = spec.reads_kafka  # whose lag the observer shows
         self.recoveries: list[RecoveryRecord] = []
+        self.evacuations = Evacuations(clock)  # workers asked to leave (a drain): handed over, not recovered
         self.last_progress = 0.0
         self._started_at = 0.0
         self.tally = Tally()          # rows read and dead letters, each counted once (tally.py)
@@ -259,6 +220,7 @@ class Coordinator:
         if self.generation is not None and (now or self.clock() - self._generation_checked > 0.5):
             self._generation_checked = self.clock()
             if self.store.generation() != self.generation:
+                self.evacuations.interrupted()
                 rebuild_lost_store(self)
 
     def done_in_step(self, step: int) -> int:
@@ -303,6 +265,10 @@ class Coordinator:
             self.metrics.lag(slot.stage, slot.index, self.sources.lag().get(slot, 0))
         elif kind == "replay":
             self._replays.add(int(event["step"]))
+        elif kind == "leaving" and not self.evacuations.request(WorkerId(event["w"]), self.workers):
+            self.cluster.kill_worker(WorkerId(event["w"]))  # no handover for it: it goes as a loss would
+        elif kind in ("checkpointed", "checkpoint_failed") and (leaving := self.evacuations.snapshot_of(event)):
+            self._hand_over(leaving.worker, event)
         elif kind in ("checkpointed", "inflight", "checkpoint_failed"):
             self.ckpt.on_event(event)
         elif kind == "joined" and event["w"] in self.members.joining:
@@ -310,7 +276,49 @@ class Coordinator:
 
     def lost(self, dead: WorkerId, reason: str = "", how: str = "") -> None:
         self.phases.forget_open()  # the steps in flight now measure the recovery
+        if self.members.knows(dead):  # not one already handled (the evacuated leaver's own exit)
+            self.evacuations.forget(dead)
+            self.evacuations.interrupted()
         recover(self, dead, reason, how)
+
+    def _ask_snapshot(self, worker: WorkerId, epoch: int) -> None:
+        try:
+            self.client(worker).call("handover", {"epoch": epoch})
+        except Unreachable as exc:  # dying now: its loss is reported next and recovered
+            log.warning("handover call failed", extra={"worker": worker, "error": str(exc)})
+            self.evacuations.forget(worker)
+
+    def _hand_over(self, leaver: WorkerId, event: dict[str, Any]) -> None:
+        """The leaver's snapshot is written (or not): move its channels, let it go, replace it (evacuation.py)."""
+        if event["t"] == "checkpoint_failed":
+            log.error("handover snapshot failed: the leaving worker goes as a loss",
+                      extra={"worker": leaver, "error": event.get("error")})
+            self.cluster.kill_worker(leaver)
+            return
+        started = self.clock()
+        survivors = [w for w in self.workers if w != leaver]
+        try:
+            record = plan_handover(self.graph, self.tables, self.journal, self.owner, survivors,
+                                   self.clients_for(survivors), self.ckpt.last, leaver, list(event["snapshots"]),
+                                   started, self.clock)
+        except PlanningError as exc:  # nothing moved: the leaver goes as a loss, recovered as one
+            log.error("no handover plan: the leaving worker goes as a loss", extra={"worker": leaver, "error": str(exc)})
+            self.cluster.kill_worker(leaver)
+            return
+        # the leaver's message counts go with it: the next checkpoint settles them first, as after a loss
+        self.ckpt.abort(f"worker {leaver} evacuated")
+        self.outstanding.update({t.id: t for _, t in record.tasks})
+        self.placement = dict(record.placement)
+        self.journal.close_ring_around(leaver, "evacuated")
+        self.members.remove(leaver)
+        self.cluster.kill_worker(leaver)  # fenced already: its pod or processes go now
+        self.members.replace_planned(self.clock(), self.committed)
+        self.evacuations.done.append(record)
+        self.metrics.evacuations.inc()
+        self.metrics.workers_ready.set(len(self.workers))
+        self.observer.on_evacuated(record)
+        self.last_progress = self.clock()
+        log.info("evacuated", extra=record.summary())
 
     def rewind(self, record: RecoveryRecord, manifest: dict[str, Any] | None, gt_last: int) -> None:
         """After a rollback: progress is the cut's boundary; later steps replay from the step log."""
@@ -332,7 +340,7 @@ class Coordinator:
 
     # --- steps -------------------------------------------------------------
     def _maybe_trigger(self, trigger: StepTrigger) -> None:
-        if self.triggered - self.committed >= self.spec.window:
+        if self.triggered - self.committed >= self.spec.window or self.evacuations.holds_steps:
             return
         if not self.control.available("zookeeper"):
             return  # its start could not be logged: no step goes out while the log is out of reach
@@ -462,6 +470,10 @@ class Coordinator:
             self._poll(POLL_S)
             self.check_stop()
             self._commit_ready()
+            overdue = self.evacuations.start(self.triggered == self.committed and not self.outstanding,
+                                             self.ckpt.busy, self.ckpt.allocate_epoch, self._ask_snapshot)
+            if overdue is not None:
+                self.cluster.kill_worker(overdue)
             self.members.start_replacements(self.committed)
             self._checkpoint_tick()
             finished = self._finished()
@@ -486,6 +498,7 @@ class Coordinator:
             rollbacks=list(self.rollbacks),
             seconds=self.clock() - self._started_at if self._started_at else 0.0,
             recoveries=self.recoveries,
+            evacuations=list(self.evacuations.done),
             outages=list(self.control.outages),
             stats={**self.store.stats(), "recomputed_rows": self._recomputed_rows,
                    "heartbeat_losses": self.heartbeat_losses, "log_znodes_max": self.journal.log_znodes_max},

@@ -119,10 +119,11 @@ def inject_faults(c: Coordinator) -> None:
     if f is None or not f.due(c.triggered, c.done_in_step(f.at_step or 0), c.elapsed(), c.ckpt.busy):
         return
     victim = f.victim(c.workers)
-    if f.action == "kill":
+    if f.action in ("kill", "evict"):
         f.fired = True
-        log.warning("fault injection: killing worker", extra={"worker": victim, "step": c.triggered})
-        c.cluster.kill_worker(victim)
+        log.warning(f"fault injection: {'killing' if f.action == 'kill' else 'evicting'} worker",
+                    extra={"worker": victim, "step": c.triggered})
+        (c.cluster.kill_worker if f.action == "kill" else c.cluster.evict_worker)(victim)
         return
     stats = answers(c, victim, "stats")
     if stats is not None and int(str(stats.get("running", 0))) > 0:

@@ -30,7 +30,8 @@ class FaultPlan:
     seed: int = 0
     during_checkpoint: bool = False
     action: str = "kill"  # kill: SIGKILL / pod deletion; stop: SIGSTOP (alive but silent); zombie: stop,
-                          # and the kill that follows never reaches it (a partition), so it wakes up later
+                          # and the kill that follows never reaches it (a partition), so it wakes up later;
+                          # evict: asked to leave (SIGTERM / the Eviction API), as a drain does
     fired: bool = field(default=False, init=False)
 
     def victim(self, workers: list[WorkerId]) -> WorkerId:

@@ -202,6 +202,11 @@ class Members:
             raise PipelineFailed(_spent(exc, cause)) from exc
         self._replacements.append((now + delay, committed))
 
+    def replace_planned(self, now: float, committed: int) -> None:
+        """A worker let go by plan (a drain's handover): replaced after the next commit, not charged to the
+        restart budget."""
+        self._replacements.append((now, committed))
+
     def start_over(self, now: float, cause: str = "") -> float:
         """The last member is gone: a whole new set will replace it, the replacements still joining or
         due included (those are killed or forgotten). The loss is charged to the restart budget like any

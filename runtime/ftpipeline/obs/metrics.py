@@ -45,6 +45,9 @@ class _Families:
             "ftpipeline_recovery_start_seconds", "From the event that reported a lost worker (a pod deletion) to "
             "the recovery plan applied.", labels, buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5),
             registry=registry)
+        self.evacuations = Counter("ftpipeline_evacuations_total", "Workers that left by plan (a drain's eviction) "
+                                   "and handed their channels over: no recovery, nothing re-run.", labels,
+                                   registry=registry)
         self.replayed = Counter("ftpipeline_recovery_records_replayed_total",
                                 "Records read again by tasks re-run for recovery.", labels,
                                 registry=registry)
@@ -122,6 +125,7 @@ class RunMetrics:
         self.recovery_seconds = f.recovery_seconds
         self.recovery_to_commit = f.recovery_to_commit.labels(pipeline)
         self.recovery_start = f.recovery_start.labels(pipeline)
+        self.evacuations = f.evacuations.labels(pipeline)
         self.replayed = f.replayed.labels(pipeline)
         self.source_rows = f.source_rows.labels(pipeline)
         self.dead_letters = f.dead_letters.labels(pipeline)

@@ -402,6 +402,11 @@ STATUS_SCHEMA: Schema = obj(
             "seconds": {"type": "number", "description": "From the loss to the recovery plan applied."},
             "time": {**_TIME, "description": "When the loss was detected."},
         }),
+        "lastEvacuation": obj("The newest worker that was evicted (a drain) and handed its channels over.", {
+            "worker": string("The evicted worker."),
+            "seconds": {"type": "number", "description": "From its snapshot's report to its channels moved."},
+            "time": {**_TIME, "description": "When its channels moved."},
+        }),
         "workers": obj("Workers of the current run.", {
             "ready": integer("Workers that joined and run tasks."),
             "total": integer("Workers the spec asks for."),

@@ -41,6 +41,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import time
 import threading
 from collections.abc import Callable
@@ -497,6 +498,9 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str], sideca
     warmed = runner.warm()  # a stream's plans, before its first records (dataflow/plans.py)
     log.info("ready", extra={"worker": worker, "warmed": warmed})
     snapshots = SidecarClient(_sidecar_address(work_dir))  # the snapshot thread's own connection
+    # an eviction's SIGTERM is the sidecar's to act on (worker/leaving.py): this process runs on until the
+    # sidecar says shutdown or goes
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     while True:
         reply = sidecar.call("next_task", {"timeout_ms": 1000})
         if reply is None:
@@ -513,6 +517,9 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str], sideca
             except Exception as exc:
                 log.exception("step write failed", extra={"error": one_line(exc)})
                 sidecar.call("answer", {"id": request["id"], "error": one_line(exc), "user": False})
+            continue
+        if "snapshot" in reply:  # leaving: every state as it is now, for the workers taking it over
+            _snapshot(runner, snapshots, int(reply["snapshot"]))
             continue
         if "open" in reply:
             runner.open(reply["open"]["states"])

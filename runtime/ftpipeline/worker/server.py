@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import os
+import signal
 import tempfile
 import threading
 from pathlib import Path
@@ -52,7 +53,7 @@ log = logging.getLogger("ftpipeline.sidecar")
 COORDINATOR_ACTIONS = frozenset({
     "state", "create", "adopt", "open", "step", "wake", "checkpoint", "release", "prepare_outputs", "barrier",
     "shutdown", "stats", "checkpoints", "checkpoint_manifest", "publish_checkpoint", "reset_checkpoints",
-    "discard_checkpoints",
+    "discard_checkpoints", "handover",
 })
 SPARK_ACTIONS = frozenset({
     "hello", "next_task", "may_write", "opened", "task_done", "task_failed", "snapshot_done", "snapshot_failed",
@@ -145,7 +146,6 @@ def main(argv: list[str] | None = None) -> None:
     socket = local_socket(args.dir)
     socket.unlink(missing_ok=True)
     local = _FlightServer(f"grpc+unix://{socket}", sidecar, SPARK_ACTIONS, False)
-    threading.Thread(target=local.serve, name="local-listener", daemon=True).start()
     sidecar.store.register(sidecar.worker, {"address": sidecar.address, "pid": os.getpid()})
     (args.dir / "sidecar.addr.tmp").write_text(f"grpc+unix://{socket}")  # the Spark process's way in
     os.replace(args.dir / "sidecar.addr.tmp", args.dir / "sidecar.addr")
@@ -156,8 +156,13 @@ def main(argv: list[str] | None = None) -> None:
         zk = zk_connect(args.zookeeper, timeout_s=args.heartbeat_timeout_ms / 1000)
         Peer(zk, args.pipeline, sidecar.worker, on_fenced=sidecar.fence, still_member=sidecar.still_member).start()
     log.info("listening", extra={"worker": sidecar.worker, "address": sidecar.address})
-    threading.Thread(target=lambda: (sidecar.stopping.wait(), local.shutdown(), server.shutdown()), daemon=True).start()
-    server.serve()
+    # Both listeners serve from their construction on. Their serve() is not called: it would shut them down
+    # on a signal, and SIGTERM (an eviction, a drain) asks for a handover instead (worker/leaving.py)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sidecar.leaving.request())
+    while not sidecar.stopping.wait(0.2):
+        pass
+    local.shutdown()
+    server.shutdown()
 
 
 if __name__ == "__main__":

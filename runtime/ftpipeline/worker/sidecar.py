@@ -75,6 +75,7 @@ from ftpipeline.worker.buffer import ObjectBuffer, ipc_bytes, read_ipc
 from ftpipeline.worker.checkpoint_files import CheckpointFiles
 from ftpipeline.worker.epochs import EpochKeeper
 from ftpipeline.worker.inputs import InputResolver
+from ftpipeline.worker.leaving import Leaving
 from ftpipeline.worker.outputs import Outputs
 from ftpipeline.worker.tls import Credentials
 
@@ -147,6 +148,7 @@ class Sidecar:
         self._joined = False
         self._last_refresh = 0.0
         self.stopping = threading.Event()
+        self.leaving = Leaving(self)              # asked to go (SIGTERM): hands its channels over first
         self._ready = threading.Event()           # something may have made a queued task ready
         self.outputs = Outputs(worker, self.store, self.still_member, self.wake_up)  # the sinks' barriers
         self.fenced: str | None = None            # why this worker no longer belongs to the run (a zombie)
@@ -279,6 +281,13 @@ class Sidecar:
         self.stopping.set()
         return {"ok": True}
 
+    def _do_handover(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The coordinator holds the steps for this leaving worker: snapshot its states as ``epoch``."""
+        with self._cv:
+            self.leaving.handover(int(body["epoch"]))
+        self._ready.set()
+        return {"ok": True}
+
     def _do_stats(self, body: dict[str, Any]) -> dict[str, Any]:
         return {"held_objects": self.buffer.held(), "held_bytes": self.buffer.held_bytes(), "running": len(self._running)}
 
@@ -298,6 +307,9 @@ class Sidecar:
             with self._cv:
                 if self._opening is not None:
                     return {"open": self._opening}
+                handover = self.leaving.snapshot_due(not self._running)
+                if handover is not None:  # between tasks: every state as of the last step it folded
+                    return {"snapshot": handover}
             request = self.outputs.take()  # a step to write for a release (worker/outputs.py)
             if request is not None:
                 return request

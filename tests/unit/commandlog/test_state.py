@@ -72,6 +72,8 @@ def test_steps_commits_and_rollbacks() -> None:
     assert s.frontier == {"src.0": 30}
     rolled = apply(s, Command(99, "recovery", {"epoch": 4, "lost": "w1", "strategy": "checkpoint", "boundary": 1}))
     assert (rolled.committed, rolled.epoch, rolled.recoveries) == (1, 4, 1)
+    moved = apply(s, Command(99, "evacuation", {"epoch": 5, "worker": "w1"}))  # a drain's handover: no rollback
+    assert (moved.committed, moved.epoch, moved.recoveries) == (2, 5, 0)
     resumed = apply(s, Command(99, "run-started", {"run_epoch": 2, "epoch": 5, "fresh": False}))
     assert (resumed.committed, resumed.run_epoch, resumed.started) == (1, 2, s.started)
 

@@ -91,3 +91,19 @@ def test_stop_deletes_gracefully_and_reports_nothing() -> None:
     c.on_pod_event("DELETED", pod_of("w0"))
     assert c.lost() == []
     assert calls.deleted == [("clicks-w0", 10)]
+
+
+def test_a_pod_evicted_through_the_api_is_not_lost_while_it_hands_over_but_is_once_it_dies() -> None:
+    c, calls = cluster()
+    c.start_worker(WorkerId("w0"))
+    evicted = {"conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}],
+               "containerStatuses": [{"name": "spark", "state": {"running": {}}}]}
+    c.on_pod_event("MODIFIED", {**pod_of("w0", **evicted), "metadata": {
+        **pod_of("w0")["metadata"], "deletionTimestamp": "2026-11-29T00:00:00Z"}})
+    assert c.lost() == [] and calls.deleted == []  # the worker asks for its handover itself
+    ended = {**evicted, "containerStatuses": [{"name": "spark", "state": {"terminated": {"exitCode": 137}}}]}
+    c.on_pod_event("MODIFIED", pod_of("w0", **ended))  # it died before the handover: lost after all
+    assert c.lost() == ["w0"] and c.diagnoses[WorkerId("w0")].failure is Failure.EVICTED
+    c.start_worker(WorkerId("w1"))
+    c.on_pod_event("DELETED", pod_of("w1", **evicted))  # gone, whatever it was doing
+    assert c.lost() == ["w1"]

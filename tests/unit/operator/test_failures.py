@@ -104,3 +104,16 @@ def test_a_worker_that_cannot_run_is_told_apart_and_its_reason_quoted() -> None:
                                       "metadata": labelled})
     assert cluster.lost() == ["w0", "w1"]
     assert cluster.cannot_run(WorkerId("w0")) == reason and cluster.cannot_run(WorkerId("w1")) is None
+
+
+def test_an_eviction_through_the_api_is_a_handover_until_a_container_ends() -> None:
+    from ftpipeline_operator.failures import leaving
+
+    cond = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+    running = [{"name": "sidecar", "state": {"running": {}}}]
+    assert leaving({"status": {"conditions": [cond], "containerStatuses": running}})
+    assert not leaving({"status": {"conditions": [{**cond, "reason": "PreemptionByScheduler"}],
+                                   "containerStatuses": running}})
+    assert not leaving({"status": {"conditions": [cond], "containerStatuses": [
+        {"name": "sidecar", "state": {"terminated": {"exitCode": 0}}}]}})
+    assert not leaving({"status": {"phase": "Running"}})

@@ -239,11 +239,11 @@ def test_workers_spread_over_nodes_unless_the_spec_says_otherwise() -> None:
 def test_the_disruption_budget_selects_exactly_the_worker_pods_one_at_a_time_by_default() -> None:
     doc = body()
     pdb = render.disruption_budget(doc)
-    assert pdb["kind"] == "PodDisruptionBudget" and pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["kind"] == "PodDisruptionBudget" and pdb["spec"]["minAvailable"] == doc["spec"]["workers"] - 1
     assert pdb["metadata"]["ownerReferences"][0]["kind"] == "FTPipeline"
     selector = ",".join(f"{k}={v}" for k, v in pdb["spec"]["selector"]["matchLabels"].items())
     assert selector == render.worker_selector(doc["metadata"]["name"])
     assert render.worker_pod(doc, "w0", "r1", {"redis": "redis://r:6379/0"})["metadata"]["labels"].items() >= \
         pdb["spec"]["selector"]["matchLabels"].items()
     doc["spec"]["disruptionBudget"] = {"maxUnavailable": 2}
-    assert render.disruption_budget(doc)["spec"]["maxUnavailable"] == 2
+    assert render.disruption_budget(doc)["spec"]["minAvailable"] == 0
