@@ -71,13 +71,19 @@ def image_pull_error(pod: Mapping[str, Any]) -> Diagnosis | None:
     return None
 
 
+def _disruption(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The pod's DisruptionTarget condition when it is True (it is about to go: evicted, preempted, ...)."""
+    return next((c for c in (pod.get("status") or {}).get("conditions") or []
+                 if c.get("type") == "DisruptionTarget" and c.get("status") == "True"), None)
+
+
 def failed(pod: Mapping[str, Any]) -> Diagnosis | None:
     """The worker in this pod is lost (or cannot start), and why; None while it is healthy or starting."""
     status = pod.get("status") or {}
-    for cond in status.get("conditions") or []:
-        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
-            kind = _DISRUPTION.get(cond.get("reason", ""), Failure.EVICTED)
-            return Diagnosis(kind, "", cond.get("message", cond.get("reason", "")))
+    cond = _disruption(pod)
+    if cond is not None:
+        kind = _DISRUPTION.get(cond.get("reason", ""), Failure.EVICTED)
+        return Diagnosis(kind, "", cond.get("message", cond.get("reason", "")))
     if status.get("reason") == "Evicted":
         return Diagnosis(Failure.EVICTED, "", status.get("message", ""))
     if status.get("reason") == "Preempting":
@@ -114,8 +120,8 @@ def leaving(pod: Mapping[str, Any]) -> bool:
     """Evicted through the Eviction API (a drain) with its containers still running: the worker hands its
     channels over before it goes (``coordinator/evacuation.py``), so the pod is not lost yet. Its loss, if it
     dies first, comes with a container's exit or the pod's deletion."""
-    evicted = any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
-                  and c.get("reason") == "EvictionByEvictionAPI" for c in (pod.get("status") or {}).get("conditions") or [])
+    cond = _disruption(pod)
+    evicted = cond is not None and cond.get("reason") == "EvictionByEvictionAPI"
     return evicted and not any((cs.get("state") or {}).get("terminated") for cs in _statuses(pod))
 
 

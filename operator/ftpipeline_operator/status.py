@@ -224,9 +224,7 @@ class StatusReporter(Observer):
     def on_evacuated(self, record: RecoveryRecord) -> None:
         """A drained worker handed its channels over (coordinator/evacuation.py): no recovery is counted."""
         self.ready = max(0, self.ready - 1)
-        self.event("Normal", "Evacuated", f"worker {record.worker} was evicted and handed its {len(record.moves)} "
-                                         f"channels over in {record.seconds * 1000:.0f} ms ({len(record.rebuilt)} "
-                                         "states from its snapshot), nothing re-run")
+        self.event("Normal", "Evacuated", record.describe())
         self.condition("Degraded", True, "AwaitingReplacement",
                        f"worker {record.worker} was evicted; {self.ready}/{self.total} workers ready until its "
                        f"replacement joins")

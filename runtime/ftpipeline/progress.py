@@ -91,10 +91,7 @@ class LocalObserver(Observer):
 
     def on_evacuated(self, record: RecoveryRecord) -> None:
         self._record("evacuation", worker=record.worker, seconds=round(record.seconds, 4))
-        moved = len(record.moves)
-        self._line(f"[yellow]evacuated {record.worker}[/yellow]: asked to leave, it handed {moved} "
-                   f"channel{'' if moved == 1 else 's'} over with {len(record.rebuilt)} state snapshot"
-                   f"{'' if len(record.rebuilt) == 1 else 's'} in {record.seconds * 1000:.0f} ms, nothing re-run; "
+        self._line(f"[yellow]evacuated {record.worker}[/yellow]: {record.describe()}; "
                    "a replacement worker starts after the next commit")
 
     def on_fenced(self, worker: WorkerId, what: str) -> None:

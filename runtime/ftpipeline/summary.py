@@ -40,7 +40,7 @@ def print_summary(console: Console, spec: PipelineSpec, result: RunResult, earli
                                             f"after {to_commit}, {r.buffered_rows:,} rows were buffered there")
     for r in result.evacuations:
         table.add_row(f"  evacuated {r.worker}", f"asked to leave: {len(r.moves)} channels handed over in "
-                                                 f"{r.seconds * 1000:.0f} ms, {len(r.tasks)} rebuilt from its snapshots")
+                                                 f"{r.seconds * 1000:.0f} ms, {len(r.rebuilt)} rebuilt from its snapshots")
     rollbacks = len(result.rollbacks) + earlier.get("rollback", 0)
     if rollbacks:
         table.add_row("rollbacks", f"{rollbacks}{before('rollback')} (Redis came back empty)")

@@ -194,8 +194,7 @@ class CheckpointManager:
         return self.allocated
 
     def begin(self, boundary: int, workers: list[WorkerId]) -> int:
-        self.allocated = max(self.allocated, self.epoch) + 1
-        self.epoch = self.allocated
+        self.epoch = self.allocate_epoch()
         self.requested = False
         self.last_started_at = self.clock()
         self.current = CheckpointTracker(self.epoch, boundary, frozenset(workers), self.clock())

@@ -56,7 +56,6 @@ class Stage(enum.Enum):
 @dataclass
 class Evacuation:
     worker: WorkerId
-    requested_at: float
     stage: Stage = Stage.REQUESTED
     epoch: int = 0                      # the snapshot's epoch in checkpoint storage
     asked_at: float = 0.0               # when the snapshot was asked
@@ -86,7 +85,7 @@ class Evacuations:
             log.warning("asked to leave, but no handover is possible: it goes as a loss", extra={"worker": worker})
             return False
         log.info("worker asked to leave: holding new steps for its handover", extra={"worker": worker})
-        self.waiting.append(Evacuation(worker, self.clock()))
+        self.waiting.append(Evacuation(worker))
         return True
 
     def forget(self, worker: WorkerId) -> None:

@@ -72,6 +72,11 @@ class RecoveryRecord:
     def describe(self) -> str:
         """What the recovery did, in one line (the terminal, the Recovered Event): which work it re-runs and
         where, as the plan says, not what the loss looked like."""
+        if self.strategy == "evacuation":  # a worker asked to leave (evacuation.py): nothing was lost
+            moved, states = len(self.moves), len(self.rebuilt)
+            return (f"worker {self.worker}, asked to leave, handed its {moved} channel{'' if moved == 1 else 's'} "
+                    f"over in {self.seconds * 1000:.0f} ms ({states} state{'' if states == 1 else 's'} from its "
+                    "snapshot), nothing re-run")
         took = f"{self.strategy} recovery of worker {self.worker} in {self.seconds * 1000:.0f} ms"
         n = len({w for w, _ in self.tasks})
         survivors = f"{n} survivor{'' if n == 1 else 's'}"

@@ -78,3 +78,15 @@ def test_the_handover_starts_moved_channels_from_the_leavers_snapshots_and_keeps
     assert manifest["states"] == {"agg.0": {"step": 10, "path": "epoch-2/state/agg.0"},
                                   "agg.1": {"step": 14, "path": "epoch-3/state/agg.1"}}
     assert handover_manifest(None, []) == {"states": {}}
+
+
+def test_a_handover_is_described_as_one_not_as_a_recovery() -> None:
+    from ftpipeline.coordinator.recovery import RecoveryRecord
+    from ftpipeline.lineage.naming import Channel
+
+    record = RecoveryRecord(worker=W1, strategy="evacuation", epoch=3, tasks=(), detected_at=0.0, seconds=0.014,
+                            moves={Channel("agg", 1): W0, Channel("src", 1): W2}, rebuilt=(Channel("agg", 1),))
+    said = record.describe()
+    assert said == "worker w1, asked to leave, handed its 2 channels over in 14 ms (1 state from its snapshot), " \
+                   "nothing re-run", said
+    assert "recovery" not in said
