@@ -38,6 +38,10 @@ CLI = "tests/integration/test_cli.py::"
 SESSIONS = "tests/integration/eventtime/test_sessions.py::"
 
 GROUPS: dict[str, str] = {
+    # several nodes: a node stopped and a node drained every time; Redis's node lost, and the one-node eviction
+    # (which the drain covers, budget included), in one part
+    "tests/e2e/test_nodes.py::test_the_node_holding_redis_stopped": "B",
+    "tests/e2e/test_operator.py::test_an_evicted_worker_hands_its_channels_over": "B",
     # chaos: schedule 1 every time; 2 and 3 hold every other fault kind, 6 the loss of every worker
     f"{CHAOS}[2-": "A", f"{CHAOS}[3-": "B", f"{CHAOS}[6-": "C", f"{CHAOS}[4-": "full", f"{CHAOS}[5-": "full",
     # checkpoints: pipelined-checkpoint-during-checkpoint every time

@@ -125,6 +125,10 @@ def namespace(kube: object) -> Iterator[str]:
 
 @pytest.fixture
 def crd(kube: Any) -> str:
+    return apply_crds(kube)
+
+
+def apply_crds(kube: Any) -> str:
     """The CRDs from crds/ (FTPipeline, and Kopf's peering the operator replicas use), created or replaced,
     and established; the FTPipeline CRD's name."""
     import time

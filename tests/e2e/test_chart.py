@@ -180,6 +180,24 @@ def test_redis_keeps_an_append_only_file_and_zookeeper_its_data_on_claims_by_def
     assert helm("template", "t", str(CHART), "--set", "redis.persistence.size=lots", check=False).returncode != 0
 
 
+def test_the_stores_take_a_placement_and_leave_a_lost_node_after_their_toleration() -> None:
+    """Redis and ZooKeeper are single pods: one on a node that stopped answering is evicted after
+    nodeLostTolerationSeconds (30 by default, not Kubernetes' 300) and starts on another node."""
+    lost = [{"effect": "NoExecute", "key": f"node.kubernetes.io/{k}", "operator": "Exists", "tolerationSeconds": 30}
+            for k in ("not-ready", "unreachable")]
+    for component in ("redis", "zookeeper"):
+        deploy, _ = _server(render(), component)
+        pod = deploy["spec"]["template"]["spec"]
+        assert pod["tolerations"] == lost and "nodeSelector" not in pod and "affinity" not in pod
+        deploy, _ = _server(render(f"{component}.nodeSelector.pool=stores", f"{component}.nodeLostTolerationSeconds=0",
+                                   f"{component}.tolerations[0].key=dedicated",
+                                   f"{component}.tolerations[0].operator=Exists"), component)
+        pod = deploy["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {"pool": "stores"}
+        assert pod["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]  # 0: Kubernetes' own default
+    assert helm("template", "t", str(CHART), "--set", "redis.nodeLostTolerationSeconds=-1", check=False).returncode != 0
+
+
 def _secret_grants(docs: list[dict[str, object]]) -> dict[tuple[str, str], list[str]]:
     """(kind, namespace) of each role that grants access to pipelines' Secrets, with its verbs (not the
     operator's own role for its webhook certificate: ``test_the_webhook_certificate_role_reads_one_secret``)."""

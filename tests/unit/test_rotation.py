@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_every_entry_names_a_collected_test() -> None:
     out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                          "tests/chaos", "tests/integration"], cwd=ROOT, capture_output=True, text=True,
+                          "tests/chaos", "tests/integration", "tests/e2e"], cwd=ROOT, capture_output=True, text=True,
                          env={**os.environ, "FTPIPELINE_TEST_FULL": "1"}, timeout=300)
     ids = [line for line in out.stdout.splitlines() if "::" in line]
     assert len(ids) > 100, out.stdout[-2000:] + out.stderr[-2000:]

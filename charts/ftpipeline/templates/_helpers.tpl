@@ -220,3 +220,31 @@ Service, ConfigMap and PodDisruptionBudget, read the Secrets pipelines reference
 {{ .Values.kafka.externalBootstrapServers }}
 {{- end -}}
 {{- end -}}
+
+{{/*
+Where a store's pod may run: its nodeSelector, affinity and tolerations, plus, with
+nodeLostTolerationSeconds, how long it stays bound to a node that stopped answering (not-ready,
+unreachable) before Kubernetes evicts it and the Deployment starts it elsewhere (Kubernetes' default:
+300 s). Takes the component's values.
+*/}}
+{{- define "ftpipeline.placement" -}}
+{{- with .nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- $tolerations := .tolerations | default list }}
+{{- with .nodeLostTolerationSeconds }}
+{{- $seconds := . }}
+{{- range $key := list "node.kubernetes.io/not-ready" "node.kubernetes.io/unreachable" }}
+{{- $tolerations = append $tolerations (dict "key" $key "operator" "Exists" "effect" "NoExecute" "tolerationSeconds" (int $seconds)) }}
+{{- end }}
+{{- end }}
+{{- with $tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -27,14 +28,14 @@ class Daemons:
         except (OSError, ValueError):
             return None
 
-    def _start(self, name: str, *cmd: str | Path) -> None:
+    def _start(self, name: str, *cmd: str | Path, preexec: Callable[[], None] | None = None) -> None:
         if self._alive(name):
             return
         (self.state / "run").mkdir(parents=True, exist_ok=True)
         (self.state / "logs").mkdir(parents=True, exist_ok=True)
         with open(self.state / "logs" / f"{name}.log", "ab") as log:
             proc = subprocess.Popen([str(c) for c in cmd], stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+                                    stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec)
         self._pidfile(name).write_text(str(proc.pid))
 
     def _stop(self, name: str, grace_s: float = 10) -> None:

@@ -1,4 +1,4 @@
-"""The local provider: one node, every component a process on this machine.
+"""The local provider: every component a process on this machine; one node, or more with ``--nodes``.
 
 ``up`` order: packages and artifacts (``build.py``) -> node address on a dummy
 interface, IP forwarding -> certificates and kubeconfigs -> etcd ->
@@ -6,7 +6,7 @@ kube-apiserver (wait for /readyz) -> controller-manager, scheduler, CoreDNS
 (the cluster's DNS, serving on the node address) -> the default StorageClass
 ``standard`` and local-path-provisioner (wait for /ready; ``storage.py``) ->
 containerd (images imported) -> kubelet, kube-proxy, kube-router (NetworkPolicy
-enforcement) -> wait for the node to be Ready. Each daemon runs in its own session with its log and pid file in
+enforcement) -> wait for the node to be Ready -> the pool nodes, if any (``nodes.py``). Each daemon runs in its own session with its log and pid file in
 the state directory, so it outlives this command and ``down`` can find it.
 
 ``down`` stops the provisioner and the kubelet first (so they create
@@ -25,6 +25,8 @@ import signal
 import shutil
 import ssl
 import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 import time
 import urllib.request
 from pathlib import Path
@@ -32,6 +34,7 @@ from pathlib import Path
 from . import build, pki, podnet, storage
 from .build import phase, run
 from .daemons import Daemons
+from .nodes import Node, PoolNode, containerd_config, kubelet_config, pool
 from .config import (COREDNS, ETCD, HELM, KUBE_ROUTER, LOCAL_PATH_PROVISIONER, PAUSE_IMAGE, PROJECT_IMAGE, Network,
                      Paths, write_if_changed)
 
@@ -40,11 +43,25 @@ DAEMONS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"
 
 
 class LocalCluster(Daemons):
-    def __init__(self, paths: Paths | None = None, net: Network | None = None) -> None:
+    def __init__(self, paths: Paths | None = None, net: Network | None = None, nodes: int | None = None) -> None:
         self.paths = paths or Paths.from_env()
         self.net = net or Network()
         self.state = self.paths.state
         self.sock = self.state / "containerd" / "containerd.sock"
+        count = self.state / "nodes.count"  # what the last up made: down, status and node faults follow it
+        if nodes is None:
+            nodes = int(count.read_text()) if count.exists() else 1
+        self.pool = [PoolNode(node, self.paths, self) for node in pool(nodes)]
+
+    @property
+    def node_count(self) -> int:
+        return 1 + len(self.pool)
+
+    def pool_node(self, name: str) -> PoolNode:
+        for node in self.pool:
+            if node.node.name == name:
+                return node
+        raise SystemExit(f"no pool node {name!r}: this cluster has {[n.node.name for n in self.pool]}")
 
     # --- configuration -----------------------------------------------------
     def _network(self) -> None:
@@ -56,60 +73,35 @@ class LocalCluster(Daemons):
         Path("/proc/sys/net/ipv4/ip_forward").write_text("1")
         Path("/proc/sys/net/bridge/bridge-nf-call-iptables").write_text("1")
         run("sh", "-c", podnet.service_guard(n.bridge, n.service_cidr))
+        several = bool(self.pool)
+        if several:
+            run("sh", "-c", podnet.masquerade_rule(n.cluster_cidr))
         cni = self.state / "cni" / "net.d"
         cni.mkdir(parents=True, exist_ok=True)
-        write_if_changed(cni / "10-ftpipeline.conflist", podnet.conflist(n.bridge, n.pod_cidr, str(self.state / "cni" / "ipam")))
+        write_if_changed(cni / "10-ftpipeline.conflist",
+                         podnet.conflist(n.bridge, n.pod_cidr, str(self.state / "cni" / "ipam"), masquerade=not several))
+        for node in self.pool:
+            run("sh", "-c", podnet.service_guard(node.node.bridge, n.service_cidr))
+            (node.dir / "cni" / "net.d").mkdir(parents=True, exist_ok=True)
+            write_if_changed(node.dir / "cni" / "net.d" / "10-ftpipeline.conflist", podnet.conflist(
+                node.node.bridge, node.node.pod_cidr, str(node.dir / "cni" / "ipam"), masquerade=False))
 
     def _configs(self) -> None:
         p, n, s = self.paths, self.net, self.state
-        pki.make_all(p.pki, n.node, n.node_ip, n.service_ip)
+        pki.make_all(p.pki, n.node, n.node_ip, n.service_ip, [node.node.name for node in self.pool])
         server = f"https://{n.node_ip}:{n.apiserver_port}"
         for user, cert in (("admin", "admin"), ("controller-manager", "controller-manager"),
-                           ("scheduler", "scheduler"), ("kubelet", "kubelet"), ("kube-proxy", "kube-proxy")):
+                           ("scheduler", "scheduler"), ("kubelet", "kubelet"), ("kube-proxy", "kube-proxy"),
+                           *((f"kubelet-{node.node.name}", f"kubelet-{node.node.name}") for node in self.pool)):
             pki.kubeconfig(s / f"{user}.kubeconfig", p.pki, server, user, cert)
+        for node in self.pool:
+            node.configure(p.pki, n.node_ip, PAUSE_IMAGE)
         (s / "containerd").mkdir(parents=True, exist_ok=True)
-        write_if_changed(s / "containerd" / "config.toml", f"""version = 2
-root = "{p.containerd_root}"
-state = "{s / 'containerd' / 'state'}"
-[grpc]
-  address = "{self.sock}"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{PAUSE_IMAGE}"
-  enable_unprivileged_ports = true
-  # Root may lack CAP_SYS_RESOURCE (seen in microVMs): then no process can lower its
-  # OOM score, and the default -998 of a pod sandbox makes runc fail to start it.
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "{s / 'cni' / 'net.d'}"
-""")
+        write_if_changed(s / "containerd" / "config.toml", containerd_config(
+            p.containerd_root, s / "containerd" / "state", self.sock, s / "cni" / "net.d", PAUSE_IMAGE))
         (s / "kubelet").mkdir(parents=True, exist_ok=True)
-        write_if_changed(s / "kubelet-config.yaml", f"""apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-authentication:
-  anonymous: {{enabled: false}}
-  webhook: {{enabled: true}}
-  x509: {{clientCAFile: {p.pki / 'ca.crt'}}}
-authorization: {{mode: Webhook}}
-cgroupDriver: cgroupfs
-containerRuntimeEndpoint: unix://{self.sock}
-failSwapOn: false
-clusterDomain: cluster.local
-clusterDNS: [{n.node_ip}]
-tlsCertFile: {p.pki / 'kubelet-serving.crt'}
-tlsPrivateKeyFile: {p.pki / 'kubelet-serving.key'}
-evictionHard: {{memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-serializeImagePulls: false
-resolvConf: /etc/resolv.conf
-podPidsLimit: -1
-""")
+        write_if_changed(s / "kubelet-config.yaml",
+                         kubelet_config(p.pki, self.sock, n.node_ip, "kubelet-serving", Node(0), False))
         # cluster DNS: Services and pods of cluster.local from the API; nothing else is resolved
         write_if_changed(s / "Corefile", f"""cluster.local:53 in-addr.arpa:53 {{
     bind {n.node_ip}
@@ -148,24 +140,59 @@ oomScoreAdj: 0
         return run(self.paths.k8s_bin / "kubectl", "--kubeconfig", self.paths.kubeconfig, *args, quiet=True)
 
     def _node_ready(self) -> bool:
-        out = self.kubectl("get", "node", self.net.node, "-o",
-                           "jsonpath={.status.conditions[?(@.type=='Ready')].status}")
-        return out.strip() == "True"
+        return self._node_is_ready(self.net.node)
 
     def _ctr(self, *args: str) -> str:
         return run("ctr", "--address", self.sock, "--namespace", "k8s.io", *args, quiet=True)
 
-    def _import_images(self) -> None:
-        present = set(self._ctr("images", "ls", "-q").split())
-        for archive, name in ((build.ensure_pause(self.paths), PAUSE_IMAGE),
-                              (build.ensure_project_image(self.paths), None)):
-            tag = name or PROJECT_IMAGE
-            digest_file = archive.with_suffix(".imported")
-            if tag in present and digest_file.exists():
+    def _import_images(self, ctr: list[str] | None = None, node: str = "") -> None:
+        """The pause and project images into a node's containerd (the first node's by default), unless it has
+        them: each node keeps a mark per archive."""
+        ctr = ctr or ["ctr", "--address", str(self.sock), "--namespace", "k8s.io"]
+        present = set(run(*ctr, "images", "ls", "-q", quiet=True).split())
+        for archive, tag in ((build.ensure_pause(self.paths), PAUSE_IMAGE),
+                             (build.ensure_project_image(self.paths), PROJECT_IMAGE)):
+            mark = archive.with_name(archive.stem + (f".{node}" if node else "") + ".imported")
+            if tag in present and mark.exists():
                 continue
-            with phase(f"import {archive.name} into containerd"):
-                self._ctr("images", "import", str(archive))
-                digest_file.write_text(tag)
+            with phase(f"import {archive.name} into {node or 'the first node'}'s containerd"):
+                run(*ctr, "images", "import", str(archive), quiet=True)
+                mark.write_text(tag)
+
+    def _node_is_ready(self, name: str) -> bool:
+        out = self.kubectl("get", "node", name, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}")
+        return out.strip() == "True"
+
+    def _start_pool_runtimes(self) -> None:
+        """Each pool node's cgroup, mount namespace and containerd (its kubelet comes after the images)."""
+        for node in self.pool:
+            node.make_cgroup()
+            node.make_mountns()
+            node.start_containerd()
+            containerd = node.daemon_names[0]
+            self._wait(containerd, lambda n=node: subprocess.run(n.ctr("version"), capture_output=True)
+                       .returncode == 0, 60, containerd)
+
+    def _import_everywhere(self) -> None:
+        """The images into every node's containerd at once (each import mostly waits on the disk)."""
+        targets: list[tuple[list[str] | None, str]] = [(None, ""), *((n.ctr(), n.node.name) for n in self.pool)]
+        with ThreadPoolExecutor(len(targets)) as imports:
+            for done in [imports.submit(self._import_images, ctr, node) for ctr, node in targets]:
+                done.result()
+
+    def _up_pool(self) -> None:
+        """The pool nodes' kubelets, once the first node is Ready; then each Ready."""
+        for node in self.pool:
+            node.start_kubelet(self.paths.k8s_bin / "kubelet", self.net.node_ip)
+        for node in self.pool:
+            self._wait(f"node {node.node.name} Ready", lambda n=node: self._node_is_ready(n.node.name), 180,
+                       node.daemon_names[1])
+
+    def stop_node(self, name: str) -> None:
+        self.pool_node(name).stop()
+
+    def start_node(self, name: str) -> None:
+        self.pool_node(name).start()
 
     # --- commands ----------------------------------------------------------
     def up(self) -> None:
@@ -226,7 +253,8 @@ oomScoreAdj: 0
         with phase("node (containerd, kubelet, kube-proxy)"):
             self._start("containerd", "containerd", "--config", s / "containerd" / "config.toml")
             self._wait("containerd", lambda: self._ctr("version") != "", 60, "containerd")
-            self._import_images()
+            self._start_pool_runtimes()
+            self._import_everywhere()
             self._start("kubelet", k8s / "kubelet", "--config", s / "kubelet-config.yaml",
                         "--kubeconfig", s / "kubelet.kubeconfig", "--root-dir", s / "kubelet",
                         "--node-ip", n.node_ip, "--hostname-override", n.node, "--oom-score-adj=0", "--v", "1")
@@ -238,6 +266,10 @@ oomScoreAdj: 0
                         "--run-firewall=true", "--run-router=false", "--run-service-proxy=false",
                         "--hostname-override", n.node, "--health-port", str(n.kube_router_health_port), "--v", "1")
             self._wait("kube-router /healthz", self._kube_router_healthy, 60, "kube-router")
+        if self.pool:
+            self._up_pool()
+        (s / "nodes.count").write_text(str(self.node_count))
+        with phase("node (service account)"):
             self._wait("service account default/default", lambda: bool(self.kubectl(
                 "get", "serviceaccount", "default", "-n", "default", "-o", "name").strip()), 60, "kube-controller-manager")
         print(f"--- cluster up in {time.monotonic() - total:.1f}s; {self.env()}", flush=True)
@@ -250,10 +282,17 @@ oomScoreAdj: 0
             return False
 
     def env(self) -> str:
-        return f"export KUBECONFIG={self.paths.kubeconfig} PATH={self.paths.k8s_bin}:{self.paths.bin('helm', HELM)}:$PATH"
+        """The shell's variables for the tests: the kubeconfig, kubectl and helm on PATH, and with a node pool the
+        command that stops and starts one of its nodes (``FTPIPELINE_E2E_NODE_FAULT stop|start <node>``)."""
+        out = f"export KUBECONFIG={self.paths.kubeconfig} PATH={self.paths.k8s_bin}:{self.paths.bin('helm', HELM)}:$PATH"
+        if self.pool:
+            out += f" FTPIPELINE_E2E_NODE_FAULT='{sys.executable} -m tests.e2e.cluster node'"
+        return out
 
     def status(self) -> str:
-        lines = [f"{name}: {'running (pid %d)' % pid if (pid := self._alive(name)) else 'stopped'}" for name in DAEMONS]
+        lines = [f"{name}: {'running (pid %d)' % pid if (pid := self._alive(name)) else 'stopped'}"
+                 for name in self._daemons()]
+        lines += [f"{node.node.name}: stopped (frozen)" for node in self.pool if node.frozen()]
         if self._alive("kube-apiserver"):
             try:
                 lines.append(self.kubectl("get", "nodes", "-o", "wide").strip())
@@ -265,6 +304,8 @@ oomScoreAdj: 0
         s, n = self.state, self.net
         with phase("down"):
             self._stop("local-path-provisioner")
+            for node in self.pool:
+                node.teardown()
             self._stop("kubelet")
             self._stop("kube-proxy")
             self._stop("kube-router")
@@ -300,15 +341,18 @@ oomScoreAdj: 0
                     subprocess.run(["ip", "netns", "delete", ns.split()[0]], capture_output=True)
             for link in (n.bridge, n.node_if):
                 subprocess.run(["ip", "link", "delete", link], capture_output=True)
-            subprocess.run(["ip", "rule", "delete", "priority", podnet.SERVICE_ROUTES], capture_output=True)
+            while subprocess.run(["ip", "rule", "delete", "priority", podnet.SERVICE_ROUTES],
+                                 capture_output=True).returncode == 0:
+                pass  # one rule per node's bridge
             subprocess.run(["ip", "route", "flush", "table", podnet.SERVICE_ROUTES], capture_output=True)
             self._flush_iptables()
             for name in subprocess.run(["ipset", "list", "-n"], capture_output=True, text=True).stdout.split():
                 if name.startswith(("KUBE-", "kube-router")):  # kube-router's, referenced by no rule any more
                     subprocess.run(["ipset", "destroy", name], capture_output=True)
-            for sub in ("etcd", "kubelet", "containerd/state", "cni/ipam", "run"):
+            for sub in ("etcd", "kubelet", "containerd/state", "cni/ipam", "run", "nodes"):
                 shutil.rmtree(s / sub, ignore_errors=True)
             shutil.rmtree(self.paths.volumes, ignore_errors=True)
+            (s / "nodes.count").unlink(missing_ok=True)
 
     def _flush_iptables(self) -> None:
         saved = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
@@ -320,7 +364,7 @@ oomScoreAdj: 0
     def leftovers(self) -> list[str]:
         """Processes, mounts and volumes of this cluster that still exist (``down`` must leave none)."""
         out = []
-        for name in DAEMONS:
+        for name in self._daemons():
             if self._alive(name):
                 out.append(f"process {name}")
         pattern = "containerd-shim|kubelet|kube-apiserver|etcd|local-path-provisioner"
@@ -332,4 +376,8 @@ oomScoreAdj: 0
                 if line.split()[1].startswith(roots)]
         if self.paths.volumes.exists():
             out.append(f"directory {self.paths.volumes}")
+        out += [f"cgroup {c}" for c in Path("/sys/fs/cgroup/freezer").glob("ftp-node-*")]
         return out
+
+    def _daemons(self) -> list[str]:
+        return [*DAEMONS, *(name for node in self.pool for name in node.daemon_names)]

@@ -107,7 +107,7 @@ current-context: ftpipeline-e2e
     path.chmod(0o600)
 
 
-def make_all(pki: Path, node: str, node_ip: str, service_ip: str) -> None:
+def make_all(pki: Path, node: str, node_ip: str, service_ip: str, pool: list[str] | None = None) -> None:
     make_ca(pki)
     make_service_account_keys(pki)
     sans = (node_ip, service_ip, "127.0.0.1", "localhost", "kubernetes", "kubernetes.default",
@@ -121,5 +121,8 @@ def make_all(pki: Path, node: str, node_ip: str, service_ip: str) -> None:
         Leaf("kube-proxy", "system:kube-proxy", client=True),
         Leaf("kubelet", f"system:node:{node}", "system:nodes", client=True),
         Leaf("kubelet-serving", node, server=True, sans=(node_ip, node, "localhost", "127.0.0.1")),
+        *(leaf for name in pool or () for leaf in (
+            Leaf(f"kubelet-{name}", f"system:node:{name}", "system:nodes", client=True),
+            Leaf(f"kubelet-serving-{name}", name, server=True, sans=(node_ip, name, "localhost", "127.0.0.1")))),
     ):
         make_leaf(pki, leaf)

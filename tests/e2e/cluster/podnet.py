@@ -20,7 +20,10 @@ NAME = "kube-router"
 HEALTH_PORT = 20244
 
 
-def conflist(bridge: str, pod_cidr: str, ipam_dir: str | None = None) -> str:
+def conflist(bridge: str, pod_cidr: str, ipam_dir: str | None = None, masquerade: bool = True) -> str:
+    """The node's CNI configuration. ``masquerade``: the bridge plugin rewrites what its pods send beyond their own
+    subnet (one node); with several nodes ``masquerade_rule`` does it once for the cluster's pod range instead, so a
+    pod reaching a pod of another node keeps its own address (NetworkPolicy judges by it)."""
     ipam: dict[str, Any] = {"type": "host-local", "ranges": [[{"subnet": pod_cidr}]], "routes": [{"dst": "0.0.0.0/0"}]}
     if ipam_dir:
         ipam["dataDir"] = ipam_dir
@@ -28,10 +31,24 @@ def conflist(bridge: str, pod_cidr: str, ipam_dir: str | None = None) -> str:
         "cniVersion": "0.4.0",
         "name": "ftpipeline-e2e",
         "plugins": [
-            {"type": "bridge", "bridge": bridge, "isGateway": True, "ipMasq": True, "hairpinMode": True, "ipam": ipam},
+            {"type": "bridge", "bridge": bridge, "isGateway": True, "ipMasq": masquerade, "hairpinMode": True, "ipam": ipam},
             {"type": "portmap", "capabilities": {"portMappings": True}},
         ],
     }, indent=2)
+
+
+MASQUERADE_CHAIN = "CNI-FTP-MASQ"  # "CNI-": removed with the CNI plugins' own chains on down
+
+
+def masquerade_rule(cluster_cidr: str) -> str:
+    """A shell script for the machine: what a pod of any node sends outside the cluster's pod range is
+    masqueraded, what it sends to another pod is not."""
+    c = MASQUERADE_CHAIN
+    return (f"iptables -t nat -N {c} 2>/dev/null; iptables -t nat -F {c} && "
+            f"iptables -t nat -A {c} -d {cluster_cidr} -j RETURN && "
+            f"iptables -t nat -A {c} ! -d 224.0.0.0/4 -j MASQUERADE && "
+            f"{{ iptables -t nat -C POSTROUTING -s {cluster_cidr} -j {c} 2>/dev/null || "
+            f"iptables -t nat -A POSTROUTING -s {cluster_cidr} -j {c}; }}")
 
 
 def service_guard(bridge: str, service_cidr: str) -> str:
@@ -44,7 +61,7 @@ def service_guard(bridge: str, service_cidr: str) -> str:
     after its route is chosen, which an unreachable route would refuse first.
     """
     return (f"ip route replace unreachable {service_cidr} table {SERVICE_ROUTES} && "
-            f"{{ ip rule show | grep -q 'lookup {SERVICE_ROUTES}' || "
+            f"{{ ip rule show | grep 'lookup {SERVICE_ROUTES}' | grep -q 'iif {bridge}\\b' || "
             f"ip rule add iif {bridge} to {service_cidr} lookup {SERVICE_ROUTES} priority {SERVICE_ROUTES}; }}")
 
 
