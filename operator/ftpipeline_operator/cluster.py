@@ -8,7 +8,17 @@ learns from pod events (Kopf's watch on pods, see ``handlers.py``), not by
 polling, so recovery starts as soon as the event arrives.
 
     CREATED --pod event: failed or deleted--> LOST (reported once, with its diagnosis)
+    CREATED --declared lost by the coordinator (heartbeat expired)--> LOST, its node SUSPECT
     CREATED --stop()--> (deleted by us: not a loss)
+
+A node is *suspect* for a while (``SUSPECT_S``) once a worker on it went silent
+while its pod still looked alive: the node itself may be gone, and Kubernetes
+notices only after its node-monitor grace period (40 s by default), during
+which the scheduler would still place a replacement there (the node looks
+emptiest once the lost workers' pods are deleted). Replacements are kept off
+it (``render.avoiding``) while another node runs a worker of the pipeline
+(proof that the pipeline's pods fit there); otherwise they only prefer other
+nodes, so a one-node cluster still runs them.
 
 Events of pods of an earlier run of the same pipeline (a previous operator
 incarnation) carry another run label and are ignored — unless this run took
@@ -33,6 +43,7 @@ from ftpipeline_operator import render
 from ftpipeline_operator.failures import Diagnosis, Failure, failed, gone, leaving
 
 log = logging.getLogger("ftpipeline.operator.cluster")
+SUSPECT_S = 600.0  # how long a node whose workers went silent is avoided by replacements
 
 
 class KubernetesCluster(ClusterBackend):
@@ -53,10 +64,16 @@ class KubernetesCluster(ClusterBackend):
         self._stopping = False
         self._lock = threading.Lock()
         self._lost: list[WorkerId] = []
+        self.nodes: dict[WorkerId, str] = {}     # where each worker's pod was scheduled
+        self.suspects: dict[str, float] = {}     # node -> when a worker on it went silent
 
     # --- the coordinator's side -------------------------------------------
     def start_worker(self, worker: WorkerId) -> None:
-        pod = render.worker_pod(self.body, worker, self.run, self.defaults)
+        suspects = self.suspect_nodes()
+        with self._lock:
+            healthy = {self.nodes[w] for w in self.created - set(self.diagnoses) if w in self.nodes} - set(suspects)
+        pod = render.avoiding(render.worker_pod(self.body, worker, self.run, self.defaults), suspects,
+                              required=bool(healthy))
         self.core.create_namespaced_pod(self.namespace, cast(client.V1Pod, pod))  # the client takes plain dicts
         with self._lock:
             self.created.add(worker)
@@ -73,6 +90,17 @@ class KubernetesCluster(ClusterBackend):
         with self._lock:  # the pod is still there: its deletion (which follows) is not why it was lost
             if worker in self.created and worker not in self.diagnoses:
                 self.diagnoses[worker] = Diagnosis(Failure.HEARTBEAT_EXPIRED, message=reason)
+            node = self.nodes.get(worker)
+            if node:
+                self.suspects[node] = self.clock()
+        if node:
+            log.warning("node suspect: a worker on it went silent; replacements prefer other nodes",
+                        extra={"pipeline": self.name, "worker": worker, "node": node})
+
+    def suspect_nodes(self) -> list[str]:
+        now = self.clock()
+        with self._lock:
+            return sorted(n for n, since in self.suspects.items() if now - since < SUSPECT_S)
 
     def why(self, worker: WorkerId) -> str:
         with self._lock:
@@ -101,6 +129,10 @@ class KubernetesCluster(ClusterBackend):
         if labels.get(render.RUN_LABEL) != self.run or self._stopping:
             return
         worker = WorkerId(labels.get(render.WORKER_LABEL, ""))
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            with self._lock:
+                self.nodes[worker] = node
         if kind != "DELETED" and leaving(pod):
             return  # a drain's eviction: the worker asks for its handover itself (worker/leaving.py)
         diagnosis = gone(pod) if kind == "DELETED" else failed(pod)

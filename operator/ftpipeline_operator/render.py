@@ -25,9 +25,10 @@ checkpoints, dead letters).
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -343,6 +344,29 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
     annotations[POD_DIGEST] = digest(pod)[:16]  # of the pod as rendered for any run: the run label comes after
     meta["labels"][RUN_LABEL] = run
     return pod
+
+
+def avoiding(pod: Obj, nodes: Sequence[str], required: bool = False) -> Obj:
+    """``pod`` kept off ``nodes`` (the suspects of ``cluster.py``), besides its own affinity: a requirement, or
+    only a preference (weighed against the spread, which favours the node its lost pods left empty). Added
+    after the pod's digest: where a replacement should not go is no part of what the pod is."""
+    if not nodes:
+        return pod
+    spec = pod["spec"]
+    affinity = copy.deepcopy(spec.get("affinity") or {})
+    node_affinity = affinity.setdefault("nodeAffinity", {})
+    away = {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": list(nodes)}
+    if required:  # the terms are alternatives: each one gets the condition
+        terms = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {}).setdefault(
+            "nodeSelectorTerms", [])
+        if not terms:
+            terms.append({})
+        for term in terms:
+            term.setdefault("matchExpressions", []).append(away)
+    else:
+        node_affinity.setdefault("preferredDuringSchedulingIgnoredDuringExecution", []).append(
+            {"weight": 100, "preference": {"matchExpressions": [away]}})
+    return {**pod, "spec": {**spec, "affinity": affinity}}
 
 
 def worker_labels(name: str) -> dict[str, str]:

@@ -36,6 +36,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ftpipeline.lineage.naming import WorkerId
+from ftpipeline.worker.transport import call_each
 
 if TYPE_CHECKING:
     from ftpipeline.coordinator.coordinator import Coordinator
@@ -60,10 +61,14 @@ def _rejoin_window_s(c: Coordinator) -> float:
 def follow_deaths(c: Coordinator) -> None:
     """Deaths reported in the command log, confirmed (or not) by calling the worker; then the kept
     workers that have not rejoined."""
-    for worker, by, reason in c.journal.deaths():
+    deaths = [(worker, by, reason) for worker, by, reason in c.journal.deaths() if worker in c.workers]
+    # asked at once: a node lost takes several workers, and each silent one costs the whole timeout
+    alive = {w for w, answer in call_each({w: c.client(w) for w, _, _ in deaths}, "state", timeout_s=2).items()
+             if not isinstance(answer, Exception)}
+    for worker, by, reason in deaths:
         if worker not in c.workers:
             continue
-        if answers(c, worker) is not None:
+        if worker in alive:
             log.warning("heartbeat expired but the worker answers: a ZooKeeper fault, not a death",
                         extra={"worker": worker, "by": by, "reason": reason})
             c.metrics.control_plane_faults.labels(c.spec.metrics_label, "zookeeper", "worker_rejoined").inc()

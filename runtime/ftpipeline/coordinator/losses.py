@@ -108,7 +108,8 @@ def recover(c: Coordinator, dead: WorkerId, reason: str = "", how: str = "") -> 
                              boundary=(manifest or {}).get("boundary", 0))
             placement, moves = adopt(c.placement, dead, survivors, c.graph.is_stateful)
             record = rollback(c.graph, c.tables, c.store, view, dead, placement, moves, survivors,
-                              epoch, manifest, c.released, clients, detected, c.clock)
+                              epoch, manifest, c.released, clients, detected, c.clock,
+                              answer_timeout_s=c.members.nudge_timeout_s)
             record.replay_to = c.triggered
             c.rewind(record, manifest, c.released)
     except Exception:
@@ -256,7 +257,8 @@ def reopen_everywhere(c: Coordinator, manifest: dict[str, Any] | None, started: 
     c.journal.append("resumed", epoch=epoch, boundary=int(manifest["boundary"]) if manifest else 0)  # write-ahead
     gt_last = int(c.members.call_any("barrier", {}, "read the sinks' newest released step")["gt_last"])
     record = rollback(c.graph, c.tables, c.store, c.tables.snapshot(c.workers), None, c.placement, {}, c.workers,
-                      epoch, manifest, gt_last, c.clients_for(c.workers), started, c.clock)
+                      epoch, manifest, gt_last, c.clients_for(c.workers), started, c.clock,
+                      answer_timeout_s=c.members.nudge_timeout_s)
     record.replay_to = c.triggered
     c.rewind(record, manifest, gt_last)
     return record

@@ -19,7 +19,10 @@ a *newcomer* until it took stateless channels back at a step boundary
 
 Calls that go to every worker (a step started, a checkpoint, a wake-up after
 a recovery) are fanned out at once (``call_all``): a step starts on all
-workers after one round trip, not one per worker.
+workers after one round trip, not one per worker. Such a call is a nudge (the
+work itself is in the lineage tables), so it waits no longer than a worker's
+heartbeat timeout: a worker whose node was lost never answers, and the loop
+must get on to the heartbeat reports that say so (``detection.py``).
 """
 
 from __future__ import annotations
@@ -87,13 +90,20 @@ class Members:
             except PipelineFailed as exc:  # no address registered
                 clients[w] = exc
         reachable = {w: c for w, c in clients.items() if isinstance(c, SidecarClient)}
-        return {**clients, **call_each(reachable, action, body, timeout_s)}
+        return {**clients, **call_each(reachable, action, body, timeout_s or self.nudge_timeout_s)}
+
+    @property
+    def nudge_timeout_s(self) -> float:
+        """How long a fanned-out call waits for each worker: its heartbeat timeout, at least 2 s."""
+        return max(2.0, self.spec.heartbeat_timeout_ms / 1000)
 
     def call_any(self, action: str, body: dict[str, Any], what: str) -> Any:
         """Call ``action`` on the first member that answers: for idempotent work any worker can do."""
         why = "no member"
         for w in list(self.workers):
             try:
+                # a worker whose node is gone would hold the call to its whole deadline: asked briefly first
+                self.client(w).call("state", timeout_s=2)
                 return self.client(w).call(action, body)
             except Exception as exc:
                 log.warning("call failed", extra={"action": action, "worker": w, "error": str(exc)})

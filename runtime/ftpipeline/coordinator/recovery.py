@@ -146,7 +146,7 @@ def choose_strategy(strategy: str, graph: Graph, view: TablesView, dead: WorkerI
 
 
 def wake(clients: Mapping[WorkerId, SidecarClient]) -> None:
-    for worker, answer in call_each(clients, "wake", timeout_s=5).items():
+    for worker, answer in call_each(clients, "wake", timeout_s=2).items():
         if isinstance(answer, Exception):  # a survivor dying now is the next failure; the backend reports it
             log.warning("wake failed", extra={"worker": worker, "error": str(answer)})
 
@@ -189,8 +189,11 @@ def rollback(
     started: float,
     clock: Callable[[], float],
     open_timeout_s: float = 120.0,
+    answer_timeout_s: float = 6.0,
 ) -> RecoveryRecord:
-    """Every survivor reopens ``manifest`` (None: the beginning); plan the way back to its cut."""
+    """Every survivor reopens ``manifest`` (None: the beginning); plan the way back to its cut. Each call
+    waits ``answer_timeout_s`` (the heartbeat timeout): the call is an acknowledgement, the reopening itself is
+    watched for ``open_timeout_s``, and a survivor on a node lost with the dead one never answers."""
     boundary = int(manifest["boundary"]) if manifest else 0
     inflight = {k: int(v) for k, v in (manifest["inflight"] if manifest else {}).items()}
     tables.set_placement(moves)
@@ -198,7 +201,7 @@ def rollback(
     # a survivor that does not answer is the next loss, not this recovery's failure: the backend or its
     # heartbeat reports it, and that recovery plans its tasks again
     answering = dict(clients)
-    for worker, answer in call_each(clients, "open", {"manifest": manifest}).items():
+    for worker, answer in call_each(clients, "open", {"manifest": manifest}, timeout_s=answer_timeout_s).items():
         if isinstance(answer, Unreachable):
             log.warning("open failed: the worker does not answer", extra={"worker": worker, "error": str(answer)})
             answering.pop(worker)
@@ -207,7 +210,7 @@ def rollback(
     deadline = time.monotonic() + open_timeout_s
     for worker, client in answering.items():
         try:
-            while client.call("state")["state"] == "opening":
+            while client.call("state", timeout_s=answer_timeout_s)["state"] == "opening":
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"worker {worker} did not reopen checkpoint at step {boundary}")
                 time.sleep(0.02)

@@ -85,6 +85,10 @@ from ftpipeline.worker import user_errors
 from ftpipeline.worker.transport import SidecarClient
 
 log = logging.getLogger("ftpipeline.executor")
+# How long a call to the sidecar may take. The sidecar waits out an outage of Redis or ZooKeeper itself
+# (the run pauses), so this process waits as long: a deadline would end a healthy worker during a store's
+# failover. A sidecar that is gone breaks the socket, and the call fails at once.
+SIDECAR_PATIENCE_S = 3600.0
 
 
 class UserCodeError(RuntimeError):
@@ -480,7 +484,7 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str], sideca
     spark.createDataFrame(pa.table({"x": [1]})).toArrow()  # warm up the JVM paths every task uses
     log.info("spark session", extra={"worker": worker, "master": spark.sparkContext.master,
                                      "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions")})
-    sidecar = SidecarClient(_sidecar_address(work_dir, sidecar_wait_s))
+    sidecar = SidecarClient(_sidecar_address(work_dir, sidecar_wait_s), timeout_s=SIDECAR_PATIENCE_S)
     config = None
     while config is None:
         config = sidecar.call("hello", {"pid": os.getpid()})
@@ -497,7 +501,7 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str], sideca
                         may_write=lambda: bool(sidecar.call("may_write", {})["ok"]))
     warmed = runner.warm()  # a stream's plans, before its first records (dataflow/plans.py)
     log.info("ready", extra={"worker": worker, "warmed": warmed})
-    snapshots = SidecarClient(_sidecar_address(work_dir))  # the snapshot thread's own connection
+    snapshots = SidecarClient(_sidecar_address(work_dir), timeout_s=SIDECAR_PATIENCE_S)  # the snapshot thread's own
     # an eviction's SIGTERM is the sidecar's to act on (worker/leaving.py): this process runs on until the
     # sidecar says shutdown or goes
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -125,7 +125,9 @@ class _Refusing:
     def __init__(self, worker: str) -> None:
         self.worker = worker
 
-    def call(self, action: str, body: dict[str, Any] | None = None) -> Any:
+    def call(self, action: str, body: dict[str, Any] | None = None, timeout_s: float | None = None) -> Any:
+        if action == "state":  # it answers: it is there, it just cannot release
+            return {}
         raise RuntimeError(f"KafkaReleaseError: sink out: cannot release step 2 of channel 0 ({self.worker})")
 
 
@@ -137,3 +139,40 @@ def test_a_call_no_member_can_do_names_the_last_error(tmp_path: Path) -> None:
     with pytest.raises(PipelineFailed, match=r"no worker could release step 2 \(last: w1: RuntimeError: "
                                              r"KafkaReleaseError: .*\(w1\)\)"):
         m.call_any("release", {"step": 2}, "release step 2")
+
+
+class _Silent:
+    """A worker whose node is gone: no call is ever answered (each records how long it would have waited)."""
+
+    def __init__(self, log: list[tuple[str, str, float | None]], worker: str, silent: bool) -> None:
+        self.log, self.worker, self.silent = log, worker, silent
+
+    def call(self, action: str, body: dict[str, Any] | None = None, timeout_s: float | None = None) -> Any:
+        self.log.append((self.worker, action, timeout_s))
+        if self.silent:
+            raise TimeoutError(f"{self.worker} did not answer {action!r}")
+        return {"bytes": 7}
+
+
+def test_a_call_any_member_can_do_skips_a_silent_one_after_a_short_question(tmp_path: Path) -> None:
+    """A silent member is asked only briefly (its node may be gone): the full call goes to the next one."""
+    m, _ = members(tmp_path, Clock(), Cluster(), workers=2)
+    m.workers = [WorkerId("w0"), WorkerId("w1")]
+    log: list[tuple[str, str, float | None]] = []
+    m.client = lambda w: cast(Any, _Silent(log, w, silent=w == "w0"))  # type: ignore[method-assign]
+    assert m.call_any("publish_checkpoint", {}, "publish") == {"bytes": 7}
+    assert log == [("w0", "state", 2), ("w1", "state", 2), ("w1", "publish_checkpoint", None)]
+
+
+def test_a_fanned_out_call_waits_no_longer_than_a_heartbeat_timeout(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import ftpipeline.coordinator.members as members_module
+
+    monkeypatch.setattr(members_module, "SidecarClient", _Silent)  # what call_all takes for a reachable client
+    m, _ = members(tmp_path, Clock(), Cluster(), workers=2, heartbeat_timeout_ms=4000)
+    m.workers = [WorkerId("w0"), WorkerId("w1")]
+    log: list[tuple[str, str, float | None]] = []
+    m.client = lambda w: cast(Any, _Silent(log, w, silent=w == "w0"))  # type: ignore[method-assign]
+    answers = m.call_all(m.workers, "step", {"step": 3})
+    assert isinstance(answers[WorkerId("w0")], TimeoutError) and answers[WorkerId("w1")] == {"bytes": 7}
+    assert sorted(log) == [("w0", "step", 4.0), ("w1", "step", 4.0)]

@@ -107,3 +107,46 @@ def test_a_pod_evicted_through_the_api_is_not_lost_while_it_hands_over_but_is_on
     c.start_worker(WorkerId("w1"))
     c.on_pod_event("DELETED", pod_of("w1", **evicted))  # gone, whatever it was doing
     assert c.lost() == ["w1"]
+
+
+def test_replacements_prefer_other_nodes_than_the_one_whose_worker_went_silent_for_a_while() -> None:
+    """A node lost looks alive to the scheduler for its grace period, and emptiest once its pods are deleted."""
+    now = [100.0]
+    calls = Calls()
+    c = KubernetesCluster(cast(client.CoreV1Api, calls), BODY, "run-1", {}, clock=lambda: now[0])
+    for w, node in (("w0", "node-a"), ("w1", "node-b")):
+        c.start_worker(WorkerId(w))
+        c.on_pod_event("MODIFIED", {**pod_of(w), "spec": {"nodeName": node}})
+    c.on_pod_event("DELETED", {**pod_of("w0"), "spec": {"nodeName": "node-a"}})  # a pod deleted: no suspect
+    c.declare_lost(WorkerId("w1"), "reported by w0.ab: heartbeat expired")
+    c.start_worker(WorkerId("w2"))  # no worker runs anywhere else: only a preference
+    away = {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["node-b"]}
+    preferred = calls.created[-1]["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert preferred == [{"weight": 100, "preference": {"matchExpressions": [away]}}]
+    c.on_pod_event("MODIFIED", {**pod_of("w2"), "spec": {"nodeName": "node-c"}})  # w2 runs on node-c
+    c.start_worker(WorkerId("w4"))  # now node-c proves the pipeline's pods fit elsewhere: a requirement
+    required = calls.created[-1]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert required == {"nodeSelectorTerms": [{"matchExpressions": [away]}]}
+    # the pod is the same pod otherwise: its digest (what a resumed operator compares) does not change
+    assert calls.created[-1]["metadata"]["annotations"][render.POD_DIGEST] == \
+        render.worker_pod(BODY, "w4", "run-1", {})["metadata"]["annotations"][render.POD_DIGEST]
+    now[0] += 601
+    c.start_worker(WorkerId("w3"))
+    assert "affinity" not in calls.created[-1]["spec"]
+
+
+def test_a_replacements_preference_keeps_the_pipelines_own_affinity() -> None:
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["pipelines"]}]}]}}}
+    body = {**BODY, "spec": {**BODY["spec"], "affinity": affinity}}
+    pod = render.avoiding(render.worker_pod(body, "w2", "run-1", {}), ["node-b"])
+    got = pod["spec"]["affinity"]["nodeAffinity"]
+    assert got["requiredDuringSchedulingIgnoredDuringExecution"] == \
+        affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert len(got["preferredDuringSchedulingIgnoredDuringExecution"]) == 1
+    pod = render.avoiding(render.worker_pod(body, "w2", "run-1", {}), ["node-b"], required=True)
+    [term] = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [{"key": "pool", "operator": "In", "values": ["pipelines"]},
+                                        {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["node-b"]}]
+    assert affinity["nodeAffinity"] == {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["pipelines"]}]}]}}  # not changed in place
