@@ -33,6 +33,7 @@ time-to-live, so a coordinator that dies mid-recovery does not stop GC forever.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -157,6 +158,7 @@ class LineageTables:
             f"{done.task.ref.key()}@{done.task.step}",
             done.dead_letters,
             self.run,
+            self.k("done:" + hashlib.sha1(f"{worker}\n{done.task.to_json()}".encode()).hexdigest()),
         ]
         return int(self._complete(keys=keys, args=args))
 

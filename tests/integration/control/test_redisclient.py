@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from ftpipeline.control.redisclient import COMMAND_TIMEOUT_S, connect
+from ftpipeline.lineage.naming import ObjectName, Task, TaskKind, WorkerId
+from ftpipeline.lineage.tables import Completion, LineageTables
 
 pytestmark = pytest.mark.skipif(shutil.which("iptables") is None or shutil.which("redis-server") is None,
                                 reason="needs iptables (root) and redis-server")
@@ -64,3 +66,31 @@ def test_a_command_on_a_connection_whose_peer_vanished_is_sent_again_on_a_new_on
     print(f"the command took {took:.1f} s")
     assert r.get("k") == b"after"
     assert COMMAND_TIMEOUT_S <= took < 4 * COMMAND_TIMEOUT_S, took  # TCP alone would wait ~15 min
+
+
+def test_a_completion_whose_reply_was_lost_is_recorded_once_and_reported_recorded(tcp_redis: int) -> None:
+    """A task's completion reaches Redis and is recorded, but the reply never comes back (a cut that healed,
+    a Redis that froze and woke after the client gave up): the client asks again on a new connection. The
+    second request must say recorded, not superseded: a sidecar told "superseded" drops the task's outputs from
+    its index, and the tasks that read them would wait for them for ever."""
+    r = connect(f"redis://127.0.0.1:{tcp_redis}/0", socket_timeout=0.5)
+    tables, worker = LineageTables(r, "p"), WorkerId("w0")
+    tables.admit(worker)
+    warm, task = Task(TaskKind.TRANSFORM, "b", 0, 1), Task(TaskKind.TRANSFORM, "b", 0, 2)
+    out = ObjectName("b", 0, 2, "c", 0, 0).key()
+    tables.assign([(worker, warm), (worker, task)])
+    event = {"t": "done"}
+    assert tables.complete(worker, Completion(warm, [], [], None, event, {"tasks": 1})) == 1  # the script is loaded
+    connection = r.connection_pool.get_connection()
+    local_port = connection._sock.getsockname()[1]  # type: ignore[union-attr]
+    r.connection_pool.release(connection)
+    # the replies on that connection are dropped; the requests get through
+    rule = ["-p", "tcp", "-o", "lo", "--sport", str(tcp_redis), "--dport", str(local_port), "-j", "DROP"]
+    _iptables("-I", rule)
+    try:
+        result = tables.complete(worker, Completion(task, [(out, 5)], [], None, event, {"tasks": 1}))
+    finally:
+        _iptables("-D", rule)
+    assert result == 1
+    assert tables.locate([out]) == [worker]
+    assert int(r.hget(tables.k("stats"), "tasks") or 0) == 2  # the warm-up and this one, once

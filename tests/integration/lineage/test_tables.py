@@ -71,8 +71,15 @@ def test_completion_is_recorded_atomically_and_fenced(redis_client: redis.Redis,
     assert Task.from_json(redis_client.hget(tables.k("lt"), obj(3, "b", "c"))) == task
     assert 3 in tables.cemetery()[ObjectName.parse(obj(3)).edge.key()]
     assert json.loads(redis_client.lpop(tables.k("inbox")))["id"] == task.id
-    # the same completion again: the task is no longer assigned here
-    assert tables.complete(W0, _done(task, [], [])) == 0
+    # the same completion again (its reply was lost, the client asked again): recorded, once
+    stats = redis_client.hget(tables.k("stats"), "tasks")
+    assert tables.complete(W0, _done(task, [obj(3, "b", "c")], [obj(3)])) == 1
+    assert redis_client.hget(tables.k("stats"), "tasks") == stats and redis_client.llen(tables.k("inbox")) == 0
+    # a task taken away before this worker finished it (a recovery plan moved it): superseded
+    other = Task(TaskKind.TRANSFORM, "b", 1, 3)
+    tables.assign([(W0, other)])
+    redis_client.srem(tables.k("ntt:w0"), other.to_json())
+    assert tables.complete(W0, _done(other, [obj(3, "b", "c")], [])) == 0
     # a worker that is not (or no longer) alive cannot record anything
     tables.assign([(W1, task)])
     assert tables.complete(W1, _done(task, [obj(3, "b", "c")], [])) == -1

@@ -5,13 +5,18 @@
 --       9 stats json {field: increment} 10 vector clock of the outputs ("" if none)
 --       11 the task's dead-letter key (stage.channel@step) 12 its dead-letter records
 --       13 the run token the node was admitted with ("": none; see coordinator/admission.py)
+--       14 the key that marks this completion recorded (the key prefix, "done:", a digest of node and task)
 -- Dead letters are counted once per (stage, channel, step), however often the step is replayed: the
 -- count is set, not added, and the stats and the event carry only what is new ("dead_new").
 -- Inputs are buried (consumed) only by the last of the tasks of the same stage, channel and step
 -- pending on this node: two recoveries can leave two of them (an earlier plan's, writing some outputs,
 -- and a later one's, writing others: lineage/planner.py places them together), and the first to finish
 -- must not let the collector delete what the second still reads.
--- Returns 1 recorded, 0 task no longer assigned here (superseded), -1 node fenced off (declared dead, or
+-- A completion sent again after its reply was lost (the client gave up on a Redis that froze, or a cut that
+-- healed, and asked again on a new connection; the first request ran when Redis woke) finds its task gone
+-- from NTT, as a superseded one does: the mark, kept ten minutes, tells the two apart.
+-- Returns 1 recorded (now, or by that first request), 0 task no longer assigned here (superseded), -1 node
+-- fenced off (declared dead, or
 -- of another run: the same id under an older token),
 -- -2 no member at all: the store lost its state (a Redis restarted empty), which is not this node's fault.
 if redis.call('SCARD', KEYS[9]) == 0 then return -2 end
@@ -19,7 +24,11 @@ if redis.call('SISMEMBER', KEYS[9], ARGV[1]) == 0 or (ARGV[13] ~= '' and redis.c
   redis.call('HINCRBY', KEYS[10], 'fenced_commits', 1)  -- a zombie tried to commit: refused, and counted
   return -1
 end
-if redis.call('SREM', KEYS[1], ARGV[2]) == 0 then return 0 end
+if redis.call('SREM', KEYS[1], ARGV[2]) == 0 then
+  if redis.call('EXISTS', ARGV[14]) == 1 then return 1 end
+  return 0
+end
+redis.call('SET', ARGV[14], '1', 'EX', 600)
 local lineage = ARGV[7] == '1'
 for _, out in ipairs(cjson.decode(ARGV[3])) do
   local name, rows = out[1], out[2]
