@@ -139,14 +139,16 @@ class LineageTables:
     # --- workers' updates --------------------------------------------------
     def complete(self, worker: WorkerId, done: Completion, lineage: bool = True) -> int:
         ch = done.task.ref.key() if done.state_step is not None else ""
+        task = done.task.to_json()
         keys = [
             self.k(f"ntt:{worker}"), self.k(f"not:{worker}"), self.k("pt"), self.k("lt"),
             self.k("rows"), self.k("ct"), self.k("state"), self.k("inbox"), self.k("alive"), self.k("stats"),
             self.k("meta"), self.k("dead"), self.k("run"),
+            self.k("done:" + hashlib.sha1(f"{worker}\n{task}".encode()).hexdigest()),
         ]
         args: list[str | int] = [
             worker,
-            done.task.to_json(),
+            task,
             json.dumps([list(o) for o in done.outputs]),
             json.dumps(list(done.consumed)),
             ch,
@@ -158,7 +160,6 @@ class LineageTables:
             f"{done.task.ref.key()}@{done.task.step}",
             done.dead_letters,
             self.run,
-            self.k("done:" + hashlib.sha1(f"{worker}\n{done.task.to_json()}".encode()).hexdigest()),
         ]
         return int(self._complete(keys=keys, args=args))
 

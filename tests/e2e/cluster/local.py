@@ -101,7 +101,7 @@ class LocalCluster(Daemons):
             p.containerd_root, s / "containerd" / "state", self.sock, s / "cni" / "net.d", PAUSE_IMAGE))
         (s / "kubelet").mkdir(parents=True, exist_ok=True)
         write_if_changed(s / "kubelet-config.yaml",
-                         kubelet_config(p.pki, self.sock, n.node_ip, "kubelet-serving", Node(0), False))
+                         kubelet_config(p.pki, self.sock, n.node_ip, "kubelet-serving", Node(0)))
         # cluster DNS: Services and pods of cluster.local from the API; nothing else is resolved
         write_if_changed(s / "Corefile", f"""cluster.local:53 in-addr.arpa:53 {{
     bind {n.node_ip}
@@ -145,13 +145,12 @@ oomScoreAdj: 0
     def _ctr(self, *args: str) -> str:
         return run("ctr", "--address", self.sock, "--namespace", "k8s.io", *args, quiet=True)
 
-    def _import_images(self, ctr: list[str] | None = None, node: str = "") -> None:
-        """The pause and project images into a node's containerd (the first node's by default), unless it has
+    def _import_images(self, archives: list[tuple[Path, str]], ctr: list[str] | None = None, node: str = "") -> None:
+        """``archives`` (archive, tag) into a node's containerd (the first node's by default), unless it has
         them: each node keeps a mark per archive."""
         ctr = ctr or ["ctr", "--address", str(self.sock), "--namespace", "k8s.io"]
         present = set(run(*ctr, "images", "ls", "-q", quiet=True).split())
-        for archive, tag in ((build.ensure_pause(self.paths), PAUSE_IMAGE),
-                             (build.ensure_project_image(self.paths), PROJECT_IMAGE)):
+        for archive, tag in archives:
             mark = archive.with_name(archive.stem + (f".{node}" if node else "") + ".imported")
             if tag in present and mark.exists():
                 continue
@@ -175,9 +174,10 @@ oomScoreAdj: 0
 
     def _import_everywhere(self) -> None:
         """The images into every node's containerd at once (each import mostly waits on the disk)."""
+        archives = [(build.ensure_pause(self.paths), PAUSE_IMAGE), (build.ensure_project_image(self.paths), PROJECT_IMAGE)]
         targets: list[tuple[list[str] | None, str]] = [(None, ""), *((n.ctr(), n.node.name) for n in self.pool)]
         with ThreadPoolExecutor(len(targets)) as imports:
-            for done in [imports.submit(self._import_images, ctr, node) for ctr, node in targets]:
+            for done in [imports.submit(self._import_images, archives, ctr, node) for ctr, node in targets]:
                 done.result()
 
     def _up_pool(self) -> None:

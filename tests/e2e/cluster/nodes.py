@@ -82,11 +82,11 @@ def pool(count: int) -> list[Node]:
     return [Node(i) for i in range(1, count)]
 
 
-def kubelet_config(pki: Path, sock: Path, dns: str, serving: str, node: Node, pool_node: bool) -> str:
+def kubelet_config(pki: Path, sock: Path, dns: str, serving: str, node: Node) -> str:
     """One kubelet's configuration: the first node's and each pool node's differ only in ports, cgroup root,
     certificate and taint."""
     extra = ""
-    if pool_node:
+    if node.index > 0:
         extra = (f"port: {node.kubelet_port}\nhealthzPort: {node.healthz_port}\ncgroupRoot: /{node.cgroup}\n"
                  f"registerWithTaints: [{{key: {POOL}, value: {POOL_VALUE}, effect: NoSchedule}}]\n")
     return f"""apiVersion: kubelet.config.k8s.io/v1beta1
@@ -159,7 +159,7 @@ class PoolNode:
         write_if_changed(d / "containerd" / "config.toml", containerd_config(
             self.containerd_root, d / "containerd" / "state", self.sock, d / "cni" / "net.d", pause_image))
         write_if_changed(d / "kubelet-config.yaml",
-                         kubelet_config(pki, self.sock, dns, f"kubelet-serving-{self.node.name}", self.node, True))
+                         kubelet_config(pki, self.sock, dns, f"kubelet-serving-{self.node.name}", self.node))
 
     # --- cgroup and mount namespace ------------------------------------------------
     def _cgroup_dirs(self) -> list[Path]:
@@ -181,7 +181,7 @@ class PoolNode:
             return
         holder = self.mountns.parent
         holder.mkdir(parents=True, exist_ok=True)
-        if not any(line.split()[4] == str(holder) for line in Path("/proc/self/mountinfo").read_text().splitlines()):
+        if not _mounted(holder):
             subprocess.run(["mount", "--bind", str(holder), str(holder)], check=True)
             subprocess.run(["mount", "--make-private", str(holder)], check=True)
         self.mountns.touch()
@@ -193,7 +193,7 @@ class PoolNode:
                        check=True)
 
     def _ns_bound(self) -> bool:
-        return any(line.split()[4] == str(self.mountns) for line in Path("/proc/self/mountinfo").read_text().splitlines())
+        return _mounted(self.mountns)
 
     def _enter(self) -> list[str]:
         """The prefix that runs a command in this node's mount namespace."""
@@ -270,6 +270,11 @@ class PoolNode:
             _rmdir(directory)
         subprocess.run(["ip", "link", "delete", self.node.bridge], capture_output=True)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _mounted(path: Path) -> bool:
+    """Whether something is mounted at ``path`` in this process's mount namespace."""
+    return any(line.split()[4] == str(path) for line in Path("/proc/self/mountinfo").read_text().splitlines())
 
 
 def _rmdir(path: Path) -> None:

@@ -1,11 +1,11 @@
 -- A worker finished a task: record its outputs and consumption in one atomic step.
 -- KEYS: 1 ntt:<node> 2 not:<node> 3 pt 4 lt 5 rows 6 ct 7 state 8 inbox 9 alive 10 stats 11 meta 12 dead 13 run
+--       14 done:<digest of node and task>: marks this completion recorded
 -- ARGV: 1 node 2 task json 3 outputs json [[name, rows], ...] 4 consumed json [name, ...]
 --       5 state channel ("" if none) 6 state step 7 lineage ("1"/"0") 8 event json
 --       9 stats json {field: increment} 10 vector clock of the outputs ("" if none)
 --       11 the task's dead-letter key (stage.channel@step) 12 its dead-letter records
 --       13 the run token the node was admitted with ("": none; see coordinator/admission.py)
---       14 the key that marks this completion recorded (the key prefix, "done:", a digest of node and task)
 -- Dead letters are counted once per (stage, channel, step), however often the step is replayed: the
 -- count is set, not added, and the stats and the event carry only what is new ("dead_new").
 -- Inputs are buried (consumed) only by the last of the tasks of the same stage, channel and step
@@ -15,9 +15,8 @@
 -- A completion sent again after its reply was lost (the client gave up on a Redis that froze, or a cut that
 -- healed, and asked again on a new connection; the first request ran when Redis woke) finds its task gone
 -- from NTT, as a superseded one does: the mark, kept ten minutes, tells the two apart.
--- Returns 1 recorded (now, or by that first request), 0 task no longer assigned here (superseded), -1 node
--- fenced off (declared dead, or
--- of another run: the same id under an older token),
+-- Returns 1 recorded (now, or by that first request), 0 task no longer assigned here (superseded),
+-- -1 node fenced off (declared dead, or of another run: the same id under an older token),
 -- -2 no member at all: the store lost its state (a Redis restarted empty), which is not this node's fault.
 if redis.call('SCARD', KEYS[9]) == 0 then return -2 end
 if redis.call('SISMEMBER', KEYS[9], ARGV[1]) == 0 or (ARGV[13] ~= '' and redis.call('GET', KEYS[13]) ~= ARGV[13]) then
@@ -25,10 +24,10 @@ if redis.call('SISMEMBER', KEYS[9], ARGV[1]) == 0 or (ARGV[13] ~= '' and redis.c
   return -1
 end
 if redis.call('SREM', KEYS[1], ARGV[2]) == 0 then
-  if redis.call('EXISTS', ARGV[14]) == 1 then return 1 end
+  if redis.call('EXISTS', KEYS[14]) == 1 then return 1 end
   return 0
 end
-redis.call('SET', ARGV[14], '1', 'EX', 600)
+redis.call('SET', KEYS[14], '1', 'EX', 600)
 local lineage = ARGV[7] == '1'
 for _, out in ipairs(cjson.decode(ARGV[3])) do
   local name, rows = out[1], out[2]
