@@ -33,7 +33,6 @@ time-to-live, so a coordinator that dies mid-recovery does not stop GC forever.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -144,7 +143,7 @@ class LineageTables:
             self.k(f"ntt:{worker}"), self.k(f"not:{worker}"), self.k("pt"), self.k("lt"),
             self.k("rows"), self.k("ct"), self.k("state"), self.k("inbox"), self.k("alive"), self.k("stats"),
             self.k("meta"), self.k("dead"), self.k("run"),
-            self.k("done:" + hashlib.sha1(f"{worker}\n{task}".encode()).hexdigest()),
+            self.k(f"done:{worker}"),
         ]
         args: list[str | int] = [
             worker,
@@ -238,7 +237,7 @@ class LineageTables:
         pipe = self.r.pipeline(transaction=True)
         for key in self.r.scan_iter(match=f"{self.prefix}ntt:*", count=1000):
             pipe.delete(key)
-        for pattern in ("not:*", "gc:*"):
+        for pattern in ("not:*", "gc:*", "done:*"):
             for key in self.r.scan_iter(match=f"{self.prefix}{pattern}", count=1000):
                 pipe.delete(key)
         for name in ("pt", "ct", "lt", "rows", "meta", "state", "alive"):

@@ -1,6 +1,6 @@
 -- A worker finished a task: record its outputs and consumption in one atomic step.
 -- KEYS: 1 ntt:<node> 2 not:<node> 3 pt 4 lt 5 rows 6 ct 7 state 8 inbox 9 alive 10 stats 11 meta 12 dead 13 run
---       14 done:<digest of node and task>: marks this completion recorded
+--       14 done:<node>: the node's last completions recorded (a list, newest first, capped)
 -- ARGV: 1 node 2 task json 3 outputs json [[name, rows], ...] 4 consumed json [name, ...]
 --       5 state channel ("" if none) 6 state step 7 lineage ("1"/"0") 8 event json
 --       9 stats json {field: increment} 10 vector clock of the outputs ("" if none)
@@ -14,7 +14,9 @@
 -- must not let the collector delete what the second still reads.
 -- A completion sent again after its reply was lost (the client gave up on a Redis that froze, or a cut that
 -- healed, and asked again on a new connection; the first request ran when Redis woke) finds its task gone
--- from NTT, as a superseded one does: the mark, kept ten minutes, tells the two apart.
+-- from NTT, as a superseded one does: the node's list of its last 256 recorded tasks tells the two apart (a
+-- retry follows its first request within seconds; one list per node keeps Redis's size flat however long
+-- the run; it expires ten minutes after the node's last completion, so a node gone leaves nothing).
 -- Returns 1 recorded (now, or by that first request), 0 task no longer assigned here (superseded),
 -- -1 node fenced off (declared dead, or of another run: the same id under an older token),
 -- -2 no member at all: the store lost its state (a Redis restarted empty), which is not this node's fault.
@@ -24,10 +26,12 @@ if redis.call('SISMEMBER', KEYS[9], ARGV[1]) == 0 or (ARGV[13] ~= '' and redis.c
   return -1
 end
 if redis.call('SREM', KEYS[1], ARGV[2]) == 0 then
-  if redis.call('EXISTS', KEYS[14]) == 1 then return 1 end
+  if redis.call('LPOS', KEYS[14], ARGV[2]) then return 1 end
   return 0
 end
-redis.call('SET', KEYS[14], '1', 'EX', 600)
+redis.call('LPUSH', KEYS[14], ARGV[2])
+redis.call('LTRIM', KEYS[14], 0, 255)
+redis.call('EXPIRE', KEYS[14], 600)
 local lineage = ARGV[7] == '1'
 for _, out in ipairs(cjson.decode(ARGV[3])) do
   local name, rows = out[1], out[2]
