@@ -556,7 +556,10 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str], sideca
             log.info("task done", extra={"task": task.id, "seconds": seconds, "rows_in": result["rows_in"],
                                          "outputs": len(result["outputs"]), "group": len(items)})
     runner.close()
-    spark.stop()
+    try:
+        spark.stop()
+    except Exception as exc:  # the JVM went first (a pod's or a run's end signals the whole process group)
+        log.info("spark already stopped", extra={"worker": worker, "error": one_line(exc)})
 
 
 def main(argv: list[str] | None = None) -> None:
