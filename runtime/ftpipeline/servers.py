@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -24,7 +25,7 @@ from ftpipeline.commandlog.zkaccess import super_digest
 from ftpipeline.embedded import jars, kafka
 from ftpipeline.embedded.redis import prepare_acl_file, redis_command
 from ftpipeline.embedded.s3 import s3_command
-from ftpipeline.embedded.zookeeper import zookeeper_command
+from ftpipeline.embedded.zookeeper import Ensemble, member_id, zookeeper_command
 from ftpipeline.worker import jvmarchive
 
 
@@ -44,8 +45,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
             digest = super_digest(args.super_password_file.read_text().strip())
         # its configuration (and with TLS the key store) in a directory of its own, never on the data volume
         conf = Path(tempfile.mkdtemp(prefix="ftpipeline-zookeeper-"))
+        ensemble = None
+        if args.servers:
+            try:
+                my_id = member_id(socket.gethostname()) if args.id == "auto" else int(args.id)
+                ensemble = Ensemble(tuple(m.strip() for m in args.servers.split(",") if m.strip()), my_id)
+            except ValueError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
         command = zookeeper_command(args.dir, args.port, digest, tls_dir=args.tls_dir, probe_port=args.probe_port,
-                                    conf_dir=conf)
+                                    conf_dir=conf, ensemble=ensemble)
     elif args.command == "serve-s3":
         for sub in ("data", "iam"):  # buckets under data/ (each a directory), the users in iam/
             (args.dir / sub).mkdir(exist_ok=True)
@@ -129,6 +138,12 @@ def add_server_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser])
             serve.add_argument("--super-password-file", type=Path, metavar="FILE",
                                help="the super user (the operator: it passes every ACL) has the password in FILE; "
                                     "each pipeline's znodes are then its own (digest ACLs)")
+            serve.add_argument("--servers", metavar="HOST,HOST,HOST",
+                               help="be a member of an ensemble: every member's host (or host:quorum-port:"
+                                    "election-port; default ports 2888 and 3888), in id order from 1")
+            serve.add_argument("--id", default="auto", metavar="N|auto",
+                               help="with --servers: this member's id (1, 2, ...); auto: the host name's "
+                                    "StatefulSet ordinal plus one (default)")
             serve.add_argument("--probe-port", type=int, default=2182,
                                help="with --tls-dir: a plaintext port on the loopback interface alone, for a "
                                     "readiness probe inside the pod (default 2182)")

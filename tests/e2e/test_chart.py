@@ -300,3 +300,43 @@ def test_the_kafka_broker_is_optional_and_only_the_operator_and_the_workers_reac
     assert policy["spec"]["ingress"][0]["from"]  # not open: the workers and the operator alone
     external = _operator_env(render("kafka.externalBootstrapServers=k1:9092\\,k2:9092"))
     assert external["FTPIPELINE_DEFAULT_KAFKA"] == "k1:9092,k2:9092"
+
+
+def test_zookeeper_as_an_ensemble_spreads_its_members_and_clients_name_every_one() -> None:
+    """zookeeper.replicas 3: a StatefulSet whose members start together, spread over nodes, find each other
+    by name before they are ready, and are drained one at a time; clients list every member, whose names the
+    generated certificate covers; only members reach the quorum ports. 2 (no majority survives a loss) is
+    refused."""
+    docs = render("zookeeper.replicas=3", "networkPolicy.enabled=true")
+    [members] = [d for d in docs if d["kind"] == "StatefulSet"]
+    spec = members["spec"]
+    assert spec["replicas"] == 3 and spec["podManagementPolicy"] == "Parallel"
+    pod = spec["template"]["spec"]
+    [term] = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    command = pod["containers"][0]["command"]
+    names = [f"t-ftpipeline-zookeeper-{i}.t-ftpipeline-zookeeper-members.ns.svc" for i in range(3)]
+    assert command[command.index("--servers") + 1] == ",".join(names)
+    [headless] = [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"].endswith("-members")]
+    assert headless["spec"]["clusterIP"] == "None" and headless["spec"]["publishNotReadyAddresses"] is True
+    [budget] = [d for d in docs if d["kind"] == "PodDisruptionBudget" and "zookeeper" in d["metadata"]["name"]]
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert not [d for d in docs if d["kind"] == "PersistentVolumeClaim" and "zookeeper" in d["metadata"]["name"]]
+    assert [t["metadata"]["name"] for t in spec["volumeClaimTemplates"]] == ["data"]
+    [connect] = [e["value"] for d in docs if d["kind"] == "Deployment" for c in d["spec"]["template"]["spec"]["containers"]
+                 for e in c.get("env", []) if e["name"] == "FTPIPELINE_DEFAULT_ZOOKEEPER"]
+    assert connect.split("?")[0] == ",".join(f"{n}:2181" for n in names)
+    import base64
+
+    from cryptography import x509
+
+    [secret] = [d for d in docs if d["kind"] == "Secret" and d["metadata"]["name"] == "t-ftpipeline-zookeeper-tls"]
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert "*.t-ftpipeline-zookeeper-members.ns.svc" in sans
+    [policy] = [d for d in docs if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == "t-ftpipeline-zookeeper"]
+    quorum = [r for r in policy["spec"]["ingress"] if {"port": 3888, "protocol": "TCP"} in r["ports"]]
+    assert [r["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for r in quorum] == ["zookeeper"]
+    assert not [d for d in render() if d["kind"] == "StatefulSet"], "one member stays a Deployment"
+    refused = helm("template", "t", str(CHART), "--set", "zookeeper.replicas=2", check=False)
+    assert refused.returncode != 0 and "zookeeper.replicas" in refused.stderr

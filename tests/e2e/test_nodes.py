@@ -5,7 +5,8 @@ These need a cluster with a pool of at least three nodes that a pipeline's pods 
 command that stops and starts one of them (``FTPIPELINE_E2E_NODE_FAULT stop|start <node>``, which the local
 provider's ``env`` sets). The pipeline's workers tolerate the taint and are spread over the pool by the
 operator's default topology spread (five workers on three nodes: two nodes run two). The module's release puts
-Redis on the pool too and everything else off it; the first two tests leave Redis's node alone.
+Redis on the pool too, and ZooKeeper as a three-member ensemble that may use the pool (its members on different
+nodes); everything else stays off it. The first two tests leave Redis's node alone.
 
 - A node stopped (its kubelet, container runtime and pods frozen, its pod addresses silent, as a machine that
   loses power) while two of the five workers run on it: the heartbeats expire, both are declared lost together,
@@ -15,6 +16,8 @@ Redis on the pool too and everything else off it; the first two tests leave Redi
   time as the disruption budget allows; no recovery is counted and the output equals the oracle.
 - Redis's node stopped, with workers on it: the workers are recovered from at once, Redis once Kubernetes has
   moved it (the chart's nodeLostTolerationSeconds); the run waits for it meanwhile.
+- A ZooKeeper member's node stopped (a follower's, with no worker and not Redis on it): the run goes on with
+  the other two members, no pause and no recovery.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import os
 import shlex
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,17 +44,20 @@ from .test_operator import spark  # noqa: F401 - a fixture
 
 POOL, POOL_VALUE = "e2e.ftpipeline.io/pool", "pipelines"
 REDIS = "app.kubernetes.io/component=redis"
+ZOOKEEPER = "app.kubernetes.io/component=zookeeper"
 FAULT = os.environ.get("FTPIPELINE_E2E_NODE_FAULT", "")
 
 
 @pytest.fixture(scope="module")
 def namespace(kube: client.ApiClient) -> Iterator[str]:
     """One namespace and one release for the module (the tests break nodes, not the release): the chart with its
-    Redis on the pool, so that the last test can take Redis's node down; the others leave that node alone."""
+    Redis on the pool, so that a test can take Redis's node down (the others leave that node alone), and its
+    ZooKeeper as a three-member ensemble allowed on the pool."""
     name = create_namespace(kube, "nodes")
     apply_crds(kube)
-    on = ["--set-json", f'redis.nodeSelector={{"{POOL}": "{POOL_VALUE}"}}',
-          "--set-json", f'redis.tolerations=[{{"key": "{POOL}", "operator": "Exists", "effect": "NoSchedule"}}]']
+    tolerate = f'[{{"key": "{POOL}", "operator": "Exists", "effect": "NoSchedule"}}]'
+    on = ["--set-json", f'redis.nodeSelector={{"{POOL}": "{POOL_VALUE}"}}', "--set-json", f"redis.tolerations={tolerate}",
+          "--set", "zookeeper.replicas=3", "--set-json", f"zookeeper.tolerations={tolerate}"]
     try:
         with chart(name, *on):
             yield name
@@ -115,8 +122,6 @@ def busiest(where: dict[str, str], but: str) -> str:
 
 def start_on_pool(api: client.CustomObjectsApi, namespace: str, prefix: str, steps: int, workers: int,
                   rows: int = 6000) -> tuple[str, dict[str, Any], Any]:
-    import uuid
-
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     data = _writable_dir(HOST_ROOT / name)
     doc = on_pool(pipeline(namespace, name, steps, data), workers)
@@ -230,6 +235,61 @@ def test_the_node_holding_redis_stopped_with_workers_the_run_waits_for_redis_els
     assert final["committedStep"] == steps
     assert moved and victim not in moved, (victim, moved)
     assert events(core, namespace, name, "RedisUnavailable"), "the pause is said"
+    [result] = compare(spark, oracle_spec(doc, data), steps)
+    assert result.equal and result.duplicates == 0, result
+    api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+
+
+def member_modes(core: client.CoreV1Api, namespace: str) -> dict[str, tuple[str, str]]:
+    """Each ZooKeeper member pod: (its node, ``leader``/``follower``/"" as its ``srvr`` says)."""
+    out = {}
+    for pod in core.list_namespaced_pod(namespace, label_selector=ZOOKEEPER).items:
+        said = subprocess.run(["kubectl", "-n", namespace, "exec", pod.metadata.name, "--", "bash", "-c",
+                               "exec 3<>/dev/tcp/127.0.0.1/2182 && printf srvr >&3 && cat <&3"],
+                              capture_output=True, text=True, timeout=30).stdout
+        modes = [line.split(":", 1)[1].strip() for line in said.splitlines() if line.startswith("Mode:")]
+        out[pod.metadata.name] = (str(pod.spec.node_name), modes[0] if modes else "")
+    return out
+
+
+def test_a_zookeeper_members_node_stopped_costs_the_run_no_pause(
+        kube: client.ApiClient, namespace: str, spark: object, pool: list[str]) -> None:  # noqa: F811
+    """A follower's node stops: the coordinator's and the workers' sessions that were on it move to the other
+    two members within their timeouts, the quorum stays, and the run neither pauses nor recovers."""
+    api, core = client.CustomObjectsApi(kube), client.CoreV1Api(kube)
+    modes = wait_for("three ZooKeeper members, one leading", lambda: (
+        m := member_modes(core, namespace)) and sorted(mode for _, mode in m.values()) == ["follower", "follower",
+                                                                                          "leader"] and m, 300)
+    nodes = [node for node, _ in modes.values()]
+    assert len(set(nodes)) == 3, f"the members share a node: {modes}"
+    candidates = [node for node, mode in modes.values() if mode == "follower" and node in pool
+                  and node != redis_node(core, namespace)]
+    if not candidates:
+        pytest.skip(f"no follower on a pool node without Redis to stop: {modes}")
+    victim = candidates[0]
+    steps = 60
+    name = f"zkmember-{uuid.uuid4().hex[:6]}"
+    data = _writable_dir(HOST_ROOT / name)
+    doc = on_pool(pipeline(namespace, name, steps, data), 4)
+    doc["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [victim]}]}]}}}
+    create_pipeline(api, doc, data)
+    wait_for("step 3 committed", lambda: (status(api, namespace, name).get("committedStep") or 0) >= 3, 300)
+    assert victim not in placement(core, namespace, name).values()
+    with stopped(victim):
+        at_stop, began = status(api, namespace, name).get("committedStep") or 0, time.monotonic()
+        wait_for("three more committed steps",
+                 lambda: (status(api, namespace, name).get("committedStep") or 0) >= at_stop + 3, 180)
+        took = time.monotonic() - began
+        final = finished(api, namespace, name)
+        left = {pod: m for pod, m in member_modes(core, namespace).items() if m[0] != victim}
+    print(f"the node {victim} of a ZooKeeper follower stopped at step {at_stop}: three more steps committed "
+          f"{took:.2f} s later; the members left {left}; status {final}")
+    assert final["phase"] == "Succeeded", final
+    assert final["committedStep"] == steps
+    assert not final.get("recoveries"), final  # no worker's session expired
+    assert sorted(mode for _, mode in left.values()) == ["follower", "leader"], left
+    assert not events(core, namespace, name, "ZooKeeperUnavailable"), "no pause"
     [result] = compare(spark, oracle_spec(doc, data), steps)
     assert result.equal and result.duplicates == 0, result
     api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)

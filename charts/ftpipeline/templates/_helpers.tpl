@@ -71,7 +71,14 @@ render.STORE_CA_DIR). */}}
 {{- define "ftpipeline.zookeeperConnect" -}}
 {{- $tls := include "ftpipeline.storeTLSSecret" (dict "root" . "store" "zookeeper") -}}
 {{- $hosts := .Values.zookeeper.externalConnect -}}
-{{- if .Values.zookeeper.enabled -}}
+{{- if and .Values.zookeeper.enabled (gt (int .Values.zookeeper.replicas) 1) -}}
+{{- $members := list -}}
+{{- $fullname := include "ftpipeline.fullname" . -}}
+{{- range $i := until (int .Values.zookeeper.replicas) -}}
+{{- $members = append $members (printf "%s-zookeeper-%d.%s-zookeeper-members.%s.svc:2181" $fullname $i $fullname $.Release.Namespace) -}}
+{{- end -}}
+{{- $hosts = join "," $members -}}
+{{- else if .Values.zookeeper.enabled -}}
 {{- $hosts = printf "%s-zookeeper.%s.svc:2181" (include "ftpipeline.fullname" .) .Release.Namespace -}}
 {{- end -}}
 {{- if $tls -}}

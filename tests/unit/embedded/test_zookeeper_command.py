@@ -46,3 +46,37 @@ def test_a_tls_server_serves_plaintext_on_the_loopback_probe_port_alone(tmp_path
     serialization.load_pem_private_key(pem, password=None)
     with pytest.raises(ValueError, match="probe port"):
         zookeeper_command(tmp_path / "data", 2181, tls_dir=tls)
+
+
+def test_a_member_of_an_ensemble_names_every_member_and_itself(tmp_path: Path) -> None:
+    from ftpipeline.embedded.zookeeper import Ensemble
+
+    hosts = ("zk-0.zk-members", "zk-1.zk-members", "127.0.0.1:12888:13888")
+    args = zookeeper_command(tmp_path / "data", 2181, ensemble=Ensemble(hosts, my_id=2), conf_dir=tmp_path / "conf")
+    assert args[-2] == "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+    config = dict(line.split("=", 1) for line in Path(args[-1]).read_text().splitlines())
+    assert config["server.1"] == "zk-0.zk-members:2888:3888"
+    assert config["server.3"] == "127.0.0.1:12888:13888"
+    assert (tmp_path / "data" / "myid").read_text().strip() == "2"
+    assert zookeeper_command(tmp_path / "alone", 2181)[-2] == "org.apache.zookeeper.server.ZooKeeperServerMain"
+
+
+@pytest.mark.parametrize(("members", "my_id", "error"), [
+    (("a", "b"), 1, "odd number of members, at least 3"),
+    (("a", "b", "c", "d"), 1, "odd number"),
+    (("a", "b", "c"), 4, "--id 4: not one of the 3 members' ids"),
+])
+def test_an_ensemble_that_cannot_keep_a_majority_is_refused_naming_the_flag(members: tuple[str, ...], my_id: int,
+                                                                            error: str) -> None:
+    from ftpipeline.embedded.zookeeper import Ensemble
+
+    with pytest.raises(ValueError, match=error):
+        Ensemble(members, my_id)
+
+
+def test_a_statefulset_pods_member_id_is_its_ordinal_plus_one() -> None:
+    from ftpipeline.embedded.zookeeper import member_id
+
+    assert member_id("ftp-zookeeper-0") == 1 and member_id("ftp-zookeeper-4") == 5
+    with pytest.raises(ValueError, match="StatefulSet ordinal"):
+        member_id("zookeeper")

@@ -1,0 +1,113 @@
+"""A three-member ZooKeeper ensemble loses one member while a pipeline runs: the run does not stop.
+
+Real servers (``serve-zookeeper``'s ensemble mode, three JVMs on the loopback interface), a real run through
+the CLI with every member in its connect string, one member killed (SIGKILL, as a crash) once step 3 is
+committed: a follower, or the leader (the other two elect a new one first). The run finishes with no worker
+declared lost and its output equals the oracle. Losing a follower costs no pause: the coordinator's and the
+workers' sessions move to the members left within their timeouts; losing the leader pauses the run for the
+election (under a second here: ticks of 500 ms).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ftpipeline.embedded.ports import free_port
+from ftpipeline.embedded.zookeeper import EmbeddedZooKeeper, Ensemble
+from ftpipeline.oracle import compare
+from ftpipeline.spec import load_pipeline
+
+from ..pipelines import clickstream
+
+STEPS = 14
+
+
+def mode(member: EmbeddedZooKeeper) -> str:
+    """``leader``, ``follower``, or "" (not serving): what ``srvr`` says."""
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", member.port), timeout=2.0) as s:
+            s.sendall(b"srvr")
+            reply = b""
+            while chunk := s.recv(4096):
+                reply += chunk
+    except OSError:
+        return ""
+    modes = [line.split(":", 1)[1].strip() for line in reply.decode().splitlines() if line.startswith("Mode:")]
+    return modes[0] if modes else ""
+
+
+@pytest.fixture
+def ensemble(tmp_path: Path) -> Iterator[list[EmbeddedZooKeeper]]:
+    hosts = tuple(f"127.0.0.1:{free_port()}:{free_port()}" for _ in range(3))
+    members = [EmbeddedZooKeeper(tmp_path / f"zk{i}", ensemble=Ensemble(hosts, i + 1), port=free_port())
+               for i in range(3)]
+    errors: list[BaseException] = []
+
+    def start(member: EmbeddedZooKeeper) -> None:
+        try:
+            member.start(timeout_s=90)
+        except BaseException as exc:  # noqa: BLE001 - said below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start, args=(m,)) for m in members]  # each waits for a majority
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert not errors, errors
+        assert sorted(mode(m) for m in members) == ["follower", "follower", "leader"]
+        yield members
+    finally:
+        for m in members:
+            m.stop()
+
+
+@pytest.mark.parametrize("lost", ["follower", "leader"])
+def test_a_member_lost_mid_run_neither_stops_the_run_nor_loses_a_worker(
+        tmp_path: Path, ensemble: list[EmbeddedZooKeeper], redis_url: str, spark: object, lost: str) -> None:
+    connect = ",".join(m.connect for m in ensemble)
+    pipeline = clickstream(tmp_path, f"zk-{lost}", steps=STEPS, workers=2, rows_per_step=3000,
+                           parallelism={"events": 2, "clean": 2, "per-user": 2, "output": 2}, checkpoint_every=4)
+    summary = tmp_path / "summary.json"
+    proc = subprocess.Popen([sys.executable, "-m", "ftpipeline.cli", "run", str(pipeline), "--no-progress",
+                             "--run-dir", str(tmp_path / "run"), "--redis-url", redis_url, "--zookeeper", connect,
+                             "--summary-json", str(summary)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, cwd=tmp_path)
+    try:
+        log = tmp_path / "run" / "coordinator.log"
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and time.monotonic() < deadline and not (
+                log.exists() and '"boundary": 4' in log.read_text()):  # the first checkpoint: step 4 is done
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        [victim] = [m for m in ensemble if mode(m) == lost][:1]
+        victim.kill()
+        killed_at = time.monotonic()
+        output = proc.communicate(timeout=600)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    took = time.monotonic() - killed_at
+    assert proc.returncode == 0, output[-4000:]
+    result = json.loads(summary.read_text())
+    print(f"{lost} killed after step 4's checkpoint began; the run ended {took:.1f} s later; "
+          f"pauses {result['outages']}; modes now {[mode(m) for m in ensemble]}")
+    assert result["committed"] == STEPS
+    assert result["recoveries"] == [], result["recoveries"]  # no worker's session expired
+    assert sorted(mode(m) for m in ensemble) == ["", "follower", "leader"]
+    if lost == "follower":
+        assert result["outages"] == [], result["outages"]
+    [comparison] = compare(spark, load_pipeline(pipeline), STEPS)
+    assert comparison.duplicates == 0 and comparison.equal, comparison
