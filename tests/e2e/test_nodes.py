@@ -17,7 +17,7 @@ nodes); everything else stays off it. The first two tests leave Redis's node alo
 - Redis's node stopped, with workers on it: the workers are recovered from at once, Redis once Kubernetes has
   moved it (the chart's nodeLostTolerationSeconds); the run waits for it meanwhile.
 - A ZooKeeper member's node stopped (a follower's, with no worker and not Redis on it): the run goes on with
-  the other two members, no pause and no recovery.
+  the other two members and recovers nothing.
 """
 
 from __future__ import annotations
@@ -240,10 +240,13 @@ def test_the_node_holding_redis_stopped_with_workers_the_run_waits_for_redis_els
     api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
 
 
-def member_modes(core: client.CoreV1Api, namespace: str) -> dict[str, tuple[str, str]]:
-    """Each ZooKeeper member pod: (its node, ``leader``/``follower``/"" as its ``srvr`` says)."""
+def member_modes(core: client.CoreV1Api, namespace: str, but: str = "") -> dict[str, tuple[str, str]]:
+    """Each ZooKeeper member pod (not those on the node ``but``): its node, and ``leader``/``follower``/"" as its
+    ``srvr`` says."""
     out = {}
     for pod in core.list_namespaced_pod(namespace, label_selector=ZOOKEEPER).items:
+        if pod.spec.node_name == but:
+            continue
         said = subprocess.run(["kubectl", "-n", namespace, "exec", pod.metadata.name, "--", "bash", "-c",
                                "exec 3<>/dev/tcp/127.0.0.1/2182 && printf srvr >&3 && cat <&3"],
                               capture_output=True, text=True, timeout=30).stdout
@@ -252,10 +255,12 @@ def member_modes(core: client.CoreV1Api, namespace: str) -> dict[str, tuple[str,
     return out
 
 
-def test_a_zookeeper_members_node_stopped_costs_the_run_no_pause(
+def test_a_zookeeper_members_node_stopped_costs_the_run_no_recovery(
         kube: client.ApiClient, namespace: str, spark: object, pool: list[str]) -> None:  # noqa: F811
-    """A follower's node stops: the coordinator's and the workers' sessions that were on it move to the other
-    two members within their timeouts, the quorum stays, and the run neither pauses nor recovers."""
+    """A follower's node stops: the quorum stays, and the sessions that were on it (the coordinator's, perhaps
+    a worker's) move to the other two members. A client notices a silent server after two thirds of its
+    session timeout (kazoo's ping), so the steps stall that long if the coordinator's session was there, and
+    not at all otherwise; no worker's session expires, nothing is recovered."""
     api, core = client.CustomObjectsApi(kube), client.CoreV1Api(kube)
     modes = wait_for("three ZooKeeper members, one leading", lambda: (
         m := member_modes(core, namespace)) and sorted(mode for _, mode in m.values()) == ["follower", "follower",
@@ -267,7 +272,7 @@ def test_a_zookeeper_members_node_stopped_costs_the_run_no_pause(
     if not candidates:
         pytest.skip(f"no follower on a pool node without Redis to stop: {modes}")
     victim = candidates[0]
-    steps = 60
+    steps = 40
     name = f"zkmember-{uuid.uuid4().hex[:6]}"
     data = _writable_dir(HOST_ROOT / name)
     doc = on_pool(pipeline(namespace, name, steps, data), 4)
@@ -277,19 +282,24 @@ def test_a_zookeeper_members_node_stopped_costs_the_run_no_pause(
     wait_for("step 3 committed", lambda: (status(api, namespace, name).get("committedStep") or 0) >= 3, 300)
     assert victim not in placement(core, namespace, name).values()
     with stopped(victim):
-        at_stop, began = status(api, namespace, name).get("committedStep") or 0, time.monotonic()
-        wait_for("three more committed steps",
-                 lambda: (status(api, namespace, name).get("committedStep") or 0) >= at_stop + 3, 180)
-        took = time.monotonic() - began
+        began = last = time.monotonic()
+        at_stop = seen = status(api, namespace, name).get("committedStep") or 0
+        stall = 0.0
+        while time.monotonic() - began < 20 and seen < steps:  # the longest wait between two commits
+            time.sleep(0.25)
+            now, step = time.monotonic(), status(api, namespace, name).get("committedStep") or 0
+            if step > seen:
+                stall, seen, last = max(stall, now - last), step, now
         final = finished(api, namespace, name)
-        left = {pod: m for pod, m in member_modes(core, namespace).items() if m[0] != victim}
-    print(f"the node {victim} of a ZooKeeper follower stopped at step {at_stop}: three more steps committed "
-          f"{took:.2f} s later; the members left {left}; status {final}")
+        left = member_modes(core, namespace, but=victim)
+    paused = events(core, namespace, name, "ZooKeeperUnavailable")
+    print(f"the node {victim} of a ZooKeeper follower stopped at step {at_stop}: the longest wait between two "
+          f"commits over the next 20 s {stall:.2f} s; pauses said {paused}; the members left {left}")
     assert final["phase"] == "Succeeded", final
     assert final["committedStep"] == steps
     assert not final.get("recoveries"), final  # no worker's session expired
     assert sorted(mode for _, mode in left.values()) == ["follower", "leader"], left
-    assert not events(core, namespace, name, "ZooKeeperUnavailable"), "no pause"
+    assert len(events(core, namespace, name, "ZooKeeperRecovered")) == len(paused), "each pause ended by itself"
     [result] = compare(spark, oracle_spec(doc, data), steps)
     assert result.equal and result.duplicates == 0, result
     api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
