@@ -53,14 +53,23 @@ ENV FTPIPELINE_KAFKA_JARS=/opt/kafka FTPIPELINE_DELTA_JARS=/opt/delta
 COPY --from=s3-gateway /versitygw /usr/local/bin/versitygw
 
 WORKDIR /opt/ftpipeline
-COPY pyproject.toml README.md ./
-COPY runtime runtime
-COPY operator operator
+# The dependencies first, from pyproject.toml alone: a layer of their own (PySpark and pyarrow are most of
+# the image), rebuilt only when they change, not with every change of the code.
 # An optional build secret "pip_cert" (a CA bundle) serves networks that intercept TLS;
-# it is used for this step only and never stored in the image.
+# it is used for these steps only and never stored in the image.
+COPY pyproject.toml ./
 RUN --mount=type=secret,id=pip_cert,required=false \
     if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
- && pip install --no-cache-dir . \
+ && python3 -c "import tomllib; print('\\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+      > /tmp/requirements.txt \
+ && pip install --no-cache-dir -r /tmp/requirements.txt && rm /tmp/requirements.txt \
+ && find /opt/venv -name '__pycache__' -prune -exec rm -rf {} +
+COPY README.md ./
+COPY runtime runtime
+COPY operator operator
+RUN --mount=type=secret,id=pip_cert,required=false \
+    if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
+ && pip install --no-cache-dir --no-deps . \
  && find /opt/venv -name '__pycache__' -prune -exec rm -rf {} +
 COPY examples examples
 # The workers' Spark JVMs start from a class-data-sharing archive made here once (about half of a JVM's

@@ -42,6 +42,8 @@ GROUPS: dict[str, str] = {
     # (which the drain covers, budget included), in one part
     "tests/e2e/test_nodes.py::test_the_node_holding_redis_stopped": "B",
     "tests/e2e/test_operator.py::test_an_evicted_worker_hands_its_channels_over": "B",
+    # a ZooKeeper follower's node alone (the node stopped with workers takes a follower too where it can)
+    "tests/e2e/test_nodes.py::test_a_zookeeper_members_node_stopped": "C",
     # a ZooKeeper ensemble's member killed mid-run: a follower (no pause) every time, the leader in one part
     "tests/integration/embedded/test_zookeeper_ensemble.py::test_a_member_lost_mid_run_neither_stops_the_run_nor_loses_a_worker[leader]": "C",
     # chaos: schedule 1 every time; 2 and 3 hold every other fault kind, 6 the loss of every worker

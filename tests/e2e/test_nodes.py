@@ -9,9 +9,10 @@ Redis on the pool too, and ZooKeeper as a three-member ensemble that may use the
 nodes); everything else stays off it. The first two tests leave Redis's node alone.
 
 - A node stopped (its kubelet, container runtime and pods frozen, its pod addresses silent, as a machine that
-  loses power) while two of the five workers run on it: the heartbeats expire, both are declared lost together,
-  their channels recover on the survivors, the replacements run on live nodes while Kubernetes still shows the
-  dead node's pods, and the output equals the oracle.
+  loses power) while two of the five workers run on it, and a ZooKeeper follower where the spread allows: the
+  heartbeats expire, both workers are declared lost together, their channels recover on the survivors, the
+  replacements run on live nodes while Kubernetes still shows the dead node's pods, the other two ZooKeeper
+  members keep their quorum, and the output equals the oracle.
 - A node drained (``kubectl drain``): each worker on it hands its channels over before its pod goes, one at a
   time as the disruption budget allows; no recovery is counted and the output equals the oracle.
 - Redis's node stopped, with workers on it: the workers are recovered from at once, Redis once Kubernetes has
@@ -114,10 +115,10 @@ def placement(core: client.CoreV1Api, namespace: str, name: str) -> dict[str, st
             if p.spec.node_name}
 
 
-def busiest(where: dict[str, str], but: str) -> str:
-    """The node with the most of the pipeline's workers, other than ``but``."""
+def busiest(where: dict[str, str], but: str, preferring: set[str] | None = None) -> str:
+    """The node with the most of the pipeline's workers, other than ``but`` (of equals, one in ``preferring``)."""
     nodes = sorted(n for n in where.values() if n != but)
-    return max(nodes, key=nodes.count)
+    return max(nodes, key=lambda n: (nodes.count(n), n in (preferring or set())))
 
 
 def start_on_pool(api: client.CustomObjectsApi, namespace: str, prefix: str, steps: int, workers: int,
@@ -141,7 +142,9 @@ def test_a_stopped_node_loses_its_workers_together_and_the_run_recovers_on_the_o
     name, doc, data = start_on_pool(api, namespace, "nodelost", steps, workers=5)
     before = placement(core, namespace, name)
     assert set(before.values()) <= set(pool), before
-    victim = busiest(before, but=redis_node(core, namespace))
+    members = member_modes(core, namespace)
+    followers = {node for node, mode in members.values() if mode == "follower"}
+    victim = busiest(before, but=redis_node(core, namespace), preferring=followers)
     lost = sorted(pod for pod, node in before.items() if node == victim)
     assert len(lost) >= 2, f"the spread put fewer than two workers on {victim}: {before}"
     with stopped(victim):
@@ -154,8 +157,12 @@ def test_a_stopped_node_loses_its_workers_together_and_the_run_recovers_on_the_o
         after = placement(core, namespace, name)
         replacements = {pod: node for pod, node in after.items() if pod not in before}
         node_view = core.read_node(victim)
+        left = member_modes(core, namespace, but=victim)
     ready = [c.status for c in node_view.status.conditions if c.type == "Ready"]
-    print(f"replacements {replacements}; {victim} Ready={ready} at the end; status {final}")
+    print(f"replacements {replacements}; {victim} Ready={ready} at the end; ZooKeeper members {members}, those "
+          f"left {left}; status {final}")
+    if victim in followers:  # a ZooKeeper member went with the workers: the other two kept the quorum
+        assert sorted(mode for _, mode in left.values()) == ["follower", "leader"], left
     assert final["phase"] == "Succeeded", final
     assert final["committedStep"] == steps
     assert final["recoveries"] >= 1, final
