@@ -12,7 +12,7 @@ one seed, so a failing schedule is rerun exactly by its number. Running one:
    kill two workers at once, or every one, evict one (SIGTERM: it hands its channels over),
    kill the coordinator and ``--resume`` it,
    restart Redis with its append-only file (SIGTERM; a SIGKILL in every fourth
-   schedule) or empty it, restart ZooKeeper or cut it off for 10-30 s, make the
+   schedule), empty it, or freeze it (SIGSTOP for 8-20 s), restart ZooKeeper or cut it off for 10-30 s, make the
    checkpoint storage unwritable for a few seconds; the zombie and the kill
    during a checkpoint are the CLI's own injections (``--fault zombie``,
    ``--kill-during-checkpoint``), which know the instant;
@@ -55,7 +55,7 @@ TOPOLOGIES = ("clickstream", "files", "pipelined")
 # ("all-workers", a node that held them all, leaves none: a new set starts from the newest checkpoint)
 FAULTS = ("worker-kill", "worker-stop", "zombie", "two-workers", "kill-in-checkpoint", "coordinator-kill",
           "redis-restart", "redis-lost", "zookeeper-restart", "zookeeper-cut", "storage-unwritable", "all-workers",
-          "worker-evict")
+          "worker-evict", "redis-freeze")
 CLI_FAULTS = ("zombie", "kill-in-checkpoint")  # injected by ftpipeline run itself: one per run
 
 
@@ -275,6 +275,10 @@ class Run:
                     shutil.rmtree(f) if f.is_dir() else f.unlink()
             time.sleep(rng.uniform(1, 3))
             self.redis.start()
+        elif fault == "redis-freeze":  # a hung Redis (SIGSTOP): connections stay open and nothing answers, longer
+            self.redis.send(signal.SIGSTOP)  # than the clients' socket timeouts; then it wakes with all it had
+            time.sleep(rng.uniform(8, 20))
+            self.redis.send(signal.SIGCONT)
         elif fault == "zookeeper-restart":
             self.zk.kill()
             time.sleep(rng.uniform(2, 6))

@@ -4,6 +4,7 @@
     (stopped) --adopt: a killed run's server still runs and answers--> (serving, adopted: not our child)
     (serving) --stop: SIGTERM, then SIGKILL after a grace--> (stopped)
     (serving) --kill: SIGKILL, as a crash--> (stopped; its data kept, so start is a restart)
+    (serving) --send(SIGSTOP)--> (frozen: listening, answering nobody) --send(SIGCONT)--> (serving)
 
 Each server records its pid in its directory (``orphans.py``), so a run
 killed without cleaning up cannot leave a second server on the same data,
@@ -119,6 +120,14 @@ class ServerProcess:
             self._proc.kill()
             self._proc.wait()
         self._proc = None
+
+    def send(self, sig: signal.Signals) -> None:
+        """A signal to the running server: SIGSTOP and SIGCONT freeze and thaw it, as a machine that hangs
+        (fault tests); a stopped server is an error."""
+        pid = self._adopted if self._adopted is not None else (self._proc.pid if self._proc is not None else None)
+        if pid is None:
+            raise RuntimeError(f"{self.what} is not running")
+        os.kill(pid, sig)
 
     def __enter__(self) -> Self:
         return self.start()
