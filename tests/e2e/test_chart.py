@@ -323,6 +323,7 @@ def test_zookeeper_as_an_ensemble_spreads_its_members_and_clients_name_every_one
     assert budget["spec"]["maxUnavailable"] == 1
     assert not [d for d in docs if d["kind"] == "PersistentVolumeClaim" and "zookeeper" in d["metadata"]["name"]]
     assert [t["metadata"]["name"] for t in spec["volumeClaimTemplates"]] == ["data"]
+    assert spec["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete"  # as the standalone's claim
     [connect] = [e["value"] for d in docs if d["kind"] == "Deployment" for c in d["spec"]["template"]["spec"]["containers"]
                  for e in c.get("env", []) if e["name"] == "FTPIPELINE_DEFAULT_ZOOKEEPER"]
     assert connect.split("?")[0] == ",".join(f"{n}:2181" for n in names)

@@ -68,13 +68,19 @@ class Ensemble:
         if not 1 <= self.my_id <= len(self.members):
             raise ValueError(f"--id {self.my_id}: not one of the {len(self.members)} members' ids (1 to "
                              f"{len(self.members)})")
+        for member in self.members:
+            ports = member.split(":")[1:]
+            if len(ports) not in (0, 2) or not all(p.isdigit() for p in ports):
+                raise ValueError(f"--servers: member {member!r} is host or host:quorum-port:election-port")
 
     def lines(self) -> list[str]:
-        out = ["initLimit=20", "syncLimit=4",  # ticks: 10 s for a follower's first sync, 2 s of silence after
-               "quorumListenOnAllIPs=true"]      # a member's own name may resolve before its address is up
+        # ticks of 500 ms: 10 s for a follower's first sync; 3 s of silence drop a follower (a GC pause must
+        # not; a silent leader is noticed as late). A member's own name may resolve before its address is
+        # up: listen on every address.
+        out = ["initLimit=20", "syncLimit=6", "quorumListenOnAllIPs=true"]
         for i, member in enumerate(self.members, start=1):
             host, *ports = member.split(":")
-            quorum, election = ports if len(ports) == 2 else (QUORUM_PORT, ELECTION_PORT)
+            quorum, election = ports if ports else (QUORUM_PORT, ELECTION_PORT)
             out.append(f"server.{i}={host}:{quorum}:{election}")
         return out
 

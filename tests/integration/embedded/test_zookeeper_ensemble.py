@@ -3,9 +3,9 @@
 Real servers (``serve-zookeeper``'s ensemble mode, three JVMs on the loopback interface), a real run through
 the CLI with every member in its connect string, one member killed (SIGKILL, as a crash) once step 3 is
 committed: a follower, or the leader (the other two elect a new one first). The run finishes with no worker
-declared lost and its output equals the oracle. Losing a follower costs no pause: the coordinator's and the
-workers' sessions move to the members left within their timeouts; losing the leader pauses the run for the
-election (under a second here: ticks of 500 ms).
+declared lost and its output equals the oracle. Losing a follower costs no pause, or a reconnect if the
+coordinator's session was on it; the workers' sessions move to the members left within their timeouts; losing
+the leader pauses the run for the election (under a second here: ticks of 500 ms).
 """
 
 from __future__ import annotations
@@ -107,7 +107,9 @@ def test_a_member_lost_mid_run_neither_stops_the_run_nor_loses_a_worker(
     assert result["committed"] == STEPS
     assert result["recoveries"] == [], result["recoveries"]  # no worker's session expired
     assert sorted(mode(m) for m in ensemble) == ["", "follower", "leader"]
-    if lost == "follower":
-        assert result["outages"] == [], result["outages"]
+    # a follower holding no session costs nothing; one holding the coordinator's (a third of the runs) a
+    # reconnect: its process died, so its connections were reset at once. The leader: an election.
+    assert all(o["component"] == "zookeeper" and o["outcome"] == "resumed" and o["seconds"] < 5
+               for o in result["outages"]), result["outages"]
     [comparison] = compare(spark, load_pipeline(pipeline), STEPS)
     assert comparison.duplicates == 0 and comparison.equal, comparison

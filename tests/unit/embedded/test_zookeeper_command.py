@@ -65,6 +65,7 @@ def test_a_member_of_an_ensemble_names_every_member_and_itself(tmp_path: Path) -
     (("a", "b"), 1, "odd number of members, at least 3"),
     (("a", "b", "c", "d"), 1, "odd number"),
     (("a", "b", "c"), 4, "--id 4: not one of the 3 members' ids"),
+    (("a:2181", "b", "c"), 1, "member 'a:2181' is host or host:quorum-port:election-port"),
 ])
 def test_an_ensemble_that_cannot_keep_a_majority_is_refused_naming_the_flag(members: tuple[str, ...], my_id: int,
                                                                             error: str) -> None:
