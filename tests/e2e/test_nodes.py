@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from ftpipeline.embedded.zookeeper import mode
 from ftpipeline.oracle import compare
 from ftpipeline_operator import render
 
@@ -122,10 +123,15 @@ def busiest(where: dict[str, str], but: str, preferring: set[str] | None = None)
 
 
 def start_on_pool(api: client.CustomObjectsApi, namespace: str, prefix: str, steps: int, workers: int,
-                  rows: int = 6000) -> tuple[str, dict[str, Any], Any]:
+                  rows: int = 6000, avoiding: str = "") -> tuple[str, dict[str, Any], Any]:
+    """A pipeline's workers on the pool (none on the node ``avoiding``), running once step 3 is committed."""
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     data = _writable_dir(HOST_ROOT / name)
     doc = on_pool(pipeline(namespace, name, steps, data), workers)
+    if avoiding:
+        doc["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [avoiding]}]}]}}}
     for stage in doc["spec"]["stages"]:
         stage["parallelism"] = workers  # a channel of each stage on every worker: each one lost or drained has some
         if "source" in stage:
@@ -143,7 +149,7 @@ def test_a_stopped_node_loses_its_workers_together_and_the_run_recovers_on_the_o
     before = placement(core, namespace, name)
     assert set(before.values()) <= set(pool), before
     members = member_modes(core, namespace)
-    followers = {node for node, mode in members.values() if mode == "follower"}
+    followers = {node for node, role in members.values() if role == "follower"}
     victim = busiest(before, but=redis_node(core, namespace), preferring=followers)
     lost = sorted(pod for pod, node in before.items() if node == victim)
     assert len(lost) >= 2, f"the spread put fewer than two workers on {victim}: {before}"
@@ -162,7 +168,7 @@ def test_a_stopped_node_loses_its_workers_together_and_the_run_recovers_on_the_o
     print(f"replacements {replacements}; {victim} Ready={ready} at the end; ZooKeeper members {members}, those "
           f"left {left}; status {final}")
     if victim in followers:  # a ZooKeeper member went with the workers: the other two kept the quorum
-        assert sorted(mode for _, mode in left.values()) == ["follower", "leader"], left
+        assert sorted(role for _, role in left.values()) == ["follower", "leader"], left
     assert final["phase"] == "Succeeded", final
     assert final["committedStep"] == steps
     assert final["recoveries"] >= 1, final
@@ -258,8 +264,7 @@ def member_modes(core: client.CoreV1Api, namespace: str, but: str = "") -> dict[
         said = subprocess.run(["kubectl", "-n", namespace, "exec", pod.metadata.name, "--", "bash", "-c",
                                "exec 3<>/dev/tcp/127.0.0.1/2182 && printf srvr >&3 && cat <&3"],
                               capture_output=True, text=True, timeout=30).stdout
-        modes = [line.split(":", 1)[1].strip() for line in said.splitlines() if line.startswith("Mode:")]
-        out[pod.metadata.name] = (str(pod.spec.node_name), modes[0] if modes else "")
+        out[pod.metadata.name] = (str(pod.spec.node_name), mode(said))
     return out
 
 
@@ -271,23 +276,17 @@ def test_a_zookeeper_members_node_stopped_costs_the_run_no_recovery(
     not at all otherwise; no worker's session expires, nothing is recovered."""
     api, core = client.CustomObjectsApi(kube), client.CoreV1Api(kube)
     modes = wait_for("three ZooKeeper members, one leading", lambda: (
-        m := member_modes(core, namespace)) and sorted(mode for _, mode in m.values()) == ["follower", "follower",
+        m := member_modes(core, namespace)) and sorted(role for _, role in m.values()) == ["follower", "follower",
                                                                                           "leader"] and m, 300)
     nodes = [node for node, _ in modes.values()]
     assert len(set(nodes)) == 3, f"the members share a node: {modes}"
-    candidates = [node for node, mode in modes.values() if mode == "follower" and node in pool
+    candidates = [node for node, role in modes.values() if role == "follower" and node in pool
                   and node != redis_node(core, namespace)]
     if not candidates:
         pytest.skip(f"no follower on a pool node without Redis to stop: {modes}")
     victim = candidates[0]
     steps = 40
-    name = f"zkmember-{uuid.uuid4().hex[:6]}"
-    data = _writable_dir(HOST_ROOT / name)
-    doc = on_pool(pipeline(namespace, name, steps, data), 4)
-    doc["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [victim]}]}]}}}
-    create_pipeline(api, doc, data)
-    wait_for("step 3 committed", lambda: (status(api, namespace, name).get("committedStep") or 0) >= 3, 300)
+    name, doc, data = start_on_pool(api, namespace, "zkmember", steps, workers=4, avoiding=victim)
     assert victim not in placement(core, namespace, name).values()
     with stopped(victim):
         began = last = time.monotonic()
@@ -306,7 +305,7 @@ def test_a_zookeeper_members_node_stopped_costs_the_run_no_recovery(
     assert final["phase"] == "Succeeded", final
     assert final["committedStep"] == steps
     assert not final.get("recoveries"), final  # no worker's session expired
-    assert sorted(mode for _, mode in left.values()) == ["follower", "leader"], left
+    assert sorted(role for _, role in left.values()) == ["follower", "leader"], left
     assert len(events(core, namespace, name, "ZooKeeperRecovered")) == len(paused), "each pause ended by itself"
     [result] = compare(spark, oracle_spec(doc, data), steps)
     assert result.equal and result.duplicates == 0, result

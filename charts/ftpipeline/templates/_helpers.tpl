@@ -68,16 +68,22 @@ render.STORE_CA_DIR). */}}
 {{- end -}}
 {{- end -}}
 
+{{/* An in-chart ZooKeeper ensemble's members by name, in id order, comma-separated (zookeeper.replicas > 1):
+what each member is told (--servers) and, with the client port, what clients connect to. */}}
+{{- define "ftpipeline.zookeeperMembers" -}}
+{{- $fullname := include "ftpipeline.fullname" . -}}
+{{- $members := list -}}
+{{- range $i := until (int .Values.zookeeper.replicas) -}}
+{{- $members = append $members (printf "%s-zookeeper-%d.%s-zookeeper-members.%s.svc" $fullname $i $fullname $.Release.Namespace) -}}
+{{- end -}}
+{{- join "," $members -}}
+{{- end -}}
+
 {{- define "ftpipeline.zookeeperConnect" -}}
 {{- $tls := include "ftpipeline.storeTLSSecret" (dict "root" . "store" "zookeeper") -}}
 {{- $hosts := .Values.zookeeper.externalConnect -}}
 {{- if and .Values.zookeeper.enabled (gt (int .Values.zookeeper.replicas) 1) -}}
-{{- $members := list -}}
-{{- $fullname := include "ftpipeline.fullname" . -}}
-{{- range $i := until (int .Values.zookeeper.replicas) -}}
-{{- $members = append $members (printf "%s-zookeeper-%d.%s-zookeeper-members.%s.svc:2181" $fullname $i $fullname $.Release.Namespace) -}}
-{{- end -}}
-{{- $hosts = join "," $members -}}
+{{- $hosts = printf "%s:2181" (include "ftpipeline.zookeeperMembers" . | replace "," ":2181,") -}}
 {{- else if .Values.zookeeper.enabled -}}
 {{- $hosts = printf "%s-zookeeper.%s.svc:2181" (include "ftpipeline.fullname" .) .Release.Namespace -}}
 {{- end -}}

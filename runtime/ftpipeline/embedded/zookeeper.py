@@ -136,14 +136,9 @@ def zookeeper_command(data_dir: Path, port: int, super_digest: str | None = None
                        digest)
 
 
-def serving(port: int) -> bool:
-    """Whether the server on ``port`` serves sessions, not only listens.
-
-    It accepts connections before its database is loaded and closes them
-    until then; a client started in that window waits out its whole
-    connect timeout. ``srvr`` (the one four-letter word allowed by default)
-    reports a ``Mode`` only once it serves.
-    """
+def srvr(port: int) -> str:
+    """What ``srvr`` (the one four-letter word allowed by default) answers on the loopback ``port``; "" when
+    nothing answers."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=2.0) as s:
             s.sendall(b"srvr")
@@ -151,8 +146,25 @@ def serving(port: int) -> bool:
             while chunk := s.recv(4096):
                 reply += chunk
     except OSError:
-        return False
-    return b"Mode:" in reply
+        return ""
+    return reply.decode(errors="replace")
+
+
+def mode(reply: str) -> str:
+    """``standalone``, ``leader`` or ``follower``, as a ``srvr`` reply says; "" from a server that serves no
+    sessions (loading its database, or a member outside a quorum)."""
+    modes = [line.split(":", 1)[1].strip() for line in reply.splitlines() if line.startswith("Mode:")]
+    return modes[0] if modes else ""
+
+
+def serving(port: int) -> bool:
+    """Whether the server on ``port`` serves sessions, not only listens.
+
+    It accepts connections before its database is loaded and closes them
+    until then; a client started in that window waits out its whole
+    connect timeout. ``srvr`` reports a ``Mode`` only once it serves.
+    """
+    return "Mode:" in srvr(port)
 
 
 class EmbeddedZooKeeper(ServerProcess):

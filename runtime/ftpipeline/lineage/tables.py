@@ -138,7 +138,6 @@ class LineageTables:
     # --- workers' updates --------------------------------------------------
     def complete(self, worker: WorkerId, done: Completion, lineage: bool = True) -> int:
         ch = done.task.ref.key() if done.state_step is not None else ""
-        task = done.task.to_json()
         keys = [
             self.k(f"ntt:{worker}"), self.k(f"not:{worker}"), self.k("pt"), self.k("lt"),
             self.k("rows"), self.k("ct"), self.k("state"), self.k("inbox"), self.k("alive"), self.k("stats"),
@@ -147,7 +146,7 @@ class LineageTables:
         ]
         args: list[str | int] = [
             worker,
-            task,
+            done.task.to_json(),
             json.dumps([list(o) for o in done.outputs]),
             json.dumps(list(done.consumed)),
             ch,

@@ -1,8 +1,8 @@
 """A three-member ZooKeeper ensemble loses one member while a pipeline runs: the run does not stop.
 
 Real servers (``serve-zookeeper``'s ensemble mode, three JVMs on the loopback interface), a real run through
-the CLI with every member in its connect string, one member killed (SIGKILL, as a crash) once step 3 is
-committed: a follower, or the leader (the other two elect a new one first). The run finishes with no worker
+the CLI with every member in its connect string, one member killed (SIGKILL, as a crash) once step 4's
+checkpoint starts: a follower, or the leader (the other two elect a new one first). The run finishes with no worker
 declared lost and its output equals the oracle. Losing a follower costs no pause, or a reconnect if the
 coordinator's session was on it; the workers' sessions move to the members left within their timeouts; losing
 the leader pauses the run for the election (under a second here: ticks of 500 ms).
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from ftpipeline.embedded.ports import free_port
-from ftpipeline.embedded.zookeeper import EmbeddedZooKeeper, Ensemble
+from ftpipeline.embedded.zookeeper import EmbeddedZooKeeper, Ensemble, mode, srvr
 from ftpipeline.oracle import compare
 from ftpipeline.spec import load_pipeline
 
@@ -30,20 +30,9 @@ from ..pipelines import clickstream
 STEPS = 14
 
 
-def mode(member: EmbeddedZooKeeper) -> str:
-    """``leader``, ``follower``, or "" (not serving): what ``srvr`` says."""
-    import socket
-
-    try:
-        with socket.create_connection(("127.0.0.1", member.port), timeout=2.0) as s:
-            s.sendall(b"srvr")
-            reply = b""
-            while chunk := s.recv(4096):
-                reply += chunk
-    except OSError:
-        return ""
-    modes = [line.split(":", 1)[1].strip() for line in reply.decode().splitlines() if line.startswith("Mode:")]
-    return modes[0] if modes else ""
+def role(member: EmbeddedZooKeeper) -> str:
+    """``leader``, ``follower``, or "" (not serving)."""
+    return mode(srvr(member.port))
 
 
 @pytest.fixture
@@ -66,7 +55,7 @@ def ensemble(tmp_path: Path) -> Iterator[list[EmbeddedZooKeeper]]:
         t.join()
     try:
         assert not errors, errors
-        assert sorted(mode(m) for m in members) == ["follower", "follower", "leader"]
+        assert sorted(role(m) for m in members) == ["follower", "follower", "leader"]
         yield members
     finally:
         for m in members:
@@ -91,7 +80,7 @@ def test_a_member_lost_mid_run_neither_stops_the_run_nor_loses_a_worker(
                 log.exists() and '"boundary": 4' in log.read_text()):  # the first checkpoint: step 4 is done
             time.sleep(0.1)
         assert proc.poll() is None, proc.communicate()[0][-3000:]
-        [victim] = [m for m in ensemble if mode(m) == lost][:1]
+        [victim] = [m for m in ensemble if role(m) == lost][:1]
         victim.kill()
         killed_at = time.monotonic()
         output = proc.communicate(timeout=600)[0]
@@ -103,10 +92,10 @@ def test_a_member_lost_mid_run_neither_stops_the_run_nor_loses_a_worker(
     assert proc.returncode == 0, output[-4000:]
     result = json.loads(summary.read_text())
     print(f"{lost} killed after step 4's checkpoint began; the run ended {took:.1f} s later; "
-          f"pauses {result['outages']}; modes now {[mode(m) for m in ensemble]}")
+          f"pauses {result['outages']}; modes now {[role(m) for m in ensemble]}")
     assert result["committed"] == STEPS
     assert result["recoveries"] == [], result["recoveries"]  # no worker's session expired
-    assert sorted(mode(m) for m in ensemble) == ["", "follower", "leader"]
+    assert sorted(role(m) for m in ensemble) == ["", "follower", "leader"]
     # a follower holding no session costs nothing; one holding the coordinator's (a third of the runs) a
     # reconnect: its process died, so its connections were reset at once. The leader: an election.
     assert all(o["component"] == "zookeeper" and o["outcome"] == "resumed" and o["seconds"] < 5
