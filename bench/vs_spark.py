@@ -374,8 +374,13 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def spark_recovery(pipeline: Path, work: Path, cores: int, step: int, sink: str, java_options: str = "") -> float:
-    commits = work / "checkpoints" / sink / "commits"
-    start = spark_command(pipeline, work, cores, java_options=java_options)
+    return killed_and_restarted(spark_command(pipeline, work, cores, java_options=java_options),
+                                work / "checkpoints" / sink / "commits", step)
+
+
+def killed_and_restarted(start: list[str], commits: Path, step: int) -> float:
+    """An SS job started with ``start`` is SIGKILLed once batch ``step`` is committed (in ``commits``) and
+    started again on its checkpoint: seconds from the kill to its next committed batch."""
     proc = subprocess.Popen(start, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_commit(commits, step - 1, proc)  # batch ids count from 0: step S is batch S-1

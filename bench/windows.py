@@ -129,10 +129,11 @@ def ours_newest_bytes(storage: Path) -> int:
 
 
 def spark_newest_bytes(state: Path) -> int:
-    """What a restore of SS's newest state version reads: in each partition's directory
-    (``state/<operator>/<partition>``) its newest ``N.zip`` and the SST files its metadata names."""
+    """What a restore of SS's newest state version reads: in each state store's directory
+    (``state/<operator>/<partition>``, or a store of its own below it: a stream-stream join keeps four a
+    partition) its newest ``N.zip`` and the SST files its metadata names."""
     total = 0
-    for part in state.glob("*/*"):
+    for part in {z.parent for z in state.rglob("*.zip")} if state.is_dir() else set():
         versions = [z for z in part.glob("*.zip") if z.stem.isdigit()]
         if versions:
             newest = max(versions, key=lambda z: int(z.stem))
@@ -315,17 +316,7 @@ def live(side: str, size: int, feed: Path, largest: list[int], tmp: Path, job: w
 # --- kill -> next commit ------------------------------------------------------------------------
 
 def spark_recovery(pipeline: Path, work: Path, step: int, args: argparse.Namespace) -> float:
-    commits = work / "checkpoint" / "commits"
-    start = ss_command(pipeline, work, args)
-    proc = subprocess.Popen(start, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        vs.wait_commit(commits, step - 1, proc)  # batch ids count from 0: step S is batch S-1
-        killed_at = time.monotonic()
-        vs.kill_group(proc)
-        proc = subprocess.Popen(start, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return vs.wait_commit(commits, vs.committed(commits) + 1, proc) - killed_at
-    finally:
-        vs.kill_group(proc)
+    return vs.killed_and_restarted(ss_command(pipeline, work, args), work / "checkpoint" / "commits", step)
 
 
 # --- the comparison -------------------------------------------------------------------------------

@@ -36,6 +36,8 @@ BOUNDED = "tests/integration/coordinator/test_bounded.py::"
 OUTAGES = "tests/integration/coordinator/test_outages.py::"
 CLI = "tests/integration/test_cli.py::"
 SESSIONS = "tests/integration/eventtime/test_sessions.py::"
+JOINS = "tests/integration/eventtime/test_joins.py::"
+PROCESS = "tests/integration/eventtime/test_process.py::"
 
 GROUPS: dict[str, str] = {
     # several nodes: a node stopped and a node drained every time; Redis's node lost, and the one-node eviction
@@ -70,6 +72,7 @@ GROUPS: dict[str, str] = {
     f"{RECOVERY}test_example_survives_a_killed_worker[0]": "full",
     f"{BOUNDED}test_five_hundred_steps_with_default_settings_stay_flat": "A",
     f"{BOUNDED}test_five_hundred_windowed_steps_keep_state_and_checkpoints_flat": "C",
+    f"{BOUNDED}test_five_hundred_steps_of_a_join_and_a_keyed_function_keep_state_flat": "B",
     "tests/integration/eventtime/test_windows.py::test_kafka_views_to_delta_windows": "B",
     "tests/integration/eventtime/test_windows.py::test_a_coordinator_crashed_while_windows": "A",
     # sessions: a kill while sessions are open every time
@@ -77,6 +80,22 @@ GROUPS: dict[str, str] = {
     f"{SESSIONS}test_sessions_rescaled_from_a_checkpoint": "B",
     f"{SESSIONS}test_sessions_equal_the_oracle_through_a_killed_worker[append-lineage-before-checkpoint]": "C",
     f"{SESSIONS}test_a_coordinator_crashed_while_sessions": "C",
+    # joins: a left join's kill while rows are buffered every time
+    f"{JOINS}test_a_join_equals_the_oracle_through_a_killed_worker[full-checkpoint-ending]": "A",
+    f"{JOINS}test_a_coordinator_crashed_while_rows_are_buffered": "A",
+    f"{JOINS}test_a_join_equals_the_oracle_through_a_killed_worker[inner-lineage-before-checkpoint]": "B",
+    f"{JOINS}test_a_join_equals_the_oracle_through_a_killed_worker[right-checkpoint-buffering]": "C",
+    f"{JOINS}test_a_join_rescaled_from_a_checkpoint": "C",
+    f"{JOINS}test_the_ad_clicks_example": "B",
+    # lookups: a left lookup of a changing Delta table every time
+    "tests/integration/dataflow/test_lookup.py::test_a_delta_table_changing_mid_run_is_joined_at_each_steps_version[inner]": "B",
+    "tests/integration/dataflow/test_lookup.py::test_a_parquet_table_that_changes_under_the_run": "C",
+    # keyed functions: a kill mid-run every time
+    f"{PROCESS}test_a_keyed_function_equals_the_oracle_through_a_killed_worker[checkpoint-last-input]": "A",
+    f"{PROCESS}test_a_keyed_function_equals_the_oracle_through_a_killed_worker[lineage-before-checkpoint]": "B",
+    f"{PROCESS}test_a_coordinator_crashed_with_timers_pending": "B",
+    f"{PROCESS}test_a_keyed_function_rescaled_from_a_checkpoint": "C",
+    f"{PROCESS}test_the_fraud_alerts_example": "C",
     f"{BOUNDED}test_a_kill_with_default_settings": "C",
     f"{OUTAGES}test_a_redis_that_comes_back_empty": "A",
     f"{OUTAGES}test_unwritable_checkpoint_storage": "B",

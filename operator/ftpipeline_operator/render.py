@@ -33,7 +33,6 @@ from typing import Any
 
 import yaml
 
-from ftpipeline.barrier.delta import spark_settings
 from ftpipeline.kafka.client import CA_ENV
 from ftpipeline.spec.cores import master_for_pod
 from ftpipeline.spec.load import KAFKA_ENV
@@ -309,8 +308,7 @@ def worker_pod(body: Mapping[str, Any], worker: str, run: str, defaults: Mapping
         "command": ["python", "-m", "ftpipeline.worker.executor"],
         "args": ["--worker-id", worker, "--dir", WORK_DIR, "--spark-master",
                  master_for_pod(spark.get("master", ""), spark.get("resources") or {}),
-                 "--spark-conf", json.dumps(spark_settings(spark.get("conf", {}), any(
-                     "delta" in (stage.get("sink") or {}) for stage in spec.get("stages", []))), sort_keys=True)],
+                 "--spark-conf", json.dumps(spark.get("conf", {}), sort_keys=True)],
         "env": env,
         "resources": spark.get("resources", {}),
         "securityContext": _HARDENED,

@@ -26,7 +26,7 @@ from rich.console import Console
 from kazoo.client import KazooClient
 
 from ftpipeline.barrier import barrier_of
-from ftpipeline.barrier.delta import spark_settings
+from ftpipeline.barrier.delta import trust_store_ca
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.cluster.local import LocalCluster
 from ftpipeline.commandlog.zkclient import connect as zk_connect
@@ -186,7 +186,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     stacks = (run_dir / "stacks.txt").open("a")
     faulthandler.register(signal.SIGUSR2, file=stacks, all_threads=True)
     cluster = LocalCluster(run_dir, spec.store_key, "", master_for_process(spec.spark_master, spec.workers),
-                           spark_settings(dict(spec.spark_conf), spec.uses_delta),
+                           dict(spec.spark_conf),
                            heartbeat_timeout_ms=spec.heartbeat_timeout_ms, tls=not args.plaintext_workers,
                            adopt=resuming)  # workers a killed run left running are taken over
     try:  # a failure before the run: the Spark processes started ahead end with it (workers taken over do not)
@@ -511,6 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    trust_store_ca()  # a private object store's CA, for delta-rs (barrier/delta.py), before any thread
     args = build_parser().parse_args(argv)
     sys.exit(args.func(args))
 

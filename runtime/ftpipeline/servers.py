@@ -173,8 +173,8 @@ def add_server_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser])
                            description="Download pinned jars (each closure locked, each jar checked by its SHA-256) "
                                        "into --dir, default the cache every run uses (FTPIPELINE_<NAME>_JARS or "
                                        "~/.cache/ftpipeline/<name>-<version>): kafka, the broker a run starts when "
-                                       "a pipeline names no cluster; delta, what a Delta sink puts on Spark's class "
-                                       "path. Runs fetch what they lack themselves; this is for offline use.")
+                                       "a pipeline names no cluster; delta, delta-spark for Spark code that reads "
+                                       "Delta itself (spark.conf naming Delta's extension). Runs fetch what they lack themselves; this is for offline use.")
     fetch.add_argument("names", nargs="*", metavar="NAME",
                        help=f"which: {', '.join(jars.CLOSURES)} (default: all)")
     fetch.add_argument("--dir", type=Path, metavar="DIR", help="where to keep them (with one NAME)")

@@ -268,12 +268,30 @@ def member_modes(core: client.CoreV1Api, namespace: str, but: str = "") -> dict[
     return out
 
 
+def zookeeper_connections(core: client.CoreV1Api, namespace: str) -> dict[str, int]:
+    """How many established connections the operator's pods (where the coordinators run) hold to each
+    ZooKeeper member pod, from their ``/proc/net/tcp``."""
+    members = {pod.status.pod_ip: pod.metadata.name
+               for pod in core.list_namespaced_pod(namespace, label_selector=ZOOKEEPER).items}
+    counts = {name: 0 for name in members.values()}
+    for pod in core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/component=operator").items:
+        table = subprocess.run(["kubectl", "-n", namespace, "exec", pod.metadata.name, "--", "cat", "/proc/net/tcp"],
+                               capture_output=True, text=True, timeout=30).stdout
+        for line in table.splitlines()[1:]:
+            fields = line.split()
+            address, port = fields[2].split(":")
+            ip = ".".join(str(int(address[i:i + 2], 16)) for i in (6, 4, 2, 0))  # little-endian hex
+            if fields[3] == "01" and ip in members:  # ESTABLISHED
+                counts[members[ip]] += 1
+    return counts
+
+
 def test_a_zookeeper_members_node_stopped_costs_the_run_no_recovery(
         kube: client.ApiClient, namespace: str, spark: object, pool: list[str]) -> None:  # noqa: F811
     """A follower's node stops: the quorum stays, and the sessions that were on it (the coordinator's, perhaps
-    a worker's) move to the other two members. A client notices a silent server after two thirds of its
-    session timeout (kazoo's ping), so the steps stall that long if the coordinator's session was there, and
-    not at all otherwise; no worker's session expires, nothing is recovered."""
+    a worker's) move to the other two members: a client's socket gives up on a silent server after 1.5 s
+    (``zkclient.SILENT_SERVER_MS``), so the steps stall about that long if the coordinator's session was there,
+    and not at all otherwise; no worker's session expires, nothing is recovered."""
     api, core = client.CustomObjectsApi(kube), client.CoreV1Api(kube)
     modes = wait_for("three ZooKeeper members, one leading", lambda: (
         m := member_modes(core, namespace)) and sorted(role for _, role in m.values()) == ["follower", "follower",
@@ -288,6 +306,8 @@ def test_a_zookeeper_members_node_stopped_costs_the_run_no_recovery(
     steps = 40
     name, doc, data = start_on_pool(api, namespace, "zkmember", steps, workers=4, avoiding=victim)
     assert victim not in placement(core, namespace, name).values()
+    held = zookeeper_connections(core, namespace)  # the coordinator's session is on one of these
+    on_victim = sum(n for member, n in held.items() if modes[member][0] == victim)
     with stopped(victim):
         began = last = time.monotonic()
         at_stop = seen = status(api, namespace, name).get("committedStep") or 0
@@ -301,7 +321,8 @@ def test_a_zookeeper_members_node_stopped_costs_the_run_no_recovery(
         left = member_modes(core, namespace, but=victim)
     paused = events(core, namespace, name, "ZooKeeperUnavailable")
     print(f"the node {victim} of a ZooKeeper follower stopped at step {at_stop}: the longest wait between two "
-          f"commits over the next 20 s {stall:.2f} s; pauses said {paused}; the members left {left}")
+          f"commits over the next 20 s {stall:.2f} s; pauses said {paused}; the members left {left}; the operator's "
+          f"connections to ZooKeeper {held}, {on_victim} of them on the stopped member")
     assert final["phase"] == "Succeeded", final
     assert final["committedStep"] == steps
     assert not final.get("recoveries"), final  # no worker's session expired

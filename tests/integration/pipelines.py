@@ -131,6 +131,40 @@ def crashed_and_resumed(pipeline: Path, run_dir: Path, *first: str) -> CliRun:
     return resumed
 
 
+def killed_and_recovered(pipeline: Path, run_dir: Path, redis_url: str, step: int, strategy: str, last: int,
+                         after_tasks: int = 2) -> CliRun:
+    """A run whose worker is killed at ``step`` (after ``after_tasks`` of its tasks), recovered once with
+    ``strategy``, that commits every step through ``last``."""
+    run = run_cli(pipeline, run_dir, "--redis-url", redis_url, "--kill-at-step", str(step),
+                  "--kill-after-tasks", str(after_tasks), "--seed", "41")
+    assert run.code == 0, run.output[-4000:]
+    assert run.summary["committed"] == last
+    [recovery] = run.summary["recoveries"]
+    assert recovery["strategy"] == strategy, recovery
+    return run
+
+
+def rescaled_and_resumed(pipeline: Path, run_dir: Path, first_stage: int, last: int, parallelism: int = 3) -> CliRun:
+    """A run cut short by its ``maxSteps``, then resumed with every stage from ``first_stage`` at
+    ``parallelism`` (as many workers) and no step limit, ``--verify``: verified, every step through ``last``."""
+    first = run_cli(pipeline, run_dir)
+    assert first.code == 0, first.output[-3000:]
+    doc = yaml.safe_load(pipeline.read_text())
+    steps = doc["spec"]["steps"]
+    steps.pop("maxSteps")
+    if not steps:
+        del doc["spec"]["steps"]
+    doc["spec"]["workers"] = parallelism
+    for stage in doc["spec"]["stages"][first_stage:]:
+        stage["parallelism"] = parallelism
+    pipeline.write_text(yaml.safe_dump(doc, sort_keys=False))
+    resumed = run_cli(pipeline, run_dir, "--resume", "--verify")
+    assert resumed.code == 0, resumed.output[-4000:]
+    verified(resumed.output, resumed.summary)
+    assert resumed.summary["committed"] == last
+    return resumed
+
+
 def run_history(pipeline: Path) -> ObjectStore:
     """Where ``ftpipeline run`` of ``pipeline`` keeps its step history (``control/history.py``)."""
     from ftpipeline.cli import run_identity

@@ -4,18 +4,14 @@ written one commit per step (``delta.py``), behind one protocol."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from ftpipeline.barrier.bundles import Bundle, ParquetBundleSink
 from ftpipeline.barrier.objects import ObjectBundleSink
 from ftpipeline.objectstore.base import is_remote
 from ftpipeline.control.store import RunStore
 from ftpipeline.spec.model import PipelineSpec, StageSpec
-
-if TYPE_CHECKING:
-    from ftpipeline.barrier.delta import StepWrite
 
 
 class Barrier(Protocol):
@@ -27,10 +23,9 @@ class Barrier(Protocol):
 
 
 def barrier_of(stage: StageSpec, spec: PipelineSpec, store: RunStore | None = None,
-               worker: str | None = None, write: Callable[[StepWrite], None] | None = None) -> Barrier:
+               worker: str | None = None) -> Barrier:
     """The barrier of a sink stage (a Kafka sink stages its parts in ``store``, the run's Redis; ``worker``:
-    the sidecar that holds it, which a test may have crash mid-release; ``write``: how a Delta sink's
-    step is written, by a Spark process)."""
+    the sidecar that holds it, which a test may have crash mid-release)."""
     if stage.kafka_sink is not None:
         from ftpipeline.barrier.kafka import KafkaBarrier
         from ftpipeline.obs.crash import CrashPoint
@@ -40,7 +35,7 @@ def barrier_of(stage: StageSpec, spec: PipelineSpec, store: RunStore | None = No
         from ftpipeline.barrier.delta import DeltaBarrier
         from ftpipeline.obs.crash import CrashPoint
 
-        return DeltaBarrier(stage.name, stage.delta_sink, spec, write, CrashPoint.from_env(worker))
+        return DeltaBarrier(stage.name, stage.delta_sink, spec, CrashPoint.from_env(worker))
     assert stage.sink is not None
     return parquet_sink(stage.sink.path)
 

@@ -47,6 +47,8 @@ def late_keys(stage: StageSpec) -> tuple[str, ...]:
     """The record key of a late record: the stage's keys, so a key's late records share a partition."""
     if stage.deduplicate is not None:
         return stage.deduplicate.keys
+    if stage.join is not None:
+        return stage.join.keys
     return stage.aggregate.key_by if stage.aggregate is not None else ()
 
 

@@ -22,8 +22,9 @@ States of one step::
                                                        stale view writes a part no commit names)
     released --release again (replay, zombie)--> released   (its commit is refused)
 
-A release is three requests whatever the step's size (list the step's
-parts, put the commit, read it back) and no data is copied. Parts that no
+A release is two requests whatever the step's size (list the step's
+parts, put the commit; a third reads the commit back when another writer's
+won) and no data is copied. Parts that no
 commit names (a task re-run, a zombie's late write) are deleted when the
 release sees them. ``GT_last`` is the newest commit.
 
@@ -57,6 +58,9 @@ _PART = re.compile(r"^step=(\d+)/part-(\d+)-([0-9a-f]+)-(\d+)r\.parquet$")
 
 def commit_key(step: int) -> str:
     return f"{COMMITS}/{step:012d}.json"
+
+
+IN_MEMORY = 64 << 20  # a part of an in-memory table up to this size is encoded in memory, not in a scratch file
 
 
 class ObjectBundleSink:
@@ -93,25 +97,44 @@ class ObjectBundleSink:
         return bool(self._unreleased())
 
     def stage(self, step: int, channel: int, table: pa.Table) -> bool:
-        return self.stage_batches(step, channel, table.schema, [table])
+        """A part held in memory whole (not spilled): encoded in memory and put in one request, with no
+        scratch file written and read back (a step's part is mostly far below ``IN_MEMORY``)."""
+        if table.nbytes > IN_MEMORY:
+            return self.stage_batches(step, channel, table.schema, [table])
+        if not self._may_stage(step):
+            return False
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        self.store.put(self._part_key(step, channel, table.num_rows), sink.getvalue().to_pybytes())
+        return True
 
-    def stage_batches(self, step: int, channel: int, schema: pa.Schema, tables: Iterable[pa.Table]) -> bool:
-        """Stage one channel's part of ``step`` (written to a local file, then uploaded whole under a name of its
-        own); False (dropped) if the step is already released. A step newer than any this process staged is
-        not released yet (releases follow the steps' tasks); an older one may be (a replay after a
-        rollback or a recovery): its commit is looked for (one HEAD), and its part not written again."""
+    def _may_stage(self, step: int) -> bool:
+        """False if ``step`` is already released. A step newer than any this process staged is not released
+        yet (releases follow the steps' tasks); an older one may be (a replay after a rollback or a
+        recovery): its commit is looked for (one HEAD), and its part not written again."""
         gt = self.gt_last() if self._gt is None else self._gt  # once per process: a replacement's replays stop here
         if step <= gt:
             return False
         if step <= self._newest and self.store.size(commit_key(step)) is not None:
             return False
         self._newest = max(self._newest, step)
+        return True
+
+    @staticmethod
+    def _part_key(step: int, channel: int, rows: int) -> str:
+        return f"step={step}/part-{channel:05d}-{secrets.token_hex(6)}-{rows}r.parquet"
+
+    def stage_batches(self, step: int, channel: int, schema: pa.Schema, tables: Iterable[pa.Table]) -> bool:
+        """Stage one channel's part of ``step`` (written to a local file, then uploaded whole under a name of its
+        own); False (dropped) if the step is already released (``_may_stage``)."""
+        if not self._may_stage(step):
+            return False
         scratch = Path(tempfile.mkdtemp(prefix="ftpipeline-part-"))
         try:
             write_part_file(scratch, channel, schema, tables)
             local = scratch / part_name(channel)
             rows = pq.ParquetFile(local).metadata.num_rows
-            self.store.upload(f"step={step}/part-{channel:05d}-{secrets.token_hex(6)}-{rows}r.parquet", local)
+            self.store.upload(self._part_key(step, channel, rows), local)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         return True
@@ -138,7 +161,8 @@ class ObjectBundleSink:
                              "rows": sum(chosen[c][1] for c in range(channels))}).encode()
         won = self.store.put_if_absent(commit_key(step), commit)
         self._gt = step
-        committed = set(self._bundle(step).parts)  # as stored: whoever won, only its files are kept
+        # as stored: whoever won, only its files are kept (this commit's own, when it won: no need to read it)
+        committed = set(parts) if won else set(self._bundle(step).parts)
         self.store.delete([k for k in found if k not in committed])
         return won
 

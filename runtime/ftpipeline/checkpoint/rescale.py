@@ -37,7 +37,7 @@ from typing import Any
 
 from ftpipeline.lineage.naming import Channel
 from ftpipeline.spec.load import Problem, SpecError
-from ftpipeline.spec.model import Partition, PipelineSpec, StageKind, StageSpec
+from ftpipeline.spec.model import Partition, PipelineSpec, StageSpec
 
 PREFIX = "rescaled:"
 
@@ -98,7 +98,7 @@ def reshape(manifest: Mapping[str, Any], spec: PipelineSpec) -> dict[str, Any]:
         ch = Channel.parse(key)
         by_stage.setdefault(ch.stage, {})[ch.index] = snap
     for stage, old in by_stage.items():
-        if stage not in stages or stages[stage].kind not in (StageKind.AGGREGATE, StageKind.DEDUPLICATE):
+        if stage not in stages or not stages[stage].keeps_state:
             continue
         n = stages[stage].parallelism
         if set(old) == set(range(n)):

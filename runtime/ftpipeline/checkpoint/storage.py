@@ -4,8 +4,9 @@ Layout under ``<root>/<pipeline>/epoch-<e>/`` (``root``: a local directory, a
 volume the worker pods share, or an ``s3://bucket/prefix``; ``objectstore/``)::
 
     state/<stage>.<channel>.parquet   a stateful channel's state (``memory`` backend)
-    state/<stage>.<channel>.rocks/    or its RocksDB checkpoint (``rocksdb``): the small files,
-                                      and files.json naming its table files under shared/
+    state/<stage>.<channel>.rocks/    or its RocksDB checkpoint (``rocksdb``): files.json naming its
+                                      table files under shared/ and holding its small files
+                                      (a larger one beside it)
     state/<stage>.<channel>.json      which step it reflects, rows, bytes
     inflight/<object>.arrow           older-epoch messages received after a checkpoint
     manifest.json                     the cut; written only after ZooKeeper committed it

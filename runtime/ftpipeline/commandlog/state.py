@@ -92,6 +92,8 @@ class ClusterState:
     # offsets of every step after the resume point (committed or not): a resume re-runs them exactly
     started: Mapping[int, Mapping[str, tuple[int, int]]] = field(default_factory=dict)
     marks: Mapping[int, int] = field(default_factory=dict)      # the watermark of each started step that has one
+    times: Mapping[int, int] = field(default_factory=dict)      # the processing time of each started step
+    tables: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # its lookup tables' versions
     frontier: Mapping[str, int] = field(default_factory=dict)   # where each source channel continues
     checkpoint: Mapping[str, int] | None = None         # {"epoch", "boundary"} of the resume point
     recoveries: int = 0
@@ -142,6 +144,8 @@ class ClusterState:
             "committed": self.committed,
             "started": {str(s): {c: list(o) for c, o in offs.items()} for s, offs in self.started.items()},
             "marks": {str(s): w for s, w in self.marks.items()},
+            "times": {str(s): t for s, t in self.times.items()},
+            "tables": {str(s): dict(t) for s, t in self.tables.items()},
             "frontier": dict(self.frontier), "checkpoint": dict(self.checkpoint) if self.checkpoint else None,
             "recoveries": self.recoveries, "suspended": self.suspended,
             "duplicate_commits": self.duplicate_commits, "conflicting_starts": self.conflicting_starts,
@@ -157,6 +161,8 @@ class ClusterState:
             epoch=int(d["epoch"]), committed=int(d["committed"]),
             started={int(s): {c: (int(o[0]), int(o[1])) for c, o in offs.items()} for s, offs in d["started"].items()},
             marks={int(s): int(w) for s, w in d.get("marks", {}).items()},
+            times={int(s): int(t) for s, t in d.get("times", {}).items()},
+            tables={int(s): dict(t) for s, t in d.get("tables", {}).items()},
             frontier={c: int(v) for c, v in d["frontier"].items()},
             checkpoint={k: int(v) for k, v in d["checkpoint"].items()} if d["checkpoint"] else None,
             recoveries=int(d["recoveries"]), suspended=bool(d["suspended"]),
@@ -220,7 +226,8 @@ def _accept(s: ClusterState, peer: str) -> ClusterState:
                    notified=s.notified - {peer})
 
 
-def _start_step(s: ClusterState, step: int, offsets: Mapping[str, Any], watermark: Any) -> ClusterState:
+def _start_step(s: ClusterState, step: int, offsets: Mapping[str, Any], watermark: Any, now: Any = None,
+                versions: Mapping[str, Any] | None = None) -> ClusterState:
     offs = {c: (int(v[0]), int(v[1])) for c, v in offsets.items()}
     mark = int(watermark) if watermark is not None else None
     known = s.started.get(step)
@@ -234,8 +241,12 @@ def _start_step(s: ClusterState, step: int, offsets: Mapping[str, Any], watermar
     if len(started) > STEPS_KEPT:
         started = dict(sorted(started.items())[-STEPS_KEPT:])
         marks = {k: v for k, v in marks.items() if k in started}
+    times = {**s.times, step: int(now)} if now is not None else dict(s.times)
+    times = {k: v for k, v in times.items() if k in started}
+    tables = {**s.tables, step: dict(versions)} if versions else dict(s.tables)
+    tables = {k: v for k, v in tables.items() if k in started}
     frontier = {**s.frontier, **{c: hi for c, (_, hi) in offs.items()}}
-    return replace(s, started=started, marks=marks, frontier=frontier)
+    return replace(s, started=started, marks=marks, times=times, tables=tables, frontier=frontier)
 
 
 def _commit_step(s: ClusterState, step: int) -> ClusterState:
@@ -277,14 +288,16 @@ def apply(s: ClusterState, cmd: Command) -> ClusterState:
             boundary = (s.checkpoint or {}).get("boundary", 0)
             s = replace(s, committed=min(s.committed, boundary))
     elif k == "step-started":
-        s = _start_step(s, int(b["step"]), b["offsets"], b.get("watermark"))
+        s = _start_step(s, int(b["step"]), b["offsets"], b.get("watermark"), b.get("now"), b.get("tables"))
     elif k == "step-committed":
         s = _commit_step(s, int(b["step"]))
     elif k == "checkpoint-committed":
         boundary = int(b["boundary"])  # the new resume point: steps up to it are never re-run
         s = replace(s, checkpoint={"epoch": int(b["epoch"]), "boundary": boundary},
                     started={k: v for k, v in s.started.items() if k > boundary},
-                    marks={k: v for k, v in s.marks.items() if k > boundary})
+                    marks={k: v for k, v in s.marks.items() if k > boundary},
+                    times={k: v for k, v in s.times.items() if k > boundary},
+                    tables={k: v for k, v in s.tables.items() if k > boundary})
     elif k == "recovery":
         s = replace(s, epoch=max(s.epoch, int(b["epoch"])), recoveries=s.recoveries + 1)
         if b.get("strategy") == "checkpoint":  # rolled back (or resumed) to a cut: later steps commit again

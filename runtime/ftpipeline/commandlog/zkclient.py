@@ -9,6 +9,15 @@ any outage shorter than its timeout, and a longer one ends in a *new*
 session (kazoo's LOST, then CONNECTED) that the caller handles
 (``peer.py`` re-registers a worker that is still a member).
 
+A member of an ensemble that goes silent (its machine lost: no reset, no
+answer) is noticed by kazoo only when a ping goes unanswered for two thirds
+of the session timeout (6.7 s of a 10 s session), and every request sent
+meanwhile waits. Here each connection's socket also gives up when data it
+sent stays unacknowledged for ``SILENT_SERVER_MS`` (Linux's
+``TCP_USER_TIMEOUT``): the first request or ping after the loss ends the
+connection that soon, and kazoo moves the same session to another member.
+The session itself is untouched (it lives in the ensemble, not the socket).
+
 Every KazooClient of the runtime and the operator comes from :func:`connect`.
 
 A connect string may carry credentials: ``digest://user:password@host:port,...``
@@ -27,11 +36,13 @@ every pipeline's sidecar.
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote
 
 from kazoo.client import KazooClient
+from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, OperationTimeoutError, SessionExpiredError
 from kazoo.retry import KazooRetry, RetryFailedError
 from kazoo.security import make_digest_acl
@@ -43,6 +54,21 @@ RECONNECT = dict(max_tries=-1, delay=0.1, backoff=1.5, max_delay=0.5, max_jitter
 # ran out of tries on a lost connection raises RetryFailedError, not the ConnectionLoss behind it)
 UNREACHABLE: tuple[type[BaseException], ...] = (ConnectionLoss, ConnectionClosedError, SessionExpiredError,
                                                 OperationTimeoutError, RetryFailedError)
+
+
+# a server that has acknowledged nothing of what was sent to it for this long is gone (a kernel acknowledges
+# within milliseconds even when the server process is busy: only a lost machine or network is this silent)
+SILENT_SERVER_MS = 1500
+
+
+class _Handler(SequentialThreadingHandler):  # type: ignore[misc]
+    """kazoo's threading handler, its sockets closed by the kernel once a server goes silent."""
+
+    def create_connection(self, *args: Any, **kwargs: Any) -> socket.socket:
+        sock: socket.socket = super().create_connection(*args, **kwargs)
+        if hasattr(socket, "TCP_USER_TIMEOUT"):  # Linux
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, SILENT_SERVER_MS)
+        return sock
 
 
 DIGEST = "digest://"
@@ -112,7 +138,8 @@ def connect(hosts: str, timeout_s: float = 10.0, start_timeout_s: float | None =
         options.update(use_ssl=True, ca=parts.ca, verify_certs=True, check_hostname=True)
     if client_id is not None:  # a session of another client (fault injection: closing it expires theirs)
         options["client_id"] = client_id
-    client = KazooClient(hosts=parts.hosts, timeout=timeout_s, connection_retry=KazooRetry(**RECONNECT), **options)
+    client = KazooClient(hosts=parts.hosts, timeout=timeout_s, connection_retry=KazooRetry(**RECONNECT),
+                         handler=_Handler(), **options)
     if start_timeout_s is not None:
         client.start(timeout=start_timeout_s)
     return client

@@ -48,7 +48,9 @@ def remember(store: ObjectStore, worker: str, record: str) -> None:
     an object of its own in a bucket."""
     doc = json.loads(record)
     line = {"step": doc["step"], "offsets": doc.get("offsets", {}),
-            **({"watermark": doc["watermark"]} if doc.get("watermark") is not None else {})}
+            **({"watermark": doc["watermark"]} if doc.get("watermark") is not None else {}),
+            **({"now": doc["now"]} if doc.get("now") is not None else {}),
+            **({"tables": doc["tables"]} if doc.get("tables") else {})}
     path = store.local_path(f"{worker}.jsonl")
     if path is None:
         store.put(f"{worker}/{int(doc['step']):012d}.json", json.dumps(line).encode())
@@ -79,6 +81,16 @@ def read(store: ObjectStore | Path) -> dict[int, dict[str, tuple[int, int]]]:
     for doc in _lines(store):
         steps[int(doc["step"])] = {k: (int(v[0]), int(v[1])) for k, v in doc["offsets"].items()}
     return steps
+
+
+def table_versions(store: ObjectStore | Path) -> dict[int, dict[str, Any]]:
+    """step -> lookup stage -> the version of its table the step read (``dataflow/lookup.py``)."""
+    return {int(doc["step"]): dict(doc.get("tables") or {}) for doc in _lines(store)}
+
+
+def times(store: ObjectStore | Path) -> dict[int, int | None]:
+    """step -> the processing time it was triggered at (``operators/process.py``)."""
+    return {int(doc["step"]): doc.get("now") for doc in _lines(store)}
 
 
 def watermarks(store: ObjectStore | Path) -> dict[int, int | None]:

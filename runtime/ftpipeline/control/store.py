@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -41,19 +41,27 @@ class StepRecord:
     offsets: dict[Channel, tuple[int, int]]
     reason: str
     watermark: int | None = None  # event time (us) the step runs with (``eventtime/``); None: none yet
+    now: int | None = None        # its processing time (us since the epoch), when it was triggered: a keyed
+                                  # function's clock (``operators/process.py``), the same in every replay
+    tables: dict[str, int | str] = field(default_factory=dict)  # lookup stage -> its table's version
+                                                                # (``dataflow/lookup.py``)
 
     def to_json(self) -> str:
         doc: dict[str, Any] = {"step": self.step, "reason": self.reason,
                                "offsets": {c.key(): list(o) for c, o in self.offsets.items()}}
         if self.watermark is not None:
             doc["watermark"] = self.watermark
+        if self.now is not None:
+            doc["now"] = self.now
+        if self.tables:
+            doc["tables"] = self.tables
         return json.dumps(doc)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> StepRecord:
         doc = json.loads(text)
         return cls(doc["step"], {Channel.parse(c): (o[0], o[1]) for c, o in doc["offsets"].items()}, doc["reason"],
-                   doc.get("watermark"))
+                   doc.get("watermark"), doc.get("now"), dict(doc.get("tables") or {}))
 
 
 class RunStore:
@@ -116,6 +124,20 @@ class RunStore:
             return {}
         raws = self.r.hmget(self.k("steps"), [str(s) for s in steps])
         return {s: (json.loads(raw).get("watermark") if raw else None) for s, raw in zip(steps, raws)}
+
+    def times(self, steps: range) -> dict[int, int | None]:
+        """The recorded processing time of each of ``steps`` (as :meth:`watermarks`)."""
+        if not steps:
+            return {}
+        raws = self.r.hmget(self.k("steps"), [str(s) for s in steps])
+        return {s: (json.loads(raw).get("now") if raw else None) for s, raw in zip(steps, raws)}
+
+    def table_versions(self, steps: range) -> dict[int, dict[str, int | str]]:
+        """The table versions each of ``steps`` recorded for the lookup stages (as :meth:`watermarks`)."""
+        if not steps:
+            return {}
+        raws = self.r.hmget(self.k("steps"), [str(s) for s in steps])
+        return {s: (json.loads(raw).get("tables") or {} if raw else {}) for s, raw in zip(steps, raws)}
 
     def next_offsets(self) -> dict[Channel, int]:
         return {Channel.parse(_s(c)): int(v) for c, v in self.r.hgetall(self.k("offsets")).items()}

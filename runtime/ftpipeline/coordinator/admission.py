@@ -201,7 +201,7 @@ def admit_newcomer(c: Coordinator, worker: WorkerId) -> None:
     if c.store.address(worker) is None:  # announced to a Redis that has since restarted empty
         c.check_generation(now=True)
         if worker in c.members.joining:
-            restart_joining(c, worker, "its registration is gone from Redis")
+            restart_joining(c, worker, "its registration is gone from Redis", charged=False)
         return
     c.tables.admit(worker)
     try:

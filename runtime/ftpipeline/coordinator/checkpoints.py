@@ -257,6 +257,10 @@ class CheckpointManager:
         if self.spec.event_time:  # each step's watermark, and the channels' event times up to the boundary
             manifest["watermarks"] = {str(s): r.watermark for s, r in steps.items() if r is not None}
             manifest["event_time"] = self.event_time_at(cur.boundary)
+        if self.spec.lookups:  # each step's lookup tables' versions
+            manifest["tables"] = {str(s): r.tables for s, r in steps.items() if r is not None and r.tables}
+        if self.spec.processing_time:  # each step's processing time, for a keyed function's clock
+            manifest["times"] = {str(s): r.now for s, r in steps.items() if r is not None and r.now is not None}
         try:
             if self.before_commit is not None:
                 self.before_commit()

@@ -75,6 +75,7 @@ from ftpipeline.coordinator.reports import Observer, RunResult
 from ftpipeline.coordinator.release import release_committed
 from ftpipeline.coordinator.trigger import Reason, StepTrigger
 from ftpipeline.dataflow.graph import Graph
+from ftpipeline.dataflow.lookup import TableVersions
 from ftpipeline.eventtime.columns import END_OF_INPUT
 from ftpipeline.eventtime.watermarks import Watermarks
 from ftpipeline.lineage.naming import Channel, Slot, Task, TaskKind, WorkerId
@@ -151,6 +152,7 @@ class Coordinator:
         self.ckpt.on_aborted = self.observer.on_checkpoint_aborted
         self.ckpt.tally_at = lambda boundary: self.tally.up_to(boundary)
         self.watermarks = Watermarks(self.graph.sources(), clock)  # each step's, recorded with it (eventtime/)
+        self.table_versions = TableVersions(spec.lookups)  # each lookup table's, recorded with each step
         self.ckpt.event_time_at = self.watermarks.cut
         self.owner = f"coordinator-{uuid.uuid4().hex[:8]}"
         self.run_token = ""         # this run's, given to every worker it admits (admission.py)
@@ -248,7 +250,9 @@ class Coordinator:
                 if first:
                     self.metrics.late_records.inc(int(event.get("late", 0)))
                 if source:
-                    self.watermarks.observe(task.ref, task.step, event.get("tmax"), event["rows_in"])
+                    tmax = event.get("tmax")
+                    self.watermarks.observe(task.ref, task.step, int(tmax) if tmax is not None else None,
+                                            event["rows_in"])
                 if event["recovery"] or task.step <= self._replay_until:
                     self.metrics.replayed.inc(event["rows_in"])
                     self._recomputed_rows += event["rows_in"]
@@ -358,7 +362,8 @@ class Coordinator:
             recorded = self.store.step(step)
             if recorded is not None:  # the step log has it: re-run with exactly those offsets (and watermark)
                 trigger.replay(True)
-                self._trigger(trigger, step, Reason.REPLAY, recorded.offsets, recorded.watermark)
+                self._trigger(trigger, step, Reason.REPLAY, recorded.offsets, recorded.watermark, recorded.now,
+                              recorded.tables)
                 return
         plan = self.sources.plan()
         self._exhausted = plan.reported and plan.exhausted
@@ -381,13 +386,19 @@ class Coordinator:
             self._trigger(trigger, step, reason, plan.offsets, watermark)
 
     def _trigger(self, trigger: StepTrigger, step: int, reason: Reason, offsets: dict[Channel, tuple[int, int]],
-                 watermark: int | None) -> None:
+                 watermark: int | None, wall: int | None = None, tables: dict[str, int | str] | None = None) -> None:
+        """Start ``step``; ``wall`` and ``tables``: the processing time and lookup tables' versions a replay
+        recorded (None: now, and their newest)."""
         now = self.clock()
         self.phases.mark(step, "trigger", now)
-        self.store.record_step(StepRecord(step, offsets, reason.value, watermark))  # before the step runs
+        wall = time.time_ns() // 1000 if wall is None else wall  # its processing time, recorded like its watermark
+        if tables is None:  # each lookup stage's table as it is now, read by the step and its replays
+            tables = self.table_versions.now()
+        self.store.record_step(StepRecord(step, offsets, reason.value, watermark, wall, tables))  # before it runs
         # in the command log while the tasks run; settled before anything else is logged (journal.py)
         self.journal.append_ahead("step-started", step=step, offsets={c.key(): list(o) for c, o in offsets.items()},
-                                  **({"watermark": watermark} if watermark is not None else {}))
+                                  now=wall, **({"watermark": watermark} if watermark is not None else {}),
+                                  **({"tables": tables} if tables else {}))
         self.watermarks.record(step, watermark)
         if watermark is not None and watermark != END_OF_INPUT:
             self.metrics.watermark.set(watermark / 1e6)

@@ -197,12 +197,15 @@ class Journal:
         log (a private Redis keeps nothing; one that restarted empty lost it)."""
         if self.follower is None:
             return
-        marks = self.follower.state.marks
+        marks, times, tables = self.follower.state.marks, self.follower.state.times, self.follower.state.tables
         for step, offsets in sorted(self.follower.state.started.items()):
             recorded = self.store.step(step)
             logged = {Channel.parse(c): (lo, hi) for c, (lo, hi) in offsets.items()}
-            if recorded is None or recorded.offsets != logged or recorded.watermark != marks.get(step):
-                self.store.record_step(StepRecord(step, logged, Reason.REPLAY.value, marks.get(step)))
+            versions = dict(tables.get(step) or {})
+            if recorded is None or recorded.offsets != logged or recorded.watermark != marks.get(step) or (
+                    recorded.now != times.get(step)) or recorded.tables != versions:
+                self.store.record_step(StepRecord(step, logged, Reason.REPLAY.value, marks.get(step), times.get(step),
+                                                  versions))
 
     def close_ring_around(self, dead: WorkerId, reason: str) -> None:
         """The coordinator saw ``dead`` go (process exit, pod deleted): close the ring around it now

@@ -30,8 +30,9 @@ sinks' GT_last dropping the steps already released) — without exiting:
               checkpoint (admission.start_over)
 
 A replacement still joining then has lost its registration (its address,
-perhaps its ``joined`` event): it is killed and counted lost while joining,
-so another is started after the backoff.
+perhaps its ``joined`` event): it is killed and another is started after the
+next commit, not charged to the restart budget (the outage took it). A loss
+being planned when the rebuild started a new set is not planned again.
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ def recover(c: Coordinator, dead: WorkerId, reason: str = "", how: str = "") -> 
         raise PipelineFailed(f"worker {dead} was lost and spec.faultTolerance is false: nothing to recover from")
     # a plan made on a Redis that came back empty would place every channel nowhere: rebuild it first
     c.check_generation(now=True)
+    if not c.members.knows(dead):  # the rebuild found no member answering and started a new set: handled
+        return
     survivors = [w for w in c.workers if w != dead]
     if not survivors:
         from ftpipeline.coordinator.admission import start_over  # admission builds on this module
@@ -208,7 +211,7 @@ def rebuild_lost_store(c: Coordinator) -> None:
         c.store.register(worker, {"address": c.client(worker).address})
         c.tables.admit(worker)
     for joining in list(c.members.joining):
-        restart_joining(c, joining, "Redis lost its registration while it was joining")
+        restart_joining(c, joining, "Redis lost its registration while it was joining", charged=False)
     c.tables.set_placement(c.placement)
     c.journal.restore_step_log()
     try:
@@ -241,13 +244,18 @@ def _start_over_unanswered(c: Coordinator, why: str) -> None:
                f"every worker lost while Redis restarted empty ({why})")
 
 
-def restart_joining(c: Coordinator, worker: WorkerId, why: str) -> None:
-    """A replacement that cannot be admitted (its registration is gone): kill it, count it lost while
-    joining, and let another start after the backoff."""
+def restart_joining(c: Coordinator, worker: WorkerId, why: str, charged: bool = True) -> None:
+    """A replacement that cannot be admitted: kill it and let another start. ``charged``: it failed on its
+    own (counted lost while joining, another after the backoff); not charged: Redis lost its registration
+    (another after the next commit, the restart budget untouched)."""
     log.warning("replacement started again", extra={"worker": worker, "reason": why})
     c.cluster.declare_lost(worker, why)
     c.cluster.kill_worker(worker)
-    recover(c, worker, why)
+    if charged:
+        recover(c, worker, why)
+        return
+    c.journal.close_ring_around(worker, why)
+    c.members.requeue(worker, c.clock(), c.committed)
 
 
 def reopen_everywhere(c: Coordinator, manifest: dict[str, Any] | None, started: float) -> RecoveryRecord:

@@ -8,6 +8,7 @@ the coordinator sees it:
     (none)  --running when the run resumed, taken over--> MEMBER (as an earlier coordinator created it)
     JOINING --'joined' event--> MEMBER (created: its sidecar knows the pipeline)
     JOINING --lost before joining--> (none), a replacement scheduled
+    JOINING --its registration lost with Redis's state--> (none), a replacement after the next commit, uncharged
     MEMBER  --lost--> (none), a replacement scheduled
     MEMBER  --lost, and it was the last one--> a whole new set spawned (start_over, start_initial)
     SCHEDULED --backoff passed and a step committed since the loss--> JOINING
@@ -197,6 +198,14 @@ class Members:
         self.joining.remove(worker)
         self.schedule_replacement(now, committed, cause)
         return True
+
+    def requeue(self, worker: WorkerId, now: float, committed: int) -> None:
+        """A replacement still joining whose registration Redis lost: another starts after the next
+        commit. Not charged to the restart budget: the outage took it, not a fault of its own (charged,
+        one Redis restart with two replacements joining spent a budget of five, chaos schedule 1)."""
+        if worker in self.joining:
+            self.joining.remove(worker)
+            self.replace_planned(now, committed)
 
     def remove(self, worker: WorkerId) -> None:
         self.workers = [w for w in self.workers if w != worker]

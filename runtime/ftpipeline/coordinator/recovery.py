@@ -222,11 +222,14 @@ def rollback(
     recorded = {int(s): {Channel.parse(c): (o[0], o[1]) for c, o in offs.items()}
                 for s, offs in (manifest.get("steps", {}) if manifest else {}).items()}
     marks = {int(s): w for s, w in ((manifest or {}).get("watermarks") or {}).items()}
+    times = {int(s): t for s, t in ((manifest or {}).get("times") or {}).items()}
+    versions = {int(s): t for s, t in ((manifest or {}).get("tables") or {}).items()}
     for step, offsets in sorted(recorded.items()):
         # the step log keeps what the cut recorded, so the next checkpoint's manifest can record it too
         # (a run resumed on a fresh Redis and command log knows nothing of the steps before its cut)
         if store.step(step) is None:
-            store.record_step(StepRecord(step, offsets, Reason.REPLAY.value, marks.get(step)))
+            store.record_step(StepRecord(step, offsets, Reason.REPLAY.value, marks.get(step), times.get(step),
+                                         dict(versions.get(step) or {})))
 
     def ranges_of(ch: Channel, step: int) -> tuple[SlotRange, ...]:
         if step in recorded:

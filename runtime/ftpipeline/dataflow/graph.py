@@ -25,6 +25,9 @@ _TASK_KIND = {
     StageKind.TRANSFORM: TaskKind.TRANSFORM,
     StageKind.AGGREGATE: TaskKind.AGGREGATE,
     StageKind.DEDUPLICATE: TaskKind.AGGREGATE,  # a keyed stateful task, as an aggregate's
+    StageKind.JOIN: TaskKind.AGGREGATE,
+    StageKind.PROCESS: TaskKind.AGGREGATE,
+    StageKind.LOOKUP: TaskKind.TRANSFORM,  # stateless: the table's version is the step's
     StageKind.SINK: TaskKind.SINK,
 }
 
@@ -79,12 +82,17 @@ class Graph:
         return [m for s in self.spec.stages for m in s.members if m.kind is StageKind.SINK]
 
     def is_stateful(self, stage: str) -> bool:
-        return self._stages[stage].kind in (StageKind.AGGREGATE, StageKind.DEDUPLICATE)
+        return self._stages[stage].keeps_state
 
     def on_event_time(self, stage: str) -> bool:
-        """Does a task of ``stage`` need the watermark of its step (a window)?"""
-        op = self._stages[stage].aggregate
-        return (op is not None and op.window is not None) or self._stages[stage].deduplicate is not None
+        """Does a task of ``stage`` need the watermark of its step (a window, a deduplication, a join)?"""
+        s = self._stages[stage]
+        return (s.aggregate is not None and s.aggregate.window is not None) or s.deduplicate is not None or (
+            s.join is not None) or s.process is not None
+
+    def on_processing_time(self, stage: str) -> bool:
+        """Does a task of ``stage`` need the processing time of its step (a keyed function)?"""
+        return self._stages[stage].process is not None
 
     def task_kind(self, stage: str) -> TaskKind:
         return _TASK_KIND[self._stages[stage].kind]

@@ -7,8 +7,9 @@ published:
   pipeline on Kafka names no cluster (``embedded/kafka.py``), and the chart
   runs as its optional broker;
 - ``DELTA``: delta-spark and what it needs beyond PySpark's own jars, put on
-  the class path of every Spark process of a pipeline with a Delta sink
-  (``barrier/delta.py``).
+  the class path of a Spark process whose settings name Delta's SQL
+  extension (``worker/session.py``: user code that reads Delta tables; a
+  Delta sink's steps are committed without Spark, ``barrier/delta.py``).
 
 Each is pinned exactly in a lock file beside this one (``kafka.lock``,
 ``delta.lock``): one line per jar, ``group:artifact:version sha256``. Maven

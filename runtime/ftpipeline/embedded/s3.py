@@ -94,8 +94,10 @@ def s3_command(data: Path, port: int, bind: str = "127.0.0.1", tls_dir: Path | N
     ``iam_dir``: users besides the root, kept there (``GatewayAdmin``), each reaching only its own buckets."""
     tls = ["--cert", str(tls_dir / "tls.crt"), "--key", str(tls_dir / "tls.key")] if tls_dir is not None else []
     iam = ["--iam-dir", str(iam_dir)] if iam_dir is not None else []
-    return [str(find_s3_server()), "--port", f"{bind}:{port}", *tls, *iam, "--quiet", "--health", HEALTH,
-            "--region", REGION, "posix", str(data)]
+    # --keep-alive: the gateway closes each connection after one response unless told otherwise, and every
+    # request of a client then pays a new connection (a TLS handshake, with --cert)
+    return [str(find_s3_server()), "--port", f"{bind}:{port}", *tls, *iam, "--keep-alive", "--quiet",
+            "--health", HEALTH, "--region", REGION, "posix", str(data)]
 
 
 class BucketTaken(RuntimeError):

@@ -171,8 +171,11 @@ def plan_recovery(
 
     def needed_now(obj: ObjectName) -> bool:
         """Has the object's consumer still to read it? A stateful consumer has read it once its state
-        passed the object's step (it keeps its inputs out of the cemetery until a checkpoint covers them)."""
+        passed the object's step (it keeps its inputs out of the cemetery until a checkpoint covers them);
+        one lost too reads again every step after its snapshot, as its rebuild folds them."""
         if graph.is_stateful(obj.target):
+            if obj.consumer in moves:
+                return (snapshots or {}).get(obj.consumer, (0, ""))[0] < obj.seq
             return view.state_steps.get(obj.consumer, 0) < obj.seq
         return not view.consumed(obj.key())
 

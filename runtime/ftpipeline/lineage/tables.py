@@ -311,8 +311,13 @@ class LineageTables:
         return int(self.r.get(self.k("epoch")) or 0)
 
     def clear(self) -> int:
-        """Delete every key of this pipeline (a fresh run, or the operator's finalizer)."""
-        n = 0
+        """Delete every key of this pipeline (a fresh run, or the operator's finalizer).
+
+        The members go first, with the run's token, in one step: the keys go one by one after them, and a
+        completion arriving meanwhile (a worker of the run being taken over, finishing a task) must find no
+        member at all and be dropped, not find members but no token and be refused as a zombie's, which
+        stops the worker the resumed run was about to keep."""
+        n = int(self.r.delete(self.k("alive"), self.k("run")))
         for key in self.r.scan_iter(match=f"{self.prefix}*", count=1000):
             n += int(self.r.delete(key))
         return n

@@ -56,3 +56,21 @@ class S3Config:
             if value:
                 env[name] = value
         return env
+
+
+def storage_options(config: S3Config | None) -> dict[str, str]:
+    """What delta-rs needs to reach a table in a bucket: the endpoint and keys of ``config`` (the
+    environment's by default), and commits by conditional put (``If-None-Match: *``, which AWS S3 and the
+    embedded server honour), so that no lock table is needed."""
+    config = config or S3Config.from_env()
+    options = {"AWS_REGION": config.region, "conditional_put": "etag",
+               "aws_virtual_hosted_style_request": "false" if config.path_style else "true",
+               # a release answers within the coordinator's call (30 s), failing rather than retrying past it
+               "timeout": "15s", "connect_timeout": "5s", "max_retries": "2", "retry_timeout": "20s"}
+    for name, value in (("AWS_ENDPOINT_URL", config.endpoint), ("AWS_ACCESS_KEY_ID", config.access_key),
+                        ("AWS_SECRET_ACCESS_KEY", config.secret_key), ("AWS_SESSION_TOKEN", config.session_token)):
+        if value:
+            options[name] = value
+    if config.endpoint and config.endpoint.startswith("http://"):
+        options["AWS_ALLOW_HTTP"] = "true"
+    return options

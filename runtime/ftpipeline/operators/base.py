@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -18,6 +18,9 @@ class StepContext:
     watermark: int | None      # the step's recorded watermark, us (None: not known yet)
     emit: bool = True          # False in a rebuild: the state moves on, nothing is written
     where: str = ""            # the channel, for messages ("stage.channel")
+    # the step's rows of each input stage, for an operator that reads them apart (``by_input``: a join)
+    inputs: Mapping[str, pa.Table] = field(default_factory=dict)
+    now: int | None = None     # the step's recorded processing time, us (a keyed function's clock)
 
 
 @dataclass
@@ -40,9 +43,10 @@ class Operator(Protocol):
     keys: list[str]            # the state's key columns
     index: str | None          # the column its rows leave by (backend.KeyedState.expire)
     folds_at_once: bool        # a rebuild may fold all its steps' rows as one step (merging is associative)
+    by_input: bool             # reads each input's rows apart (``ctx.inputs``), not their union (``table``)
 
     def process(self, state: Holder, table: pa.Table, ctx: StepContext) -> Emitted:
-        """One step: ``table`` holds the step's rows (possibly none, never None)."""
+        """One step: ``table`` holds the step's rows (possibly none, never None; empty for ``by_input``)."""
         ...
 
     def evict(self, state: KeyedState, step: int) -> int:

@@ -55,6 +55,7 @@ class Deduplicate:
         self.keys = list(op.keys)
         self.index: str | None = EXPIRES
         self.folds_at_once = False  # what passes depends on each step's watermark
+        self.by_input = False
 
     def evict(self, state: KeyedState, step: int) -> int:
         return 0  # entries leave when the watermark passes them

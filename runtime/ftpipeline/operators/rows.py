@@ -22,15 +22,26 @@ def usable(table: pa.Table, keys: Sequence[str], column: str, field: str,
     """The rows with every key and an event time, their event times (us), and the others as dead letters.
     ``field`` names the time column's setting for an error; ``where`` the channel."""
     ts = micros(table, column, field)
-    bad = pc.is_null(ts)
+    good, dead = _apart(table, pc.is_null(ts), keys, column, where)
+    return (table, ts, []) if good is None else (table.filter(good), ts.filter(good), dead)
+
+
+def keyed(table: pa.Table, keys: Sequence[str], where: str) -> tuple[pa.Table, list[DeadLetter]]:
+    """The rows with every key, and the others as dead letters (an operator with no event time of its own)."""
+    good, dead = _apart(table, pa.array([False] * table.num_rows, pa.bool_()), keys, "", where)
+    return (table, []) if good is None else (table.filter(good), dead)
+
+
+def _apart(table: pa.Table, bad: pa.Array, keys: Sequence[str], column: str, where: str
+           ) -> tuple[pa.Array | None, list[DeadLetter]]:
+    """Which rows to keep (None: all) and the dead letters of the others: ``bad`` ones, and any with a null key."""
     for key in keys:
         bad = pc.or_(bad, pc.is_null(table.column(key)))
     if not pc.any(bad).as_py():
-        return table, ts, []
+        return None, []
     dead = []
     for row in table.filter(bad).to_pylist():
         missing = [k for k in keys if row.get(k) is None]
         why = f"null key in {', '.join(missing)}" if missing else f"null event time in {column}"
         dead.append(DeadLetter(json.dumps(row, default=str), why, where))
-    good = pc.invert(bad)
-    return table.filter(good), ts.filter(good), dead
+    return pc.invert(bad), dead

@@ -35,6 +35,7 @@ class RunningAggregate:
         self.keys = list(op.key_by)
         self.index: str | None = STEP if op.ttl_steps else None
         self.folds_at_once = not op.ttl_steps
+        self.by_input = False
 
     def process(self, state: Holder, table: pa.Table, ctx: StepContext) -> Emitted:
         op = self.op

@@ -86,6 +86,7 @@ class SessionOperator:
         self.keys = [*op.key_by, START]
         self.index: str | None = FIRE
         self.folds_at_once = False  # what fires and what is late depends on each step's watermark
+        self.by_input = False
 
     def evict(self, state: KeyedState, step: int) -> int:
         return 0  # sessions leave the state when they fire

@@ -74,6 +74,7 @@ class WindowOperator:
         self.keys = [*op.key_by, START, *((MARK, VALUE) if self.distinct else ())]
         self.index: str | None = FIRE
         self.folds_at_once = False  # what fires and what is late depends on each step's watermark
+        self.by_input = False
 
     def evict(self, state: KeyedState, step: int) -> int:
         return 0  # windows leave the state when they fire

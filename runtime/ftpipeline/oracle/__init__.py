@@ -37,7 +37,7 @@ from ftpipeline.oracle.expected import Expected, expected, expected_outputs
 from ftpipeline.oracle.delta import released_table
 from ftpipeline.oracle.kafka import released_rows
 from ftpipeline.objectstore.base import ObjectStore
-from ftpipeline.spec.model import PipelineSpec, StageKind
+from ftpipeline.spec.model import PipelineSpec
 
 
 def _topic(spark: Any, spec: PipelineSpec, name: str, frame: Any, topic: str, steps: int, work: Path) -> Comparison:
@@ -122,7 +122,7 @@ def verify(spark: Any, spec: PipelineSpec, steps: int, dead_letter_root: Path | 
         out = _released(spark, spec, expect, steps, Path(work))
         out += _late(spark, spec, expect, steps, Path(work))
     sources = {s.name for s in spec.stages if s.file is not None or s.kafka is not None}
-    if sources or any(s.kind in (StageKind.AGGREGATE, StageKind.DEDUPLICATE) for s in spec.stages):
+    if sources or any(s.keeps_state for s in spec.stages):
         out.append(compare_letters(expect.letters, read_dead_letters(dead_letter_root, steps), sources))
     return out
 

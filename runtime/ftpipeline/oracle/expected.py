@@ -39,6 +39,9 @@ from ftpipeline.dataflow.sources import channel_share, make_reader, rows_per_ste
 from ftpipeline.oracle.files import STEP, Letter, read_file_stage
 from ftpipeline.oracle.kafka import read_kafka_stage
 from ftpipeline.oracle.dedup import deduplicated
+from ftpipeline.oracle.joins import joined
+from ftpipeline.oracle.lookup import looked_up
+from ftpipeline.oracle.process import processed
 from ftpipeline.oracle.sessions import sessionized
 from ftpipeline.oracle.windows import windowed
 from ftpipeline.control import history as step_history
@@ -98,6 +101,8 @@ def expected(spark: Any, spec: PipelineSpec, steps: int, work: Path | None = Non
     late: dict[str, Any] = {}  # a window's expected late rows (oracle/windows.py)
     marks = step_history.watermarks(history) if history is not None else {}
     marks = {s: m for s, m in marks.items() if s <= steps}
+    times = step_history.times(history) if history is not None else {}
+    versions = step_history.table_versions(history) if history is not None else {}
     for name in graph.order:
         stage = spec.stage(name)
         if stage.kind is StageKind.SOURCE:
@@ -113,6 +118,10 @@ def expected(spark: Any, spec: PipelineSpec, steps: int, work: Path | None = Non
                 rows = _generated_rows(spec, name, module, steps)
             frames[name] = _frame(spark, rows, name, work)
             continue
+        if stage.join is not None:
+            frames[name], late[name] = joined(spark, frames[stage.inputs[0].upstream],
+                                              frames[stage.inputs[1].upstream], stage, marks, letters)
+            continue
         df = frames[stage.inputs[0].upstream]
         for edge in stage.inputs[1:]:
             df = df.unionByName(frames[edge.upstream], allowMissingColumns=True)
@@ -122,6 +131,10 @@ def expected(spark: Any, spec: PipelineSpec, steps: int, work: Path | None = Non
             if STEP not in df.columns:
                 raise ValueError(f"stage {name!r}: {stage.function}() dropped the {STEP} column; "
                                  "the oracle needs row-wise transforms that keep unknown columns")
+        elif stage.lookup is not None:  # each step's rows to the table at the version it recorded
+            df = looked_up(spark, df, stage, {s: v for s, v in versions.items() if s <= steps})
+        elif stage.process is not None:  # the user's class over each key's rows, in plain Python
+            df = spark.createDataFrame(processed(module, df.toArrow(), stage, marks, times, steps, letters))
         elif stage.deduplicate is not None:
             df, late[name] = deduplicated(spark, df, stage, marks, letters)
         elif stage.aggregate is not None and stage.aggregate.window is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 PATTERN = r"^[0-9]{1,12}(us|ms|s|m|min|h|d)$"
+SIGNED_PATTERN = r"^-?[0-9]{1,12}(us|ms|s|m|min|h|d)$"  # a bound that may lie before (a join's ``within``)
 _UNITS = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "min": 60_000_000, "h": 3_600_000_000,
           "d": 86_400_000_000}
 _TEXT = re.compile(PATTERN)
@@ -21,6 +22,11 @@ def micros(text: str) -> int:
     if match is None:
         raise ValueError(f"not a duration: {text!r} (a whole number and a unit: us, ms, s, m, min, h, d)")
     return int(text[:match.start(1)]) * _UNITS[match.group(1)]
+
+
+def signed_micros(text: str) -> int:
+    """As :func:`micros`, with an optional leading minus."""
+    return -micros(text[1:]) if text.startswith("-") else micros(text)
 
 
 def text(us: int) -> str:

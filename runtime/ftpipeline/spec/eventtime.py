@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable
 
-from ftpipeline.spec.durations import micros
-from ftpipeline.spec.model import DeduplicateOp, EventTime, WindowSpec
+from ftpipeline.spec.durations import micros, signed_micros
+from ftpipeline.spec.model import DeduplicateOp, EventTime, JoinOp, WindowSpec
 from ftpipeline.spec.problems import Problem
 
 WINDOW_ONLY = ("avg", "first", "last", "countDistinct")  # aggregations that need a window
@@ -52,6 +52,8 @@ def problems(stages: list[Mapping[str, Any]], index: Mapping[str, int]) -> list[
             found += _needs_event_time(stages, index, i, raw["deduplicate"], f"{at}.deduplicate")
             if micros(raw["deduplicate"]["within"]) == 0:
                 found.append(Problem(f"{at}.deduplicate.within", "must be above 0"))
+        if "join" in raw:
+            found += _join_problems(stages, index, i, raw["join"], f"{at}.join")
         aggregate = raw.get("aggregate")
         if aggregate is None:
             continue
@@ -87,6 +89,34 @@ def _needs_event_time(stages: list[Mapping[str, Any]], index: Mapping[str, int],
         return [Problem(f"{at}.timeColumn",
                         f"required: the sources upstream declare different event-time columns ({names})")]
     return []
+
+
+def _join_problems(stages: list[Mapping[str, Any]], index: Mapping[str, int], i: int, raw: Mapping[str, Any],
+                   at: str) -> list[Problem]:
+    found = []
+    if signed_micros(raw["within"]["lower"]) > signed_micros(raw["within"]["upper"]):
+        found.append(Problem(f"{at}.within", "lower is after upper: no pair could ever join"))
+    for j, edge in enumerate(stages[i]["inputs"]):
+        side = index[edge["stage"]]
+        if not _side_sources(stages, index, side):
+            found.append(Problem(f"spec.stages[{i}].inputs[{j}]", f"no source upstream of {edge['stage']!r} "
+                                                                  "declares eventTime: its rows have no watermark"))
+        elif "timeColumn" not in raw and len(_side_columns(stages, index, side)) > 1:
+            names = ", ".join(sorted(_side_columns(stages, index, side)))
+            found.append(Problem(f"{at}.timeColumn", f"required: the sources upstream of {edge['stage']!r} "
+                                                     f"declare different event-time columns ({names})"))
+    return found
+
+
+def _side_sources(stages: list[Mapping[str, Any]], index: Mapping[str, int], j: int) -> list[int]:
+    """The event-time sources of stage ``j``'s rows: itself if it is one, else those upstream of it."""
+    if "source" in stages[j]:
+        return [j] if "eventTime" in stages[j]["source"] else []
+    return _event_sources(stages, index, j)
+
+
+def _side_columns(stages: list[Mapping[str, Any]], index: Mapping[str, int], j: int) -> set[str]:
+    return {stages[k]["source"]["eventTime"]["column"] for k in _side_sources(stages, index, j)}
 
 
 def _source_problems(at: str, source: Mapping[str, Any], event: Mapping[str, Any]) -> list[Problem]:
@@ -143,6 +173,18 @@ def deduplicate(stages: list[Mapping[str, Any]], i: int, resolve: Callable[[str]
     column = raw.get("timeColumn") or min(_columns_upstream(stages, index, i))
     late, topic = _late(raw, resolve)
     return DeduplicateOp(tuple(raw["keys"]), micros(raw["within"]), column, late, topic)
+
+
+def join(stages: list[Mapping[str, Any]], i: int, resolve: Callable[[str], Path | str]) -> JoinOp | None:
+    raw = stages[i].get("join")
+    if raw is None:
+        return None
+    index = {s["name"]: k for k, s in enumerate(stages)}
+    left, right = (edge["stage"] for edge in stages[i]["inputs"])
+    times = [raw.get("timeColumn") or min(_side_columns(stages, index, index[side])) for side in (left, right)]
+    late, topic = _late(raw, resolve)
+    return JoinOp(raw.get("type", "inner"), tuple(raw["keys"]), left, right, signed_micros(raw["within"]["lower"]),
+                  signed_micros(raw["within"]["upper"]), times[0], times[1], late, topic)
 
 
 def window(stages: list[Mapping[str, Any]], i: int, resolve: Callable[[str], Path | str]) -> WindowSpec | None:

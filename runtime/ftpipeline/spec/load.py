@@ -43,6 +43,8 @@ from ftpipeline.spec.model import (
     ParquetSink,
     Partition,
     PipelineSpec,
+    LookupOp,
+    ProcessOp,
     StageKind,
     StageSpec,
     Trigger,
@@ -64,7 +66,7 @@ from ftpipeline.spec.schema import (
     UNIQUE_STAGES,
 )
 
-_KINDS = ("source", "transform", "aggregate", "deduplicate", "sink")
+_KINDS = ("source", "transform", "aggregate", "deduplicate", "join", "process", "lookup", "sink")
 
 
 def _path(parts: Iterable[Any]) -> str:
@@ -122,7 +124,7 @@ def _location_problems(spec: Mapping[str, Any]) -> list[Problem]:
     places += [(f"spec.stages[{i}].sink.parquet.path", raw["sink"]["parquet"]["path"])
                for i, raw in enumerate(spec["stages"]) if "parquet" in raw.get("sink", {})]
     for i, raw in enumerate(spec["stages"]):
-        for field, holder in (("deduplicate", raw.get("deduplicate")),
+        for field, holder in (("deduplicate", raw.get("deduplicate")), ("join", raw.get("join")),
                               ("aggregate.window", (raw.get("aggregate") or {}).get("window"))):
             if holder and "path" in (holder.get("lateData") or {}):
                 places.append((f"spec.stages[{i}].{field}.lateData.path", holder["lateData"]["path"]))
@@ -151,6 +153,11 @@ def _dataflow_problems(spec: Mapping[str, Any]) -> list[Problem]:
             problems.append(Problem(f"{at}.inputs", "a source has no inputs"))
         if kind is not StageKind.SOURCE and not inputs:
             problems.append(Problem(f"{at}.inputs", f"a {kind.value} needs at least one input"))
+        if kind is StageKind.JOIN and len(inputs) != 2:
+            problems.append(Problem(f"{at}.inputs", f"a join has two inputs, the left then the right; got {len(inputs)}"))
+        elif kind is StageKind.JOIN and inputs[0]["stage"] == inputs[1]["stage"]:
+            problems.append(Problem(f"{at}.inputs[1].stage", "a join's two inputs are two stages (to join a stream "
+                                                              "with itself, add a transform that passes it on)"))
         if kind is StageKind.SOURCE and "file" in raw["source"]:
             file = raw["source"]["file"]
             if file["format"] != "parquet" and not file.get("schema"):
@@ -206,7 +213,7 @@ def _dataflow_problems(spec: Mapping[str, Any]) -> list[Problem]:
 
 def _keyed(stage: Mapping[str, Any]) -> bool:
     """Does the stage keep keyed state (its inputs are hash-partitioned on its keys by default)?"""
-    return "aggregate" in stage or "deduplicate" in stage
+    return "aggregate" in stage or "deduplicate" in stage or "join" in stage or "process" in stage
 
 
 def _size_problems(stages: list[Mapping[str, Any]]) -> list[Problem]:
@@ -311,6 +318,15 @@ def entry_problems(spec: PipelineSpec) -> list[Problem]:
         return [Problem("spec.entryPoint", f"cannot import {spec.entry_point!r}: {type(exc).__name__}: {exc}")]
     problems = []
     for i, stage in enumerate(spec.stages):
+        if stage.process is not None:
+            found = getattr(module, stage.process.class_name, None)
+            if not isinstance(found, type) or not callable(getattr(found, "process", None)):
+                problems.append(Problem(f"spec.stages[{i}].process.class", f"{spec.entry_point!r} has no class "
+                                        f"{stage.process.class_name!r} with a process(key, rows, ctx) method"))
+            if stage.process.rows == "pandas" and importlib.util.find_spec("pandas") is None:
+                problems.append(Problem(f"spec.stages[{i}].process.rows", "pandas is not installed where the "
+                                        "pipeline runs: install it beside your code, or take rows as arrow"))
+            continue
         name = stage.generator.function if stage.generator else stage.function
         if name is None:
             continue
@@ -344,10 +360,14 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
                     partition, keys = "hash", tuple(raw["aggregate"]["keyBy"])
                 elif kind is StageKind.DEDUPLICATE:
                     partition, keys = "hash", tuple(raw["deduplicate"]["keys"])
+                elif kind is StageKind.JOIN:
+                    partition, keys = "hash", tuple(raw["join"]["keys"])
+                elif kind is StageKind.PROCESS:
+                    partition, keys = "hash", tuple(raw["process"]["keys"])
                 else:
                     partition = "forward"
             edges.append(Edge(edge["stage"], raw["name"], Partition(partition), keys))
-        generator = file = sink = aggregate = kafka = kafka_sink = delta_sink = None
+        generator = file = sink = aggregate = kafka = kafka_sink = delta_sink = process = lookup = None
         function = None
         if kind is StageKind.SOURCE and "generator" in raw["source"]:
             g = raw["source"]["generator"]
@@ -373,14 +393,22 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
                 a.get("ttl", {}).get("steps", 0),
                 eventtime.window(spec["stages"], at, lambda path: _location(base_dir, path)),
             )
-        elif kind is StageKind.DEDUPLICATE:
-            pass  # eventtime.deduplicate, below
+        elif kind in (StageKind.DEDUPLICATE, StageKind.JOIN):
+            pass  # eventtime.deduplicate and eventtime.join, below
+        elif kind is StageKind.LOOKUP:
+            table = raw["lookup"]["table"]
+            where = {k: _location(base_dir, v["path"]) for k, v in table.items()}
+            lookup = LookupOp(raw["lookup"].get("type", "inner"), tuple(raw["lookup"]["keys"]), where.get("delta"),
+                              where.get("parquet"))
+        elif kind is StageKind.PROCESS:
+            p = raw["process"]
+            process = ProcessOp(p["class"], tuple(p["keys"]), tuple(p["output"].items()), p.get("rows", "arrow"))
         elif "kafka" in raw["sink"]:
             k = raw["sink"]["kafka"]
             kafka_sink = KafkaSink(k["topic"], tuple(k.get("key", ())), raw["sink"].get("existingOutput", "fail"))
         elif "delta" in raw["sink"]:
             d = raw["sink"]["delta"]
-            delta_sink = DeltaSink(_resolve(base_dir, d["path"]), tuple(d.get("partitionBy", ())),
+            delta_sink = DeltaSink(_location(base_dir, d["path"]), tuple(d.get("partitionBy", ())),
                                    bool(d.get("mergeSchema", False)), raw["sink"].get("existingOutput", "fail"))
         else:
             sink = ParquetSink(_location(base_dir, raw["sink"]["parquet"]["path"]),
@@ -388,7 +416,9 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
         stages.append(StageSpec(raw["name"], kind, parallelism, tuple(edges), generator, file, function, aggregate, sink,
                                 kafka=kafka, kafka_sink=kafka_sink, delta_sink=delta_sink,
                                 event_time=eventtime.event_time(raw),
-                                deduplicate=eventtime.deduplicate(spec["stages"], at, lambda path: _location(base_dir, path))))
+                                deduplicate=eventtime.deduplicate(spec["stages"], at, lambda path: _location(base_dir, path)),
+                                join=eventtime.join(spec["stages"], at, lambda path: _location(base_dir, path)),
+                                process=process, lookup=lookup))
     steps = spec.get("steps", {})
     trig = steps.get("trigger", {})
     budget = spec.get("recovery", {}).get("restartBudget", {})

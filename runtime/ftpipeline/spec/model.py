@@ -18,6 +18,9 @@ class StageKind(str, enum.Enum):
     TRANSFORM = "transform"
     AGGREGATE = "aggregate"
     DEDUPLICATE = "deduplicate"
+    JOIN = "join"
+    PROCESS = "process"
+    LOOKUP = "lookup"
     SINK = "sink"
 
 
@@ -115,6 +118,50 @@ class DeduplicateOp:
 
 
 @dataclass(frozen=True)
+class JoinOp:
+    """An interval join of two streams (``operators/join.py``): ``left`` and ``right`` are the input stages;
+    a pair's right time minus its left time lies within [``lower_us``, ``upper_us``]."""
+
+    kind: str                         # inner | left | right | full
+    keys: tuple[str, ...]
+    left: str
+    right: str
+    lower_us: int
+    upper_us: int
+    left_time: str
+    right_time: str
+    late_data: Path | str | None = None
+    late_topic: str | None = None
+
+
+@dataclass(frozen=True)
+class LookupOp:
+    """A stream joined to a table (``dataflow/lookup.py``): a Delta table at the version each step recorded,
+    or a Parquet directory that must not change while the pipeline reads it."""
+
+    kind: str                         # inner | left
+    keys: tuple[str, ...]
+    delta: Path | str | None = None
+    parquet: Path | str | None = None
+
+    @property
+    def path(self) -> Path | str:
+        where = self.delta if self.delta is not None else self.parquet
+        assert where is not None
+        return where
+
+
+@dataclass(frozen=True)
+class ProcessOp:
+    """A keyed function the user writes, with state and timers (``operators/process.py``)."""
+
+    class_name: str                   # a class of the entry point
+    keys: tuple[str, ...]
+    output: tuple[tuple[str, str], ...]  # column -> type (string, long, double, boolean, timestamp)
+    rows: str = "arrow"               # what a key's rows are handed as: arrow | pandas
+
+
+@dataclass(frozen=True)
 class AggregateOp:
     key_by: tuple[str, ...]
     aggregations: tuple[Aggregation, ...]
@@ -141,7 +188,7 @@ class KafkaSink:
 class DeltaSink:
     """A Delta Lake table: each step one commit, its ``txnVersion`` the step, released with the barrier."""
 
-    path: Path
+    path: Path | str                          # a directory, or ``s3://bucket/prefix``
     partition_by: tuple[str, ...] = ()
     merge_schema: bool = False                # schema evolution: off unless asked for
     existing: str = "fail"                    # what a fresh run does when this pipeline already wrote steps here
@@ -164,15 +211,23 @@ class StageSpec:
     delta_sink: DeltaSink | None = None
     event_time: EventTime | None = None  # a source's
     deduplicate: DeduplicateOp | None = None
+    join: JoinOp | None = None
+    process: ProcessOp | None = None
+    lookup: LookupOp | None = None
+
+    @property
+    def keeps_state(self) -> bool:
+        """A keyed stateful stage (``operators/``): its inputs hash on its keys, its state is checkpointed."""
+        return self.kind in (StageKind.AGGREGATE, StageKind.DEDUPLICATE, StageKind.JOIN, StageKind.PROCESS)
 
     @property
     def is_sink(self) -> bool:
         return self.sink is not None or self.kafka_sink is not None or self.delta_sink is not None
 
     @property
-    def _late(self) -> WindowSpec | DeduplicateOp | None:
-        """What decides which of the stage's records are late: its window or its deduplication."""
-        return self.deduplicate or (self.aggregate.window if self.aggregate is not None else None)
+    def _late(self) -> WindowSpec | DeduplicateOp | JoinOp | None:
+        """What decides which of the stage's records are late: its window, deduplication or join."""
+        return self.deduplicate or self.join or (self.aggregate.window if self.aggregate is not None else None)
 
     @property
     def late_data(self) -> Path | str | None:
@@ -182,6 +237,8 @@ class StageSpec:
     @property
     def late_field(self) -> str:
         """Where its ``lateData`` is in its spec (below ``spec.stages[i]``)."""
+        if self.join is not None:
+            return "join.lateData"
         return "deduplicate.lateData" if self.deduplicate is not None else "aggregate.window.lateData"
 
     @property
@@ -286,13 +343,19 @@ class PipelineSpec:
         return any(s.kafka is not None for s in self.stages)
 
     @property
+    def lookups(self) -> tuple[StageSpec, ...]:
+        """The stages that join a table: each step records the version of each one's table."""
+        return tuple(s for s in self.stages if s.lookup is not None)
+
+    @property
+    def processing_time(self) -> bool:
+        """Does a stage read the steps' processing time (a keyed function's timers and TTL)?"""
+        return any(s.process is not None for s in self.stages)
+
+    @property
     def event_time(self) -> bool:
         """Does any source declare event time (so every step records a watermark)?"""
         return any(s.event_time is not None for s in self.stages)
-
-    @property
-    def uses_delta(self) -> bool:
-        return any(s.delta_sink is not None for s in self.stages)
 
     @property
     def object_store_fields(self) -> tuple[tuple[str, str], ...]:
@@ -300,6 +363,8 @@ class PipelineSpec:
         places = [("spec.checkpoint.storage.path", self.checkpoint_path), ("spec.deadLetter.path", self.dead_letter),
                   *((f"spec.stages[{i}].sink.parquet.path", s.sink.path) for i, s in enumerate(self.stages)
                     if s.sink is not None),
+                  *((f"spec.stages[{i}].sink.delta.path", s.delta_sink.path) for i, s in enumerate(self.stages)
+                    if s.delta_sink is not None),
                   *((f"spec.stages[{i}].{s.late_field}.path", s.late_data) for i, s in enumerate(self.stages)
                     if s.late_data is not None)]
         return tuple((f, str(p)) for f, p in places if p is not None and str(p).startswith("s3://"))

@@ -3,7 +3,7 @@ sinks (Parquet, Kafka), as ``schema.py`` embeds it in ``spec.stages``."""
 
 from __future__ import annotations
 
-from ftpipeline.spec.durations import PATTERN as DURATION_PATTERN
+from ftpipeline.spec.durations import PATTERN as DURATION_PATTERN, SIGNED_PATTERN
 from ftpipeline.spec.nodes import (
     FUNCTION_PATTERN,
     NAME_PATTERN,
@@ -173,7 +173,8 @@ _INPUT = obj(
 )
 
 STAGE_SCHEMA: Schema = obj(
-    "A stage of the dataflow. Exactly one of source, transform, aggregate, deduplicate, sink.",
+    "A stage of the dataflow. Exactly one of source, transform, aggregate, deduplicate, join, process, lookup, "
+    "sink.",
     {
         "name": string("Stage name (DNS label).", pattern=NAME_PATTERN, maxLength=40),
         "parallelism": {**integer("Number of channels of this stage.", minimum=1, default=1),
@@ -223,6 +224,78 @@ STAGE_SCHEMA: Schema = obj(
             },
             ["keys", "within"],
         ),
+        "join": obj(
+            "Join two streams on keys within an event-time interval (Flink's interval join, Spark's time-bounded "
+            "stream-stream join): inputs[0] is the left side, inputs[1] the right, and a left row L and a right "
+            "row R join when their keys are equal and R's time minus L's time lies within [lower, upper]. Both "
+            "sides' rows are kept in the state backend until the watermark shows no row that could still "
+            "arrive would match them; then they leave, and an outer join emits an unmatched one with nulls for "
+            "the other side. A row behind the watermark is late. The output holds the keys, then the left "
+            "side's other columns, then the right's; a name both sides have is prefixed left_ and right_.",
+            {
+                "type": string("inner, left (outer), right (outer) or full (outer).",
+                               enum=["inner", "left", "right", "full"], default="inner"),
+                "keys": {"type": "array", "description": "Columns both sides have, equal in a pair (of the same "
+                         "types on both sides).", "minItems": 1, "maxItems": 16, "items": {"type": "string"}},
+                "within": obj(
+                    "The interval of the right row's event time, relative to the left row's.",
+                    {"lower": string("Earliest: R.time >= L.time + lower (may be negative: -5m).",
+                                     pattern=SIGNED_PATTERN),
+                     "upper": string("Latest: R.time <= L.time + upper (may be negative).", pattern=SIGNED_PATTERN)},
+                    ["lower", "upper"],
+                ),
+                "timeColumn": string("Event-time column of both sides (default: the eventTime column of the "
+                                     "sources upstream of each side).", pattern=FUNCTION_PATTERN),
+                "lateData": _LATE_DATA,
+            },
+            ["keys", "within"],
+        ),
+        "lookup": obj(
+            "Join each row to a table (a stream-table join): a Delta table, read at its newest version when each "
+            "step starts (the version is recorded with the step, so a replay joins the same rows), or a Parquet "
+            "directory read once (it must not change while the pipeline runs: a change fails the step, naming "
+            "it). Each row is joined to every table row with equal keys; the output holds the row's columns, "
+            "then the table's others (a name both have is prefixed table_).",
+            {
+                "table": obj(
+                    "The table. Exactly one of delta, parquet.",
+                    {"delta": obj("A Delta table.", {"path": string("Table directory, or s3://bucket/prefix; "
+                                                                    "relative paths are resolved against the "
+                                                                    "pipeline file.", minLength=1)}, ["path"]),
+                     "parquet": obj("A directory of Parquet files.", {"path": string(
+                         "Directory, or s3://bucket/prefix; relative paths are resolved against the pipeline "
+                         "file.", minLength=1)}, ["path"])},
+                    rules=[one_of("delta", "parquet")],
+                ),
+                "keys": {"type": "array", "description": "Columns of both the rows and the table, equal in a match.",
+                         "minItems": 1, "maxItems": 16, "items": {"type": "string"}},
+                "type": string("inner (a row with no match is dropped) or left (kept, with nulls).",
+                               enum=["inner", "left"], default="inner"),
+            },
+            ["table", "keys"],
+        ),
+        "process": obj(
+            "A keyed function of your own (Flink's KeyedProcessFunction, Spark's transformWithState): a class of the "
+            "entry point whose process(key, rows, ctx) is handed each step's rows of one key and returns rows "
+            "(a pandas DataFrame, an Arrow table, a list of dicts, or None), with value, list and map state "
+            "(ctx.value/list/map(name, ttl=...)) and timers (ctx.timers), and on_timer(key, timer, ctx) called when "
+            "one fires. Its state lives in the state backend, is checkpointed and re-partitioned by key, and a "
+            "replay hands it the same rows, watermark and clock: the function must read time only from ctx "
+            "(ctx.now, ctx.watermark) and draw randomness only from ctx.rng.",
+            {
+                "class": string("Name of the class in the entry point module.", pattern=FUNCTION_PATTERN),
+                "keys": {"type": "array", "description": "Key columns (the input is hashed on them).",
+                         "minItems": 1, "maxItems": 16, "items": {"type": "string"}},
+                "output": {"type": "object", "description": "The columns the function returns, name to type "
+                           "(string, long, double, boolean, timestamp); a missing column is an error naming it.",
+                           "minProperties": 1, "additionalProperties": {"type": "string", "enum": [
+                               *_COLUMN_TYPES, "timestamp"]}},
+                "rows": string("How a key's rows are handed over: arrow (a pyarrow Table) or pandas (a DataFrame; "
+                               "pandas must be installed beside the pipeline's code).",
+                               enum=["arrow", "pandas"], default="arrow"),
+            },
+            ["class", "keys", "output"],
+        ),
         "sink": obj(
             "Exactly-once output: each step is released as one atomic bundle. Exactly one of parquet, kafka, "
             "delta.",
@@ -250,11 +323,13 @@ STAGE_SCHEMA: Schema = obj(
                 "delta": obj(
                     "A Delta Lake table (created by the first step when absent), written exactly once: each step "
                     "one Delta commit whose transaction (txnAppId: the pipeline and sink, txnVersion: the step) "
-                    "makes Delta itself skip a step it already holds. Readable by Spark with delta-spark, or by "
-                    "any Delta reader.",
+                    "is read back before each release, so a step the table already holds is never written "
+                    "again. A column of another type than the table's is refused, not cast. Readable by Spark "
+                    "with delta-spark, or by any Delta reader.",
                     {
-                        "path": string("Table directory; relative paths are resolved against the pipeline file.",
-                                       minLength=1),
+                        "path": string("Table directory, or s3://bucket/prefix (each step's commit is a "
+                                       "conditional put there: no lock table); relative paths are resolved "
+                                       "against the pipeline file.", minLength=1),
                         "partitionBy": {"type": "array", "description": "Columns the table is partitioned by "
                                         "(used when the first step creates it).", "maxItems": 8,
                                         "items": {"type": "string", "minLength": 1}},
@@ -275,5 +350,5 @@ STAGE_SCHEMA: Schema = obj(
         ),
     },
     ["name"],
-    rules=[one_of("source", "transform", "aggregate", "deduplicate", "sink")],
+    rules=[one_of("source", "transform", "aggregate", "deduplicate", "join", "process", "lookup", "sink")],
 )

@@ -69,8 +69,9 @@ class KeyedState(Protocol):
         """Delete the rows last updated before ``before_step``; answer how many."""
         ...
 
-    def expire(self, before: int) -> pa.Table:
-        """Delete and return the rows whose index column is below ``before`` (a state created with an index)."""
+    def expire(self, before: int, since: int | None = None) -> pa.Table:
+        """Delete and return the rows whose index column is below ``before`` (a state created with an index),
+        and not below ``since`` when given (two kinds of row in one index, ``operators/process.py``)."""
         ...
 
     def scan(self) -> Iterator[pa.RecordBatch]:

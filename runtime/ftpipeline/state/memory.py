@@ -52,9 +52,11 @@ class MemoryState:
             self.table = self.table.filter(pc.invert(expired))
         return count
 
-    def expire(self, before: int) -> pa.Table:
+    def expire(self, before: int, since: int | None = None) -> pa.Table:
         assert self.index is not None, "expire needs a state created with an index"
         gone = pc.fill_null(pc.less(self.table.column(self.index), before), False)
+        if since is not None:
+            gone = pc.and_(gone, pc.fill_null(pc.greater_equal(self.table.column(self.index), since), False))
         taken = self.table.filter(gone)
         if taken.num_rows:
             self.table = self.table.filter(pc.invert(gone))

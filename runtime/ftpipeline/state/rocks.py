@@ -13,10 +13,11 @@ table files (``*.sst``) never change once written. At a checkpoint
 ``freeze`` asks RocksDB for a checkpoint directory (the memtable flushed,
 the live table files hard-linked: milliseconds, on the task path); the
 writer then copies to checkpoint storage only the table files no earlier
-checkpoint uploaded, under ``shared/<channel>/<instance>-<file>``, and the
-small per-checkpoint files (``MANIFEST``, ``CURRENT``, ``OPTIONS``) under
-``epoch-<e>/state/<channel>.rocks/`` with ``files.json`` naming every
-table file the checkpoint needs. So a checkpoint writes what the steps since
+checkpoint uploaded, under ``shared/<channel>/<instance>-<file>``, and
+``epoch-<e>/state/<channel>.rocks/files.json``, naming every table file the
+checkpoint needs and holding the small per-checkpoint files (``MANIFEST``,
+``CURRENT``, ``OPTIONS``: one request in a bucket, not one each; a larger
+one, such as a log of unflushed writes, goes beside it). So a checkpoint writes what the steps since
 the previous one wrote (flushes, and the compactions they caused), not the
 state. A restore links (or copies) those files into a fresh directory and
 opens it; its table files keep their shared names, so the next checkpoint
@@ -52,6 +53,7 @@ from ftpipeline.state.codec import RowCodec
 BLOCK_CACHE_BYTES = 256 << 20   # one cache for every channel of the process
 WRITE_BUFFER_BYTES = 32 << 20   # per channel; a checkpoint flushes it
 SCAN_BATCH = 65536
+INLINE_BYTES = 256 << 10  # a checkpoint's own file up to this size is held in its files.json
 BY_STEP = "by_step"  # with a TTL: a column family of (step, key), so eviction walks only the expired
 BY_TIME = "by_time"  # indexed by another column (a window's firing time): (value, key), signed
 _SIGN = np.uint64(1 << 63)
@@ -168,15 +170,16 @@ class RocksState:
             return evicted
         return int(self.expire(max(before_step, 0)).num_rows)
 
-    def expire(self, before: int) -> pa.Table:
-        """A walk over the index entries below ``before``: each names a key whose row is taken if its
-        index column is still below ``before`` (not updated to a later value since)."""
+    def expire(self, before: int, since: int | None = None) -> pa.Table:
+        """A walk over the index entries below ``before`` (from ``since``): each names a key whose row is taken
+        if its index column is still in the range (not updated to another value since)."""
         from rocksdict import WriteBatch
 
         assert self.by_step is not None, "expire needs a state created with an index"
         bound = self._order(np.array([before], np.int64))
+        low = self._order(np.array([since], np.int64)) if since is not None else None
         candidates: dict[bytes, None] = {}
-        for raw in self.by_step.keys():
+        for raw in self.by_step.keys(from_key=low) if low is not None else self.by_step.keys():
             entry = cast(bytes, raw)
             if entry[:8] >= bound:
                 break
@@ -188,12 +191,15 @@ class RocksState:
         present = [(k, v) for k, v in zip(keys, found) if v is not None]
         rows = self.rows.decode([v for _, v in present])
         taken = pc.fill_null(pc.less(rows.column(self.index), before), False) if present else None
+        if taken is not None and since is not None:
+            taken = pc.and_(taken, pc.fill_null(pc.greater_equal(rows.column(self.index), since), False))
         batch = WriteBatch(raw_mode=True)
         for (key, _), gone in zip(present, taken.to_pylist() if taken is not None else []):
             if gone:
                 batch.delete(key)
-        batch.delete_range(self._order(np.array([np.iinfo(np.int64).min], np.int64)) if self.index != STEP
-                           else bytes(8), bound, self.by_step_handle)
+        start = low if low is not None else (self._order(np.array([np.iinfo(np.int64).min], np.int64))
+                                             if self.index != STEP else bytes(8))
+        batch.delete_range(start, bound, self.by_step_handle)
         self.db.write(batch)
         return rows.filter(taken) if taken is not None else self.schema.empty_table()
 
@@ -232,10 +238,15 @@ class RocksState:
         store = storage.store
         files: dict[str, str] = {}
         own = uploaded = 0
+        inline: dict[str, str] = {}
         for entry in sorted(local.iterdir()):
             if entry.suffix != ".sst":
-                store.upload(f"{target}/{entry.name}", entry)
-                own += entry.stat().st_size
+                size = entry.stat().st_size
+                if size <= INLINE_BYTES:
+                    inline[entry.name] = base64.b64encode(entry.read_bytes()).decode()
+                else:
+                    store.upload(f"{target}/{entry.name}", entry)
+                    own += size
                 continue
             shared = self.origin.get(entry.name) or f"shared/{channel}/{self.instance}-{entry.name}"
             if store.size(shared) is None:
@@ -244,7 +255,7 @@ class RocksState:
             files[entry.name] = shared
         self.origin.update(files)
         doc = json.dumps({"schema": _schema_text(self.schema), "keys": self.keys, "files": files,
-                          "shared_bytes": uploaded}).encode()
+                          "shared_bytes": uploaded, "inline": inline}).encode()
         store.put(f"{target}/{FILES}", doc)  # last: a listing names only files already up
         return storage.record_snapshot(epoch, ChannelSnapshot(channel, step, target, rows, own + len(doc) + uploaded))
 
@@ -288,6 +299,8 @@ class RocksBackend:
         store = storage.store
         doc = json.loads(store.get(f"{path}/{FILES}"))
         directory.mkdir(parents=True)
+        for name, content in doc.get("inline", {}).items():
+            (directory / name).write_bytes(base64.b64decode(content))
         for key in store.list(f"{path}/"):
             name = key.rpartition("/")[2]
             if name != FILES:

@@ -12,10 +12,13 @@ A task runs as follows:
 - source: read the recorded offset range (generated or from files), send
   malformed records to the dead-letter output;
 - transform: its inputs, concatenated into one Arrow table;
-- a keyed stateful stage (a running aggregate, a window): its operator
-  (``operators/``) over the channel's keyed state (held by the pipeline's
-  state backend, ``state/``), with the step's recorded watermark; its late
-  records to the late-data output;
+- a keyed stateful stage (an aggregate, a window, a deduplication, a join, a
+  keyed function): its operator (``operators/``) over the channel's keyed
+  state (``states.py``, held by the pipeline's state backend, ``state/``),
+  with the step's recorded watermark and processing time; its late records
+  to the late-data output;
+- a lookup: its rows joined to its table at the version the step recorded
+  (``dataflow/lookup.py``);
 - rebuild: the state restored from its newest snapshot (or empty), then the
   operator over the kept inputs since, emitting nothing (folded as one step
   where merging is associative, else step by step): the result *is* the
@@ -43,7 +46,6 @@ import os
 import shutil
 import signal
 import time
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,23 +54,20 @@ from typing import Any
 import pyarrow as pa
 
 from ftpipeline.barrier import BundleSink, parquet_sink
-from ftpipeline.barrier.delta import DeltaBarrier, DeltaReleaseError, StepWrite, write_step
+from ftpipeline.barrier.delta import DeltaBarrier
 from ftpipeline.barrier.kafka import STAGE_LIMIT, write_part
 from ftpipeline.barrier.late import late_output
-from ftpipeline.checkpoint import rescale
 from ftpipeline.checkpoint.storage import CheckpointStorage
-from ftpipeline.checkpoint.tracker import ChannelSnapshot
 from ftpipeline.dataflow import spill
 from ftpipeline.dataflow.deadletter import default_dead_letter_root, write_dead_letters
 from ftpipeline.dataflow.graph import Graph
+from ftpipeline.dataflow.lookup import LookupTables, joined
 from ftpipeline.dataflow.partition import split, wanted
 from ftpipeline.dataflow.plans import Plans
 from ftpipeline.dataflow.sources import DeadLetter, SourceReader, make_reader, read_ranges
 from ftpipeline.eventtime.columns import largest
-from ftpipeline.operators import make_operator
-from ftpipeline.operators.base import Operator, StepContext
 from ftpipeline.operators.late import write_late
-from ftpipeline.lineage.naming import Channel, ObjectName, Task, TaskKind
+from ftpipeline.lineage.naming import Task, TaskKind
 from ftpipeline.objectstore.base import open_store
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.logging import setup_json_logging
@@ -76,15 +75,17 @@ from ftpipeline.spec.inputs import input_problems
 from ftpipeline.kafka.topics import topic_problems
 from ftpipeline.spec.load import entry_problems, load_entry_module, worker_spec
 from ftpipeline.spec.model import PipelineSpec, StageKind, StageSpec
-from ftpipeline.state.backend import KeyedState, make_backend
+from ftpipeline.state.backend import make_backend
 from ftpipeline.worker.buffer import ObjectBuffer, read_ipc
 from ftpipeline.worker.exits import cannot_run
-from ftpipeline.worker.rekey import restore_rescaled
+from ftpipeline.worker.states import ChannelStates
 from ftpipeline.worker.session import WORKER_JAVA_OPTIONS, build_session
 from ftpipeline.worker import user_errors
-from ftpipeline.worker.transport import SidecarClient
+from ftpipeline.worker.transport import SidecarClient, Unreachable
 
 log = logging.getLogger("ftpipeline.executor")
+Clocks = dict[int, int | None] | None  # a step's recorded watermark or processing time, by step
+Versions = dict[str, dict[str, int | str]] | None  # a step's lookup tables' versions, by step (JSON keys)
 # How long a call to the sidecar may take. The sidecar waits out an outage of Redis or ZooKeeper itself
 # (the run pauses), so this process waits as long: a deadline would end a healthy worker during a store's
 # failover. A sidecar that is gone breaks the socket, and the call fails at once.
@@ -123,14 +124,11 @@ class TaskRunner:
                            for s in self.graph.sinks() if s.delta_sink})
         self.dead_letters = open_store(default_dead_letter_root(spec))
         self.late_stores = {s.name: open_store(s.late_data) for s in spec.stages if s.late_data is not None}
-        self.storage = CheckpointStorage(spec.checkpoint_root, spec.store_key)
-        self.backend = make_backend(spec.state_backend, buffer.root)
-        self.operators: dict[str, Operator] = {  # every keyed stateful stage's (operators/)
-            s.name: op for s in self.graph.spec.stages if (op := make_operator(s, spark)) is not None}
-        self.states: dict[Channel, KeyedState | None] = {}
-        self.state_steps: dict[Channel, int] = {}
-        self.evicted = 0  # keys forgotten by TTL since the last task reported
+        # the keyed states this process holds, and the operators that step them (worker/states.py)
+        self.keyed = ChannelStates(spark, spec, self.graph, module, make_backend(spec.state_backend, buffer.root),
+                                   CheckpointStorage(spec.checkpoint_root, spec.store_key))
         self.staged: list[list[Any]] = []  # Kafka sink parts this task wrote: [sink, step, channel, file]
+        self.lookups = LookupTables()      # the tables lookup stages join, by version (dataflow/lookup.py)
 
     def warm(self) -> list[str]:
         """Build the plan of each chain a source with a known schema feeds (a Kafka topic's), before its
@@ -144,77 +142,6 @@ class TaskRunner:
                 warmed.append(source.name)
         return warmed
 
-    def snapshot(self, epoch: int, done: Callable[[list[dict[str, Any]]], None],
-                 failed: Callable[[str], None]) -> threading.Thread:
-        """Write every state this process holds, asynchronously; call ``done`` with the snapshots.
-
-        Each state is frozen here, before the next task runs (an Arrow
-        table's reference; a RocksDB checkpoint directory of hard links), and
-        written in the background. A freeze or write that fails (storage
-        gone, full, read-only) calls ``failed`` with the error, which names
-        the path: the coordinator aborts this checkpoint and the run goes on
-        to the next one.
-        """
-        try:
-            writers = [self._freeze(epoch, ch, state) for ch, state in self.states.items()]
-        except Exception as exc:
-            log.error("snapshot failed", extra={"epoch": epoch, "error": one_line(exc)})
-            writers = []
-            error: str | None = one_line(exc)
-        else:
-            error = None
-
-        def write() -> None:
-            if error is not None:
-                report(failed, error)
-                return
-            try:
-                snaps = [vars(w()) for w in writers]
-            except Exception as exc:
-                log.error("snapshot failed", extra={"epoch": epoch, "error": one_line(exc)})
-                report(failed, one_line(exc))
-                return
-            report(done, snaps)
-
-        def report(call: Callable[[Any], None], arg: Any) -> None:
-            try:
-                call(arg)
-            except Exception as exc:  # the sidecar is going away: so is this worker, whose loss aborts the cut
-                log.warning("snapshot report not delivered", extra={"epoch": epoch, "error": one_line(exc)})
-
-        thread = threading.Thread(target=write, name=f"snapshot-{epoch}", daemon=True)
-        thread.start()
-        return thread
-
-    def _freeze(self, epoch: int, ch: Channel, state: KeyedState | None) -> Callable[[], ChannelSnapshot]:
-        step = self.state_steps.get(ch, 0)
-        if state is None:
-            return lambda: self.storage.write_state(epoch, ch.key(), step, None)
-        self.evicted += self.operators[ch.stage].evict(state, step)  # expired keys do not reach the checkpoint
-        return state.freeze(self.storage, epoch, ch.key(), step)
-
-    def open(self, states: dict[str, dict[str, Any]]) -> None:
-        """Reopen at a checkpoint: drop every state, load the snapshots of this worker's channels."""
-        self.close()
-        self.states = {Channel.parse(c): self._restore(Channel.parse(c), s["path"], int(s["step"]))
-                       for c, s in states.items()}
-        self.state_steps = {Channel.parse(c): int(s["step"]) for c, s in states.items()}
-
-    def close(self) -> None:
-        """Release every state (a RocksDB state's directory too)."""
-        for state in self.states.values():
-            if state is not None:
-                state.close()
-        self.states = {}
-
-    def _restore(self, ch: Channel, path: str, step: int) -> KeyedState | None:
-        operator = self.operators[ch.stage]
-        keys, index = operator.keys, operator.index
-        rescaled = rescale.parse(path)  # the stage's parallelism changed since the checkpoint
-        if rescaled is not None:
-            return restore_rescaled(self.spark, self.backend, self.storage, ch, rescaled, keys, step, index)
-        return self.backend.restore(ch.key(), self.storage, path, keys, step, index)
-
     def _inputs(self, inputs: list[list[Any]]) -> tuple[pa.Table | None, int]:
         tables = [read_ipc(Path(path), int(batch)) for _, path, batch in inputs]
         if not tables:
@@ -222,17 +149,18 @@ class TaskRunner:
         table = pa.concat_tables(tables, promote_options="permissive")
         return table, table.num_rows
 
-    def run(self, task: Task, inputs: list[list[Any]], watermarks: dict[int, int | None] | None = None) -> dict[str, Any]:
-        return self.run_group([(task, inputs, watermarks)])[0]
+    def run(self, task: Task, inputs: list[list[Any]], watermarks: dict[int, int | None] | None = None,
+            times: dict[int, int | None] | None = None) -> dict[str, Any]:
+        return self.run_group([(task, inputs, watermarks, times, None)])[0]
 
-    def run_group(self, items: list[tuple[Task, list[list[Any]], dict[int, int | None] | None]]) -> list[dict[str, Any]]:
+    def run_group(self, items: list[tuple[Task, list[list[Any]], Clocks, Clocks, Versions]]) -> list[dict[str, Any]]:
         """Tasks handed out together (of one stage and step, ``worker/sidecar.py``): each one's own work,
         then their chain's program as one Spark job where it may be (``Plans.run_many``), then each
         one's outputs; one result per task, in order."""
         heads = []
-        for task, inputs, marks in items:
+        for task, inputs, marks, times, versions in items:
             started = time.perf_counter()
-            heads.append(self._head(task, inputs, marks))
+            heads.append(self._head(task, inputs, marks, times, versions))
             part = "operator" if task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD) else (
                 "write" if task.kind is TaskKind.SINK else "read")
             heads[-1].parts[part] = time.perf_counter() - started
@@ -247,7 +175,8 @@ class TaskRunner:
             results[-1]["parts"] = {k: round(v, 6) for k, v in (head.parts | shared).items()}  # obs/phases.py
         return results
 
-    def _head(self, task: Task, inputs: list[list[Any]], watermarks: dict[int, int | None] | None) -> _Head:
+    def _head(self, task: Task, inputs: list[list[Any]], watermarks: Clocks, times: Clocks, tables: Versions
+              ) -> _Head:
         """The task's own work before its chain: read, or its operator's step, or its sink's staging."""
         stage = self.graph.stage(task.stage)
         head = _Head(task)
@@ -261,11 +190,19 @@ class TaskRunner:
                                          f"stage {stage.name!r} source.eventTime.column")
         elif task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD):  # a rebuild returns none: its chain ran
             marks = {int(s): w for s, w in (watermarks or {}).items()}  # JSON keys are text
-            head.table, head.dead, head.late = self._operate(task, inputs, marks)
+            head.table, head.dead, late = self.keyed.operate(task, inputs, marks,
+                                                             {int(s): t for s, t in (times or {}).items()}, self._inputs)
+            head.late = self._late(task, late)
         elif task.kind is TaskKind.SINK:
             assert head.table is not None
             self._sink(task, stage, head.table)
             head.table = None
+        elif stage.lookup is not None:  # joined to its table at the version the step recorded
+            assert head.table is not None
+            version = (tables or {}).get(str(task.step), {}).get(stage.name)
+            if version is None:
+                raise RuntimeError(f"{task.id}: the step recorded no version of {stage.name!r}'s table")
+            head.table = joined(stage, head.table, self.lookups.table(stage, version))
         else:
             assert head.table is not None  # a transform: its function opens the chain's program
         return head
@@ -283,7 +220,7 @@ class TaskRunner:
                 table.remove()
         elif table is not None:
             outputs = self.buffer.put_bundle(key, split(self.graph, task, table, self.spark))
-        evicted, self.evicted = self.evicted, 0
+        evicted, self.keyed.evicted = self.keyed.evicted, 0
         staged, self.staged = self.staged, []
         return {"task": task.to_json(), "outputs": outputs, "rows_in": head.rows_in, "dead_letters": len(head.dead),
                 "evicted": evicted, "staged": staged, "late": head.late, "event_max": head.event_max}
@@ -359,8 +296,10 @@ class TaskRunner:
         if stage.kafka_sink is not None:  # its sidecar stages the part in Redis; the release produces it
             self._stage_part(stage.name, task, table, f"sink {stage.name!r}")
         else:  # a Parquet directory's or a Delta table's staging, beside the output
-            tables = table.batches() if isinstance(table, spill.Written) else iter([table])
-            self.sinks[stage.name].stage_batches(task.step, task.channel, table.schema, tables)
+            if isinstance(table, spill.Written):
+                self.sinks[stage.name].stage_batches(task.step, task.channel, table.schema, table.batches())
+            else:
+                self.sinks[stage.name].stage(task.step, task.channel, table)
 
     def _stage_part(self, output: str, task: Task, table: pa.Table | spill.Written, what: str) -> None:
         """A part of a Kafka output (a sink, or late records) in a file for the sidecar to stage in Redis."""
@@ -375,42 +314,17 @@ class TaskRunner:
                                 f"({STAGE_LIMIT}): read fewer records per step (maxRecordsPerStep)")
         self.staged.append([output, task.step, task.channel, name])
 
-    def _operate(self, task: Task, inputs: list[list[Any]],
-                 watermarks: dict[int, int | None]) -> tuple[pa.Table | None, list[DeadLetter], int]:
-        """A step of a keyed operator (``operators/``); a rebuild runs each of its steps in turn, with the
-        watermark each ran with, emitting nothing: the state it leaves is the state after its last step."""
-        operator = self.operators[task.stage]
-        if task.kind is TaskKind.REBUILD:  # the state is rebuilt from its base: drop what this worker held
-            old = self.states.pop(task.ref, None)
-            if old is not None:
-                old.close()
-            self.states[task.ref] = self._restore(task.ref, task.base, 0) if task.base else None
-        holder = _Holder(self, task.ref, operator.keys, operator.index)
-        by_step: dict[int, list[list[Any]]] = {}
-        for entry in inputs:
-            by_step.setdefault(ObjectName.parse(entry[0]).seq, []).append(entry)
-        steps = list(task.steps)
-        if operator.folds_at_once and task.kind is TaskKind.REBUILD:  # merging is associative: one fold
-            by_step, steps = {task.step: list(inputs)}, [task.step] if inputs else []
-        emitted = None
-        for step in steps:
-            table, _ = self._inputs(by_step.get(step, []))
-            assert table is not None, f"{task.id}: no input objects for step {step}"
-            ctx = StepContext(step, watermarks.get(step), emit=task.kind is not TaskKind.REBUILD, where=task.ref.key())
-            emitted = operator.process(holder, table, ctx)
-            self.evicted += emitted.evicted if ctx.emit else 0
-        self.state_steps[task.ref] = task.step
-        if emitted is None or task.kind is TaskKind.REBUILD:
-            return None, [], 0
-        late = emitted.late.num_rows if emitted.late is not None else 0
+    def _late(self, task: Task, late: pa.Table | None) -> int:
+        """A keyed operator's late records of a step: to the stage's lateData directory or topic; how many."""
+        count = late.num_rows if late is not None else 0
         stage = self.graph.stage(task.stage)
-        if late and stage.late_data is not None:
-            write_late(self.late_stores[stage.name], task.stage, task.step, task.channel, stage.parallelism,
-                       emitted.late)
-        elif late and stage.late_topic is not None:  # staged by the sidecar, produced by the release
-            assert emitted.late is not None
-            self._stage_part(late_output(task.stage), task, emitted.late, f"late data of {task.stage!r}")
-        return emitted.rows, emitted.dead, late
+        if count and stage.late_data is not None:
+            assert late is not None
+            write_late(self.late_stores[stage.name], task.stage, task.step, task.channel, stage.parallelism, late)
+        elif count and stage.late_topic is not None:  # staged by the sidecar, produced by the release
+            assert late is not None
+            self._stage_part(late_output(task.stage), task, late, f"late data of {task.stage!r}")
+        return count
 
 
 @dataclass
@@ -424,21 +338,6 @@ class _Head:
     late: int = 0
     event_max: int | None = None
     parts: dict[str, float] = field(default_factory=dict)  # seconds per part of its work (obs/phases.py)
-
-
-class _Holder:
-    """A channel's state for an operator: the runner's, created on first use with the operator's keys."""
-
-    def __init__(self, runner: TaskRunner, channel: Channel, keys: list[str], index: str | None) -> None:
-        self.runner, self.channel, self.keys, self.index = runner, channel, keys, index
-
-    def get(self) -> KeyedState | None:
-        return self.runner.states.get(self.channel)
-
-    def create(self, schema: pa.Schema) -> KeyedState:
-        state = self.runner.backend.create(self.channel.key(), schema, self.keys, self.index)
-        self.runner.states[self.channel] = state
-        return state
 
 
 def _program_of(stage: StageSpec) -> tuple[list[StageSpec], StageSpec | None]:
@@ -465,7 +364,7 @@ def _snapshot(runner: TaskRunner, snapshots: SidecarClient, epoch: int) -> None:
     def failed(error: str) -> None:
         snapshots.call("snapshot_failed", {"epoch": epoch, "error": error})
 
-    runner.snapshot(epoch, report, failed)
+    runner.keyed.snapshot(epoch, report, failed)
 
 
 def _sidecar_address(work_dir: Path, timeout_s: float = 60) -> str:
@@ -511,22 +410,11 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str], sideca
             continue
         if reply.get("shutdown"):
             break
-        if "write_step" in reply:  # a Delta sink's release (worker/requests.py), between tasks
-            request = reply["write_step"]
-            try:
-                write_step(spark, StepWrite.from_json(request["body"]))
-                sidecar.call("answer", {"id": request["id"], "ok": True})
-            except DeltaReleaseError as exc:
-                sidecar.call("answer", {"id": request["id"], "error": str(exc), "user": exc.user})
-            except Exception as exc:
-                log.exception("step write failed", extra={"error": one_line(exc)})
-                sidecar.call("answer", {"id": request["id"], "error": one_line(exc), "user": False})
-            continue
         if "snapshot" in reply:  # leaving: every state as it is now, for the workers taking it over
             _snapshot(runner, snapshots, int(reply["snapshot"]))
             continue
         if "open" in reply:
-            runner.open(reply["open"]["states"])
+            runner.keyed.open(reply["open"]["states"])
             sidecar.call("opened", {})
             log.info("opened", extra={"worker": worker, "boundary": reply["open"]["boundary"]})
             continue
@@ -534,28 +422,29 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str], sideca
         for item in group:
             if "checkpoint" in item:  # before the first task of a newer epoch (see worker/epochs.py)
                 _snapshot(runner, snapshots, int(item["checkpoint"]))
-        items = [(Task.from_json(r["task"]), r["inputs"], r.get("watermarks")) for r in group]
+        items = [(Task.from_json(r["task"]), r["inputs"], r.get("watermarks"), r.get("times"), r.get("tables"))
+                 for r in group]
         started = time.monotonic()
         try:
             results = runner.run_group(items)
         except Fenced as exc:
-            log.error("fenced", extra={"tasks": [t.id for t, _, _ in items], "error": str(exc)})
+            log.error("fenced", extra={"tasks": [t.id for t, *_ in items], "error": str(exc)})
             continue
         except Exception as exc:
             task = items[0][0]
             user = user_errors.describe(exc, runner.graph.stage(task.stage).members, module, code_dir)
             error = str(user) if user is not None else one_line(exc)
             log.exception("task failed", extra={"task": task.id, "error": error})  # the traceback: here
-            for failed, _, _ in items:
+            for failed, *_ in items:
                 sidecar.call("task_failed", {"id": failed.id, "error": error,
                                              **({"user": user.to_json()} if user is not None else {})})
             continue
         seconds = round((time.monotonic() - started) / len(items), 4)
-        for (task, _, _), result in zip(items, results):
+        for (task, *_), result in zip(items, results):
             sidecar.call("task_done", result)
             log.info("task done", extra={"task": task.id, "seconds": seconds, "rows_in": result["rows_in"],
                                          "outputs": len(result["outputs"]), "group": len(items)})
-    runner.close()
+    runner.keyed.close()
     try:
         spark.stop()
     except Exception as exc:  # the JVM went first (a pod's or a run's end signals the whole process group)
@@ -572,7 +461,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="how long to wait for the sidecar's address once the session is up")
     args = parser.parse_args(argv)
     setup_json_logging()
-    serve(args.worker_id, args.dir, args.spark_master, json.loads(args.spark_conf), args.sidecar_wait_s)
+    try:
+        serve(args.worker_id, args.dir, args.spark_master, json.loads(args.spark_conf), args.sidecar_wait_s)
+    except Unreachable as exc:  # the sidecar ended (fenced off, or its pod is going): this process goes with it
+        log.error("the sidecar is gone: stopping", extra={"worker": args.worker_id, "error": str(exc)})
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

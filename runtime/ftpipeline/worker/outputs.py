@@ -1,17 +1,10 @@
-"""A worker's side of the output barrier: each sink's barrier, releases, and the writes its Spark process does.
+"""A worker's side of the output barrier: each sink's barrier, and releases.
 
 The coordinator asks any one worker to release a committed step
 (``coordinator/release.py``); the sidecar answers with the barriers it
-holds (``barrier/``): it renames a Parquet step into place, commits a Kafka
-transaction, or — a Delta table being written by Spark — asks its own Spark
-process to write the step and waits for the answer. The Spark process takes
-such a request where it takes tasks (``next_task``), between two tasks.
-
-States of a request to the Spark process::
-
-    queued --next_task hands it over--> writing --the process answers--> answered (the release goes on)
-    queued or writing --no answer in WRITE_TIMEOUT_S--> abandoned (this release fails and is asked
-                         again; a late write of a step the table already holds is skipped by Delta)
+holds (``barrier/``): it renames a Parquet step into place or puts its
+commit object, commits a Kafka transaction, or commits a Delta step
+(delta-rs, here in the sidecar: the Spark process is not interrupted).
 
 Answers of a release: ``released`` (per sink: whether it wrote the step, or
 held it already), ``unavailable`` (a Kafka cluster out of reach: the run
@@ -22,16 +15,13 @@ the run let go releases nothing: its write could race the releasing one's.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import threading
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ftpipeline.barrier import Barrier, barrier_of
-from ftpipeline.barrier.delta import DeltaBarrier, DeltaReleaseError, StepWrite
+from ftpipeline.barrier.delta import DeltaBarrier, DeltaReleaseError
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.barrier.kafka import KafkaBarrier, KafkaReleaseError
 from ftpipeline.barrier.late import LateTopicBarrier, late_output
@@ -45,41 +35,23 @@ from ftpipeline.spec.model import PipelineSpec
 
 log = logging.getLogger("ftpipeline.sidecar")
 
-# A step's write waits for the task the Spark process is running, then runs; it is given up before the
-# coordinator's call (30 s, worker/transport.py) is, so this worker answers and another may be asked.
-WRITE_TIMEOUT_S = 25.0
-
-
-class _Request:
-    def __init__(self, rid: int, kind: str, body: dict[str, Any]) -> None:
-        self.id, self.kind, self.body = rid, kind, body
-        self.answered = threading.Event()
-        self.answer: dict[str, Any] = {}
-
-
 class Outputs:
-    """The sinks' barriers of one worker, and its requests to its Spark process."""
+    """The sinks' barriers of one worker."""
 
-    def __init__(self, worker: str, store: RunStore, may_release: Callable[[], bool],
-                 wake: Callable[[], None]) -> None:
+    def __init__(self, worker: str, store: RunStore, may_release: Callable[[], bool]) -> None:
         self.worker, self.store = worker, store
         self.may_release = may_release  # still a member of the run
-        self.wake = wake                # a waiting next_task looks again
         self.spec: PipelineSpec | None = None
         self.graph: Graph | None = None
         self.barriers: dict[str, Barrier] = {}
         self._history_failed = False  # the step history could not be written (``control/history.py``)
         self._history: ObjectStore | None = None  # where it is kept, opened on the first release
-        self._ids = itertools.count(1)
-        self._lock = threading.Lock()
-        self._queued: deque[_Request] = deque()
-        self._pending: dict[int, _Request] = {}
 
     def open(self, spec: PipelineSpec, graph: Graph) -> None:
         """A new run (``create``): barriers for its sinks, the previous run's closed."""
         self.close()
         self.spec, self.graph = spec, graph
-        self.barriers = {s.name: barrier_of(s, spec, self.store, self.worker, self._write)
+        self.barriers = {s.name: barrier_of(s, spec, self.store, self.worker)
                          for s in graph.sinks()}
         crash = CrashPoint.from_env(self.worker)
         self.barriers |= {late_output(s.name): LateTopicBarrier(s, spec, self.store, crash)
@@ -96,43 +68,6 @@ class Outputs:
         barrier = self.barriers[sink]
         assert isinstance(barrier, KafkaBarrier)
         barrier.stage(step, channel, path)
-
-    # --- requests to the Spark process -----------------------------------------
-
-    def _write(self, write: StepWrite) -> None:
-        """Have the Spark process write a Delta step, and wait for it."""
-        request = _Request(next(self._ids), "write_step", write.to_json())
-        with self._lock:
-            self._queued.append(request)
-            self._pending[request.id] = request
-        self.wake()
-        try:
-            if not request.answered.wait(WRITE_TIMEOUT_S):
-                raise DeltaReleaseError(f"sink {write.sink}: the Spark process did not write step {write.step} "
-                                        f"within {WRITE_TIMEOUT_S:.0f}s")
-        finally:
-            with self._lock:
-                self._pending.pop(request.id, None)
-                if request in self._queued:
-                    self._queued.remove(request)
-        if "error" in request.answer:
-            raise DeltaReleaseError(str(request.answer["error"]), bool(request.answer.get("user")))
-
-    def take(self) -> dict[str, Any] | None:
-        """The next request for the Spark process (``next_task`` hands it over before any task)."""
-        with self._lock:
-            if not self._queued:
-                return None
-            request = self._queued.popleft()
-        return {request.kind: {"id": request.id, "body": request.body}}
-
-    def _do_answer(self, body: dict[str, Any]) -> dict[str, Any]:
-        with self._lock:
-            request = self._pending.get(int(body["id"]))
-        if request is not None:  # else abandoned: its release already failed
-            request.answer = body
-            request.answered.set()
-        return {"ok": True}
 
     # --- the coordinator's calls -------------------------------------------------
 

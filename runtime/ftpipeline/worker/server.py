@@ -35,6 +35,7 @@ from typing import Any
 
 import pyarrow.flight as flight
 
+from ftpipeline.barrier.delta import trust_store_ca
 from ftpipeline.commandlog.peer import Peer
 from ftpipeline.commandlog.zkclient import connect as zk_connect
 from ftpipeline.lineage.naming import ObjectName, WorkerId
@@ -57,7 +58,6 @@ COORDINATOR_ACTIONS = frozenset({
 })
 SPARK_ACTIONS = frozenset({
     "hello", "next_task", "may_write", "opened", "task_done", "task_failed", "snapshot_done", "snapshot_failed",
-    "answer",
 })
 SOCKET = "sidecar.sock"
 
@@ -112,6 +112,7 @@ def local_socket(work_dir: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
+    trust_store_ca()  # a private object store's CA, for delta-rs (barrier/delta.py), before any thread
     parser = argparse.ArgumentParser(description="ftpipeline runtime sidecar")
     parser.add_argument("--worker-id", required=True)
     parser.add_argument("--pipeline", required=True, help="the pipeline's identity: the key of its Redis keys and znodes")

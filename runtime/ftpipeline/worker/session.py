@@ -1,5 +1,6 @@
 """The Spark session of a worker's Spark process (and of the oracle and the tests): local, tuned for
-many small jobs, with the pinned Delta Lake jars when a sink needs them."""
+many small jobs, with the pinned Delta Lake jars when its settings name Delta's extension (user code reading
+Delta tables itself; a Delta sink needs none: its sidecar commits the steps)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def build_session(master: str, conf: dict[str, str], work_dir: Path, app: str, j
         .config("spark.sql.adaptive.enabled", "false")  # small jobs: adapting costs more planning than it saves
     )
     conf = dict(conf)
-    if wants_delta(conf):  # a Delta sink: the pinned delta-spark closure (fetched on first use) on the class path
+    if wants_delta(conf):  # Delta's extension asked for: the pinned delta-spark closure (fetched on first use)
         DELTA.fetch()
         conf["spark.jars"] = ",".join([*filter(None, [conf.get("spark.jars", "")]), *map(str, DELTA.paths())])
     for key, value in conf.items():

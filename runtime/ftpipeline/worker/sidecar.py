@@ -150,7 +150,7 @@ class Sidecar:
         self.stopping = threading.Event()
         self.leaving = Leaving(self)              # asked to go (SIGTERM): hands its channels over first
         self._ready = threading.Event()           # something may have made a queued task ready
-        self.outputs = Outputs(worker, self.store, self.still_member, self.wake_up)  # the sinks' barriers
+        self.outputs = Outputs(worker, self.store, self.still_member)  # the sinks' barriers
         self.fenced: str | None = None            # why this worker no longer belongs to the run (a zombie)
         self._refusals_told: set[str] = set()     # the kinds of refusal the coordinator heard of
         chaos = os.environ.get("FTPIPELINE_CHAOS")  # "seed,max delay ms": see _pick
@@ -310,9 +310,6 @@ class Sidecar:
                 handover = self.leaving.snapshot_due(not self._running)
                 if handover is not None:  # between tasks: every state as of the last step it folded
                     return {"snapshot": handover}
-            request = self.outputs.take()  # a step to write for a release (worker/outputs.py)
-            if request is not None:
-                return request
             self.refresh()
             picked = self._pick()
             if picked is not None:
@@ -509,6 +506,10 @@ class Sidecar:
                 reply.update(self._consume(task, names, inputs))
         if graph.on_event_time(task.stage):  # the watermark of each step it runs (eventtime/)
             reply["watermarks"] = self.store.watermarks(task.steps)
+        if graph.on_processing_time(task.stage):  # and its processing time (operators/process.py)
+            reply["times"] = self.store.times(task.steps)
+        if graph.stage(task.stage).lookup is not None:  # the table versions it recorded (dataflow/lookup.py)
+            reply["tables"] = self.store.table_versions(task.steps)
         return reply
 
     def _consume(self, task: Task, names: list[str], inputs: list[list[Any]]) -> dict[str, Any]:

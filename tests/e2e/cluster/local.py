@@ -145,9 +145,11 @@ oomScoreAdj: 0
     def _ctr(self, *args: str) -> str:
         return run("ctr", "--address", self.sock, "--namespace", "k8s.io", *args, quiet=True)
 
-    def _import_images(self, archives: list[tuple[Path, str]], ctr: list[str] | None = None, node: str = "") -> None:
+    def _import_images(self, archives: list[tuple[Path, str]], ctr: list[str] | None = None, node: str = "",
+                       again: bool = True) -> None:
         """``archives`` (archive, tag) into a node's containerd (the first node's by default), unless it has
-        them: each node keeps a mark per archive."""
+        them: each node keeps a mark per archive. A pool node whose import fails gets an empty image store
+        and imports everything once more (its store is a cache: nothing else is lost)."""
         ctr = ctr or ["ctr", "--address", str(self.sock), "--namespace", "k8s.io"]
         present = set(run(*ctr, "images", "ls", "-q", quiet=True).split())
         for archive, tag in archives:
@@ -155,7 +157,21 @@ oomScoreAdj: 0
             if tag in present and mark.exists():
                 continue
             with phase(f"import {archive.name} into {node or 'the first node'}'s containerd"):
-                run(*ctr, "images", "import", str(archive), quiet=True)
+                try:
+                    run(*ctr, "images", "import", str(archive), quiet=True)
+                except RuntimeError as exc:
+                    if not node or not again:
+                        raise
+                    print(f"--- {node}: the import failed ({str(exc).strip().splitlines()[-1][:200]}); "
+                          f"its image store is made anew", flush=True)
+                    pool_node = self.pool_node(node)
+                    pool_node.fresh_runtime()
+                    self._wait(pool_node.daemon_names[0], lambda: subprocess.run(
+                        pool_node.ctr("version"), capture_output=True).returncode == 0, 60, pool_node.daemon_names[0])
+                    for other in archives:
+                        other[0].with_name(other[0].stem + f".{node}.imported").unlink(missing_ok=True)
+                    self._import_images(archives, ctr, node, again=False)
+                    return
                 mark.write_text(tag)
 
     def _node_is_ready(self, name: str) -> bool:
@@ -253,6 +269,8 @@ oomScoreAdj: 0
         with phase("node (containerd, kubelet, kube-proxy)"):
             self._start("containerd", "containerd", "--config", s / "containerd" / "config.toml")
             self._wait("containerd", lambda: self._ctr("version") != "", 60, "containerd")
+            # from here on the pool nodes have daemons: a down after an up that fails later must find them
+            (s / "nodes.count").write_text(str(self.node_count))
             self._start_pool_runtimes()
             self._import_everywhere()
             self._start("kubelet", k8s / "kubelet", "--config", s / "kubelet-config.yaml",

@@ -209,6 +209,15 @@ class PoolNode:
         self.daemons._start(name, *self._enter(), "containerd", "--config", self.dir / "containerd" / "config.toml",
                             preexec=self._join)
 
+    def fresh_runtime(self) -> None:
+        """This node's containerd with an empty image store: stopped, its root (kept in the cache across
+        ``down``/``up``) removed, started again. For a store an interrupted import or a node frozen mid-unpack
+        left inconsistent ("parent snapshot ... does not exist"); the images are imported again."""
+        name, _ = self.daemon_names
+        self.daemons._stop(name)
+        shutil.rmtree(self.containerd_root, ignore_errors=True)
+        self.start_containerd()
+
     def ctr(self, *args: str) -> list[str]:
         return ["ctr", "--address", str(self.sock), "--namespace", "k8s.io", *args]
 

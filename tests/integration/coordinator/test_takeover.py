@@ -18,7 +18,6 @@ import pytest
 from kazoo.client import KazooClient
 from rich.console import Console
 
-from ftpipeline.barrier.delta import spark_settings
 from ftpipeline.cluster.local import LocalCluster
 from ftpipeline.commandlog.zklog import CommandLog
 from ftpipeline.coordinator.coordinator import Coordinator
@@ -58,7 +57,7 @@ def test_a_resumed_coordinator_takes_the_running_workers_over_and_the_output_equ
     spec = dataclasses.replace(load_pipeline(pipeline), redis_url=redis_url, zookeeper=zookeeper,
                                identity=f"takeover.{tmp_path.name}")
     cluster = LocalCluster(tmp_path / "run", spec.store_key, redis_url, master_for_process(spec.spark_master, 2),
-                           spark_settings(dict(spec.spark_conf), spec.uses_delta), zookeeper=zookeeper,
+                           dict(spec.spark_conf), zookeeper=zookeeper,
                            heartbeat_timeout_ms=spec.heartbeat_timeout_ms)
     try:
         first, earlier = _coordinator(spec, cluster, resume=False, stop_at=5)

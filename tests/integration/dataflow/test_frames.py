@@ -73,7 +73,7 @@ def test_a_rebuild_folds_every_row_of_inputs_that_include_an_empty_object(spark:
     result = runner.run(rebuild, inputs)
 
     assert result["rows_in"] == 36
-    held = runner.states[Channel("per-user", 0)]
+    held = runner.keyed.states[Channel("per-user", 0)]
     assert held is not None
     state = pa.Table.from_batches(list(held.scan()), schema=held.schema)
     assert pc.sum(state["orders"]).as_py() == 36  # 315 of 700 in the failed run: the rows after the empty object were lost

@@ -5,12 +5,16 @@ the CLI with every member in its connect string, one member killed (SIGKILL, as 
 checkpoint starts: a follower, or the leader (the other two elect a new one first). The run finishes with no worker
 declared lost and its output equals the oracle. Losing a follower costs no pause, or a reconnect if the
 coordinator's session was on it; the workers' sessions move to the members left within their timeouts; losing
-the leader pauses the run for the election (under a second here: ticks of 500 ms).
+the leader pauses the run for the election (under a second here: ticks of 500 ms). A member that goes silent
+rather than dying (the packets sent to it dropped, as when its machine is lost) loses a client's session to
+another member as soon as the client's socket gives up on it, long before kazoo's own ping timeout.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -20,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from ftpipeline.commandlog.zkclient import connect
 from ftpipeline.embedded.ports import free_port
 from ftpipeline.embedded.zookeeper import EmbeddedZooKeeper, Ensemble, mode, srvr
 from ftpipeline.oracle import compare
@@ -102,3 +107,33 @@ def test_a_member_lost_mid_run_neither_stops_the_run_nor_loses_a_worker(
                for o in result["outages"]), result["outages"]
     [comparison] = compare(spark, load_pipeline(pipeline), STEPS)
     assert comparison.duplicates == 0 and comparison.equal, comparison
+
+
+@pytest.mark.skipif(shutil.which("iptables") is None or os.geteuid() != 0, reason="needs iptables, as root")
+def test_a_silent_member_loses_its_client_to_another_member_with_its_session_kept(
+        ensemble: list[EmbeddedZooKeeper]) -> None:
+    """A member that goes silent (its machine lost: the packets sent to it dropped, so nothing answers and
+    nothing is reset) while a client's session is on it: the client's next request moves the session to
+    another member once its socket gives up (``zkclient.SILENT_SERVER_MS``), not when kazoo's ping would
+    (two thirds of the session timeout: 20 s of this 30 s session)."""
+    client = connect(",".join(m.connect for m in ensemble), timeout_s=30.0)
+    rule: list[str] = []
+    try:
+        session = client.client_id
+        client.create("/silent", b"0")
+        port = client._connection._socket.getpeername()[1]  # the member this session is on
+        rule = ["INPUT", "-p", "tcp", "-d", "127.0.0.1", "--dport", str(port), "-j", "DROP"]
+        subprocess.run(["iptables", "-I", *rule], check=True)
+        start = time.monotonic()
+        client.retry(client.set, "/silent", b"1")  # refused while the connection drops, then served elsewhere
+        took = time.monotonic() - start
+        print(f"a write {took:.2f} s after the member {port} went silent (kazoo's ping alone: 20 s)")
+        assert client.client_id == session, "the same session, on another member"
+        assert client._connection._socket.getpeername()[1] != port
+        assert client.get("/silent")[0] == b"1"
+        assert took < 10.0, f"{took:.1f} s: the socket did not give up before kazoo's ping timeout"
+    finally:
+        if rule:
+            subprocess.run(["iptables", "-D", *rule], check=False)
+        client.stop()
+        client.close()

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ..pipelines import ROOT, crashed_and_resumed, run_cli, sampled, verified
+from ..pipelines import ROOT, crashed_and_resumed, killed_and_recovered, rescaled_and_resumed, sampled
 from .test_windows import checked
 
 EXAMPLE = ROOT / "examples" / "user-sessions"
@@ -60,12 +60,7 @@ SAMPLE = [("append", "checkpoint", "open"), ("update", "lineage", "closing"), ("
 def test_sessions_equal_the_oracle_through_a_killed_worker(tmp_path: Path, redis_url: str, spark: Any, emit: str,
                                                            strategy: str, when: str) -> None:
     pipeline = user_sessions(tmp_path, f"s-{emit[:2]}-{strategy[:2]}-{when[:4]}", emit=emit, strategy=strategy)
-    run = run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url, "--kill-at-step", str(KILLS[when]),
-                  "--kill-after-tasks", str(AFTER_TASKS.get(when, 2)), "--seed", "41")
-    assert run.code == 0, run.output[-4000:]
-    assert run.summary["committed"] == LAST
-    [recovery] = run.summary["recoveries"]
-    assert recovery["strategy"] == strategy, recovery
+    killed_and_recovered(pipeline, tmp_path / "run", redis_url, KILLS[when], strategy, LAST, AFTER_TASKS.get(when, 2))
     checked(spark, pipeline, tmp_path / "run", LAST, ("visits",))
 
 
@@ -77,17 +72,6 @@ def test_a_coordinator_crashed_while_sessions_are_open_resumes_from_its_log(tmp_
 
 def test_sessions_rescaled_from_a_checkpoint_keep_every_session(tmp_path: Path) -> None:
     pipeline = user_sessions(tmp_path, "s-rescale", checkpoint_every=2, steps=8)
-    first = run_cli(pipeline, tmp_path / "run")
-    assert first.code == 0, first.output[-3000:]
-    doc = yaml.safe_load(pipeline.read_text())
-    del doc["spec"]["steps"]
-    doc["spec"]["workers"] = 3
-    for stage in doc["spec"]["stages"][1:]:
-        stage["parallelism"] = 3
-    pipeline.write_text(yaml.safe_dump(doc, sort_keys=False))
-    resumed = run_cli(pipeline, tmp_path / "run", "--resume", "--verify")
-    assert resumed.code == 0, resumed.output[-4000:]
-    verified(resumed.output, resumed.summary)
-    assert resumed.summary["committed"] == LAST
+    rescaled_and_resumed(pipeline, tmp_path / "run", 1, LAST)
     newest = max((tmp_path / "checkpoints").rglob("manifest.json"), key=lambda p: json.loads(p.read_text())["epoch"])
     assert sorted(json.loads(newest.read_text())["states"]) == [f"visits.{i}" for i in range(3)]

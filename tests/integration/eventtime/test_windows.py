@@ -21,7 +21,8 @@ import yaml
 from ftpipeline.oracle import verify
 from ftpipeline.spec import load_pipeline
 
-from ..pipelines import ROOT, crashed_and_resumed, run_cli, run_history, sampled, verified
+from ..pipelines import (ROOT, crashed_and_resumed, killed_and_recovered, rescaled_and_resumed, run_cli, run_history,
+                         sampled, verified)
 
 EXAMPLE = ROOT / "examples" / "page-views"
 LAST = 16  # 15 steps of input, then the end of input
@@ -85,12 +86,7 @@ def test_windows_equal_the_oracle_through_a_killed_worker(tmp_path: Path, redis_
                                                           emit: str, strategy: str, when: str) -> None:
     pipeline = page_views(tmp_path, f"w-{kind[:2]}-{emit[:2]}-{strategy[:2]}-{when[:4]}", kind=kind, emit=emit,
                           strategy=strategy)
-    run = run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url, "--kill-at-step", str(KILLS[when]),
-                  "--kill-after-tasks", "2", "--seed", "41")
-    assert run.code == 0, run.output[-4000:]
-    assert run.summary["committed"] == LAST
-    [recovery] = run.summary["recoveries"]
-    assert recovery["strategy"] == strategy, recovery
+    run = killed_and_recovered(pipeline, tmp_path / "run", redis_url, KILLS[when], strategy, LAST)
     assert run.summary["late_records"] > 0
     checked(spark, pipeline, tmp_path / "run", LAST)
 
@@ -103,18 +99,7 @@ def test_a_coordinator_crashed_while_windows_are_open_resumes_from_its_log(tmp_p
 
 def test_a_windowed_stage_rescaled_from_a_checkpoint_keeps_every_window(tmp_path: Path) -> None:
     pipeline = page_views(tmp_path, "w-rescale", kind="sliding", checkpoint_every=2, steps=8)
-    first = run_cli(pipeline, tmp_path / "run")
-    assert first.code == 0, first.output[-3000:]
-    doc = yaml.safe_load(pipeline.read_text())
-    del doc["spec"]["steps"]
-    doc["spec"]["workers"] = 3
-    for stage in doc["spec"]["stages"][1:]:  # the windows, the deduplication and their sinks
-        stage["parallelism"] = 3
-    pipeline.write_text(yaml.safe_dump(doc, sort_keys=False))
-    resumed = run_cli(pipeline, tmp_path / "run", "--resume", "--verify")
-    assert resumed.code == 0, resumed.output[-4000:]
-    verified(resumed.output, resumed.summary)
-    assert resumed.summary["committed"] == LAST
+    rescaled_and_resumed(pipeline, tmp_path / "run", 1, LAST)  # the windows, the deduplication and their sinks
     newest = max((tmp_path / "checkpoints").rglob("manifest.json"), key=lambda p: json.loads(p.read_text())["epoch"])
     assert sorted(json.loads(newest.read_text())["states"]) == [f"{s}.{i}" for s in ("per-minute", "unique")
                                                                 for i in range(3)]

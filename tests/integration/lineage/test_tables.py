@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import redis
 from hypothesis import HealthCheck, given, settings
@@ -117,6 +118,29 @@ def test_a_worker_of_an_earlier_run_is_refused_under_the_same_id(redis_client: r
     assert current.complete(W0, _done(task, [obj(3, "b", "c")], [obj(3)])) == 1
     assert coordinator.locate([obj(3, "b", "c")]) == [W0]
 
+
+def test_a_completion_during_a_clear_is_dropped_not_refused_as_a_zombies(redis_client: redis.Redis,
+                                                                         pipeline_name: str) -> None:
+    """A resumed coordinator clears the tables while a worker it is about to take over still finishes the
+    earlier run's tasks: whenever the completion lands during the clear, it finds no member (dropped, -2)
+    or is recorded, never members but no token (refused, -1: that stops the worker)."""
+    coordinator, worker = LineageTables(redis_client, pipeline_name), LineageTables(redis_client, pipeline_name)
+    coordinator.begin_run("r1-aaaa", members=[W0])
+    worker.run = "r1-aaaa"
+    redis_client.mset({coordinator.k(f"filler:{i}"): i for i in range(4000)})  # a clear of some length
+    tasks = [Task(TaskKind.TRANSFORM, "b", 0, step) for step in range(1, 4001)]
+    coordinator.assign([(W0, t) for t in tasks])
+    results: list[int] = []
+    clearing = threading.Thread(target=coordinator.clear)
+    clearing.start()
+    for t in tasks:
+        results.append(worker.complete(W0, _done(t, [obj(t.step, "b", "c")], [obj(t.step)])))
+        if not clearing.is_alive() and results[-1] == -2:
+            break
+    clearing.join()
+    assert -1 not in results and results[-1] == -2
+
+
 def test_twin_tasks_bury_their_inputs_only_when_the_last_one_finishes(redis_client: redis.Redis,
                                                                       pipeline_name: str) -> None:
     """Two recoveries left two tasks of b.0@3 on w0, each writing other outputs: the first to finish
@@ -194,3 +218,21 @@ def test_a_replayed_step_counts_its_dead_letters_once(redis_client: redis.Redis,
     assert stats["dead_letters"] == 5
     assert stats["tasks"] == 4
     assert [e.get("dead_new", 0) for e in events] == [3, 0, 2, 0]
+
+
+def test_an_event_with_new_dead_letters_keeps_its_numbers_exact(redis_client: redis.Redis, pipeline_name: str) -> None:
+    """The completion script adds ``dead_new`` to the event as text: re-encoded by Redis's cjson, every number
+    became a double, and an event time in microseconds came back as a float (the oracle then refused the
+    recorded watermark: examples/ad-clicks, one run in three)."""
+    from dataclasses import replace
+
+    tables = LineageTables(redis_client, pipeline_name)
+    tables.admit(W0)
+    task = Task(TaskKind.SOURCE, "a", 0, 2, ranges=((0, 0, 10),))
+    tables.assign([(W0, task)])
+    done = _done(task, [obj(2)], [])
+    done = replace(done, dead_letters=2, event={**done.event, "tmax": 1_767_226_145_507_123, "rows_in": 10})
+    assert tables.complete(W0, done) == 1
+    event = json.loads(redis_client.rpop(tables.k("inbox")))
+    assert event["tmax"] == 1_767_226_145_507_123 and isinstance(event["tmax"], int)
+    assert (event["dead_new"], event["rows_in"]) == (2, 10)

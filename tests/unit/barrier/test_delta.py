@@ -1,5 +1,5 @@
-"""A Delta sink's released steps, read from the table's transactions (delta-rs, no JVM): GT_last, the version
-that holds a step, and what a fresh run does with a table this pipeline or someone else wrote."""
+"""A Delta sink's released steps, read from the table's transactions: GT_last, the oracle's own reading of
+the log as of a step, and what a fresh run does with a table this pipeline or someone else wrote."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import pyarrow as pa
 import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
-from ftpipeline.barrier.delta import DeltaBarrier, spark_settings, transaction_version, version_of_step, wants_delta
+from ftpipeline.barrier.delta import SPARK_SETTINGS, DeltaBarrier, storage_options, wants_delta
+from ftpipeline.objectstore.config import S3Config
+from ftpipeline.oracle.delta import released_table
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.spec import parse_pipeline
 
@@ -55,28 +57,48 @@ def test_gt_last_is_the_pipelines_own_transaction_version_and_zero_without_a_tab
     assert barrier.gt_last() == 3
 
 
-def test_the_version_holding_a_step_is_found_among_other_writers_commits(tmp_path: Path) -> None:
-    table, app = tmp_path / "t", "pipe-table"
-    assert version_of_step(table, app, 1) is None
-    _commit(table, "other", 1)        # v0
-    _commit(table, app, 1)            # v1
-    _commit(table, None, 0)           # v2: a plain append
-    _commit(table, app, 2)            # v3
-    _commit(table, app, 3)            # v4
-    assert [version_of_step(table, app, s) for s in (1, 2, 3, 9)] == [2, 3, 4, 4]
-    assert version_of_step(table, app, 0) == 0  # before its first step: the versions without any of it
-    assert transaction_version(table, app, version=1) == 1
-    assert DeltaTable(str(table), version=version_of_step(table, app, 2)).to_pyarrow_table().num_rows == 8
+def test_the_oracle_reads_the_log_as_of_a_step_among_other_writers_commits(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    stage = spec.stage("table")
+    app = _barrier(tmp_path).app_id
+    assert released_table(spec, stage, 1) is None, "no table"
+    _commit(tmp_path / "t", "other", 1)        # v0
+    assert released_table(spec, stage, 1) is not None
+    _commit(tmp_path / "t", app, 1)            # v1
+    _commit(tmp_path / "t", None, 0)           # v2: a plain append
+    _commit(tmp_path / "t", app, 2)            # v3
+    _commit(tmp_path / "t", app, 3)            # v4
+    rows = {s: released_table(spec, stage, s) for s in (1, 2, 3, 9)}
+    assert {s: t.num_rows for s, t in rows.items() if t is not None} == {1: 6, 2: 8, 3: 10, 9: 10}
+    assert sorted(rows[2].column("k").to_pylist()) == sorted(  # type: ignore[union-attr]
+        DeltaTable(str(tmp_path / "t"), version=3).to_pyarrow_table().column("k").to_pylist())
+
+
+def test_the_oracle_refuses_a_log_whose_first_entries_are_gone(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    _commit(tmp_path / "t", "other", 1)
+    _commit(tmp_path / "t", "other", 2)
+    (tmp_path / "t" / "_delta_log" / f"{0:020d}.json").unlink()
+    with pytest.raises(RuntimeError, match="the log starts at version 1"):
+        released_table(spec, spec.stage("table"), 1)
+
+
+def test_delta_rs_reaches_a_bucket_with_the_stores_keys_and_commits_by_conditional_put() -> None:
+    options = storage_options(S3Config(endpoint="http://s3.local:8333", access_key="a", secret_key="s"))
+    assert options["conditional_put"] == "etag" and options["AWS_ALLOW_HTTP"] == "true"
+    assert options["AWS_ENDPOINT_URL"] == "http://s3.local:8333" and options["aws_virtual_hosted_style_request"] == "false"
+    aws = storage_options(S3Config(region="eu-west-1", path_style=False))
+    assert "AWS_ENDPOINT_URL" not in aws and "AWS_ALLOW_HTTP" not in aws and aws["AWS_REGION"] == "eu-west-1"
 
 
 def test_a_fresh_run_over_this_pipelines_steps_fails_by_default_and_touches_nothing(tmp_path: Path) -> None:
     barrier = _barrier(tmp_path)
     _commit(tmp_path / "t", barrier.app_id, 1)
-    (barrier.staging / "step=2").mkdir(parents=True)
+    barrier.staging.put("step=2/part-00000.parquet", b"x")
     [problem] = prepare_outputs(_spec(tmp_path), tmp_path / "letters")
     assert problem.field == "spec.stages[1].sink.existingOutput" and problem.gt_last == 1
     assert f"table {tmp_path / 't'} already holds output (steps up to 1)" in str(problem)
-    assert (barrier.staging / "step=2").exists() and DeltaTable(str(tmp_path / "t")).version() == 0
+    assert barrier.staging.list() == ["step=2/part-00000.parquet"] and DeltaTable(str(tmp_path / "t")).version() == 0
 
 
 @pytest.mark.parametrize("policy,table_left", [("overwrite", False), ("resume", True), (None, True)])
@@ -84,14 +106,13 @@ def test_a_fresh_run_drops_staged_parts_no_release_took_and_overwrite_drops_the_
         tmp_path: Path, policy: str | None, table_left: bool) -> None:
     barrier = _barrier(tmp_path, policy)
     _commit(tmp_path / "t", "someone-else" if policy is None else barrier.app_id, 1)
-    (barrier.staging / "step=2").mkdir(parents=True)
+    barrier.staging.put("step=2/part-00000.parquet", b"x")
     assert prepare_outputs(_spec(tmp_path, policy), tmp_path / "letters") == []
-    assert not barrier.staging.exists(), "a crashed run's parts are never visible, and not this run's"
+    assert barrier.staging.list() == [], "a crashed run's parts are never visible, and not this run's"
     assert (tmp_path / "t" / "_delta_log").exists() == table_left
 
 
-def test_delta_settings_are_added_only_for_a_pipeline_with_a_delta_sink_and_never_replace_the_users() -> None:
-    assert spark_settings({"spark.x": "1"}, delta=False) == {"spark.x": "1"}
-    settings = spark_settings({"spark.databricks.delta.snapshotPartitions": "8"}, delta=True)
-    assert wants_delta(settings) and settings["spark.databricks.delta.snapshotPartitions"] == "8"
+def test_a_spark_session_gets_deltas_jars_only_when_its_settings_name_deltas_extension() -> None:
+    assert wants_delta(SPARK_SETTINGS)
+    assert wants_delta({"spark.sql.extensions": "a.B," + SPARK_SETTINGS["spark.sql.extensions"]})
     assert not wants_delta({"spark.x": "1"})

@@ -1,4 +1,5 @@
-"""Connect strings: one string carries the hosts, a digest identity and a TLS CA, and parses back whole."""
+"""Connect strings: one string carries the hosts, a digest identity and a TLS CA, and parses back whole; a
+client's sockets give up on a silent server."""
 
 from __future__ import annotations
 
@@ -25,3 +26,16 @@ def test_identity_and_ca_travel_together_and_round_trip() -> None:
 def test_a_malformed_connect_string_is_refused_naming_what_is_wrong(text: str, field: str) -> None:
     with pytest.raises(ValueError, match=field):
         parse_connect(text)
+
+
+def test_a_clients_socket_gives_up_on_a_server_that_acknowledges_nothing() -> None:
+    import socket
+
+    from ftpipeline.commandlog.zkclient import SILENT_SERVER_MS, _Handler
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        sock = _Handler().create_connection(server.getsockname(), timeout=5)
+        try:
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == SILENT_SERVER_MS
+        finally:
+            sock.close()

@@ -159,3 +159,33 @@ def test_a_redis_rebuilt_when_no_worker_answers_starts_a_new_set_instead_of_fail
     assert c.trail.count("cluster.kill_worker") == 2 and c.trail.count("cluster.declare_lost") == 2, c.trail
     assert c.rollbacks == []  # the new set's rollback is start_over's
     assert c.trail[-1] == "control.recovered", c.trail
+
+
+class Forgetting(Members):
+    """Members that a Redis rebuild replaced by a new set (no member answered it)."""
+
+    started_over = False
+
+    def knows(self, worker: WorkerId) -> bool:
+        return not self.started_over
+
+
+class StartedOverCoordinator(FakeCoordinator):
+    def __init__(self) -> None:
+        super().__init__()
+        self.members = Forgetting(self.trail, "members")
+
+    def check_generation(self, now: bool = False) -> None:
+        super().check_generation(now)
+        self.members.started_over = True  # type: ignore[attr-defined]
+        self.workers = [WorkerId("w5"), WorkerId("w6")]
+
+
+def test_a_loss_the_redis_rebuild_already_handled_is_not_planned_or_charged_again() -> None:
+    """Chaos schedule 1: w1, the last member, was declared lost; the loss's generation check found Redis
+    empty, no member answered the rollback, and a new set started from the checkpoint. recover then went
+    on, planned w1's loss on the new set and charged it a second time, spending the restart budget."""
+    c = StartedOverCoordinator()
+    recover(cast(Coordinator, c), W1, "peer-gc")
+    assert "tables.snapshot" not in c.trail and "members.schedule_replacement" not in c.trail, c.trail
+    assert "journal.append" not in c.trail, c.trail

@@ -119,6 +119,26 @@ def test_a_replacement_lost_before_joining_is_tried_again_and_the_budget_ends_th
     assert str(spent.value).startswith(cause), "the loss that spent the budget is named, with its remedy"
 
 
+def test_a_replacement_whose_registration_redis_lost_is_started_again_without_charging_the_budget(
+        tmp_path: Path) -> None:
+    """Chaos schedule 1: Redis restarted empty while two replacements were joining; charged, those two
+    and the workers lost before them spent the budget of five, and the run failed."""
+    clock, cluster = Clock(), Cluster()
+    m, _ = members(tmp_path, clock, cluster, restart_max=1, backoff_initial_ms=0, backoff_jitter_percent=0)
+    m.schedule_replacement(clock(), committed=0)  # the budget's one loss
+    m.start_replacements(committed=1)
+    for committed in (1, 2, 3):
+        worker = m.joining[0]
+        m.requeue(worker, clock(), committed)
+        assert m.joining == []
+        m.start_replacements(committed)
+        assert m.joining == [], "another starts after the next commit"
+        m.start_replacements(committed + 1)
+        assert len(m.joining) == 1 and m.joining[0] != worker
+    with pytest.raises(PipelineFailed, match="exceed the restart budget of 1"):
+        m.schedule_replacement(clock(), committed=4)  # a worker's own loss is still charged
+
+
 class _Refusing:
     """A sidecar client whose every call fails as a sink refusing the release would."""
 

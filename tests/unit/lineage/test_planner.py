@@ -194,3 +194,40 @@ def test_a_task_whose_twin_is_pending_on_a_survivor_runs_beside_it():
     h.ntt[W0].discard(twin)
     plan = plan_recovery(h.g, h.view(), W1, [W0, W2], epoch=2)
     assert [w for w, t in plan.tasks if t.kind is TaskKind.TRANSFORM and t.step == 1] == [W2]
+
+
+TWO_STATEFUL = """
+apiVersion: ftpipeline.io/v1alpha1
+kind: FTPipeline
+metadata: {name: t}
+spec:
+  image: x
+  entryPoint: m.py
+  workers: 2
+  stages:
+    - {name: events, parallelism: 2, source: {generator: {function: gen, rowsPerStep: 100}}}
+    - name: first
+      parallelism: 2
+      inputs: [{stage: events}]
+      aggregate: {keyBy: [k], aggregations: [{name: n, op: count}]}
+    - name: second
+      parallelism: 2
+      inputs: [{stage: first}]
+      aggregate: {keyBy: [n], aggregations: [{name: m, op: count}]}
+    - {name: out, parallelism: 2, inputs: [{stage: second}], sink: {parquet: {path: o}}}
+"""
+
+
+def test_a_stateful_consumer_lost_with_its_stateful_producer_gets_every_step_since_its_snapshot():
+    """Both stateful stages' channel 1 die with w1, no checkpoint yet: the consumer's rebuild folds steps 1-3,
+    so the producer must emit its lost outputs of those steps while it is rebuilt (a rebuild up to step 0,
+    then its steps re-run, emitting), not be re-run for old steps after a rebuild that passed them (those
+    re-runs could never be handed out: the run hung, examples/ad-clicks with a kill)."""
+    h = History(graph(TWO_STATEFUL), [W0, W1])
+    for step in (1, 2, 3):
+        h.run_step(step)
+    plan = plan_recovery(h.g, h.view(), W1, [W0], epoch=1)
+    first = sorted((t.kind.value, t.first, t.step) for _, t in plan.tasks if t.stage == "first" and t.channel == 1)
+    assert first == [("aggregate", 1, 1), ("aggregate", 2, 2), ("aggregate", 3, 3), ("rebuild", 1, 0)], first
+    emitted = {t.step: t.emit for _, t in plan.tasks if t.stage == "first" and t.kind is TaskKind.AGGREGATE}
+    assert all(ObjectName("first", 1, s, "second", 1, 1).key() in emitted[s] for s in (1, 2, 3)), emitted

@@ -182,7 +182,9 @@ def test_a_kafka_endpoint_from_a_secret_and_its_ca_reach_both_containers_never_a
     assert not any(e["name"].startswith("FTPIPELINE_KAFKA") for c in plain["spec"]["containers"] for e in c["env"])
 
 
-def test_a_pipeline_with_a_delta_sink_gets_deltas_spark_settings_and_others_do_not() -> None:
+def test_a_delta_sink_adds_no_spark_settings_and_a_pipeline_asking_for_deltas_extension_keeps_it() -> None:
+    """The sidecar commits a Delta sink's steps (delta-rs): its Spark needs no Delta; user code that reads Delta
+    itself names the extension in spark.conf (the pinned jars then join the class path: worker/session.py)."""
     import json
 
     def conf(pod: dict) -> dict:  # type: ignore[type-arg]
@@ -190,10 +192,11 @@ def test_a_pipeline_with_a_delta_sink_gets_deltas_spark_settings_and_others_do_n
         return json.loads(args[args.index("--spark-conf") + 1])
 
     delta = body()
-    delta["spec"]["stages"][-1]["sink"] = {"delta": {"path": "/data/table"}}
-    assert conf(render.worker_pod(delta, "w0", "r", {}))["spark.sql.extensions"] == \
+    delta["spec"]["stages"][-1]["sink"] = {"delta": {"path": "s3://lake/table"}}
+    assert "spark.sql.extensions" not in conf(render.worker_pod(delta, "w0", "r", {}))
+    asking = body(spark={"conf": {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension"}})
+    assert conf(render.worker_pod(asking, "w0", "r", {}))["spark.sql.extensions"] == \
         "io.delta.sql.DeltaSparkSessionExtension"
-    assert "spark.sql.extensions" not in conf(render.worker_pod(body(), "w0", "r", {}))
 
 
 def test_the_object_stores_keys_and_ca_reach_both_containers_from_a_secret_never_as_literals() -> None:

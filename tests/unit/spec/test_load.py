@@ -74,7 +74,7 @@ def clean_events(df):
     return df
 """
 
-STAGE_FIELDS = "aggregate, deduplicate, inputs, name, parallelism, sink, source, transform"
+STAGE_FIELDS = "aggregate, deduplicate, inputs, join, lookup, name, parallelism, process, sink, source, transform"
 
 
 @pytest.fixture(autouse=True)
@@ -348,7 +348,7 @@ def test_stage_with_two_kinds() -> None:
     stages(doc)[3]["transform"] = {"function": "clean_events"}
     p = only_problem(doc)
     assert p.path == "spec.stages[3]"
-    assert p.message == "needs exactly one of source, transform, aggregate, deduplicate, sink"
+    assert p.message == "needs exactly one of source, transform, aggregate, deduplicate, join, process, lookup, sink"
 
 
 def test_stage_with_no_kind() -> None:
@@ -356,7 +356,7 @@ def test_stage_with_no_kind() -> None:
     del stages(doc)[1]["transform"]
     p = only_problem(doc)
     assert p.path == "spec.stages[1]"
-    assert p.message == "needs exactly one of source, transform, aggregate, deduplicate, sink"
+    assert p.message == "needs exactly one of source, transform, aggregate, deduplicate, join, process, lookup, sink"
 
 
 def test_source_with_two_inputs_kinds() -> None:
@@ -916,7 +916,7 @@ def test_a_delta_sink_is_read_with_schema_evolution_off_and_its_path_beside_the_
     stages(doc)[3]["sink"] = {"delta": {"path": "out/orders", "partitionBy": ["user_id"]}}
     spec = parse(doc)
     sink = spec.stage("output").delta_sink
-    assert sink is not None and spec.stage("output").is_sink and spec.uses_delta
+    assert sink is not None and spec.stage("output").is_sink and spec.stage("output").delta_sink is not None
     assert sink.path.parts[-2:] == ("out", "orders") and sink.path.is_absolute() and sink.partition_by == ("user_id",)
     assert (sink.merge_schema, sink.existing) == (False, "fail")
     stages(doc)[3]["sink"]["delta"]["mergeSchema"] = True

@@ -82,6 +82,8 @@ def test_rocksdb_checkpoints_upload_only_new_table_files_and_prune_unused_ones(t
     assert second.bytes < first.bytes / 10, (first.bytes, second.bytes)
     assert storage.shared_files(1) < storage.shared_files(2)  # the second names the first's files too
     assert storage.size_bytes(2) < storage.size_bytes(1)
+    # the checkpoint's own small files (MANIFEST, CURRENT, OPTIONS) are held in its listing: one object
+    assert storage.store.list(f"{second.path}/") == [f"{second.path}/files.json"]
     # a restore of the second, checkpointed again unchanged, uploads no table file
     back = backend.restore("agg.0", storage, second.path, KEYS, 2)
     assert back is not None

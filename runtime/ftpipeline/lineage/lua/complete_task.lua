@@ -63,9 +63,9 @@ if dead > 0 then
   if new > 0 then
     redis.call('HSET', KEYS[12], ARGV[11], dead)
     redis.call('HINCRBY', KEYS[10], 'dead_letters', new)
-    local doc = cjson.decode(event)
-    doc['dead_new'] = new
-    event = cjson.encode(doc)
+    -- appended as text: cjson would re-encode every number of the event as a double (an event time in
+    -- microseconds came back as 1.767226145507e+15, a float, and lost digits past the 14th)
+    event = string.sub(event, 1, -2) .. ',"dead_new":' .. string.format('%d', new) .. '}'
   end
 end
 redis.call('RPUSH', KEYS[8], event)

@@ -1,0 +1,108 @@
+"""A stream joined to a table that changes while it runs (a ``lookup`` stage over a Delta table another writer
+commits to every few hundred milliseconds), through a killed worker: the output equals each step's rows
+joined, in Spark, to the table at the version the step recorded, read from the table's log
+(``oracle/lookup.py``); so a re-run task joined the version its step had, not the newest. And a Parquet
+table that changes under a running pipeline fails it, naming the directory."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from ..eventtime.test_windows import checked
+from ..pipelines import killed_and_recovered, run_cli
+
+CLICKS, PER_STEP = 1500, 100
+LAST = CLICKS // PER_STEP
+
+
+def ads(version: int) -> pa.Table:
+    """The table's rows at one of its writer's versions: bids move, and an ad joins now and then."""
+    rng = random.Random(version)
+    n = 20 + version // 3
+    return pa.table({"ad": [f"ad{i}" for i in range(n)], "campaign": [f"c{i % 4}" for i in range(n)],
+                     "bid": [rng.randrange(1, 100) for _ in range(n)]})
+
+
+def pipeline(directory: Path, name: str, table: dict[str, Any], kind: str = "left") -> Path:
+    rng = random.Random(5)
+    clicks = directory / "clicks"
+    clicks.mkdir()
+    rows = [{"ad": f"ad{rng.randrange(30)}", "user": f"u{rng.randrange(100)}", "n": i} for i in range(CLICKS)]
+    (clicks / "clicks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (directory / "entry.py").write_text('"""No functions: the pipeline is declared whole."""\n')
+    doc = {"apiVersion": "ftpipeline.io/v1alpha1", "kind": "FTPipeline", "metadata": {"name": name}, "spec": {
+        "entryPoint": str(directory / "entry.py"), "workers": 2,
+        "steps": {"trigger": {"timerMs": 250}},
+        "checkpoint": {"intervalSteps": 4, "storage": {"path": str(directory / "checkpoints")}},
+        "deadLetter": {"path": str(directory / "dead-letters")},
+        "stages": [
+            {"name": "clicks", "source": {"file": {
+                "path": str(clicks), "format": "jsonl", "rowsPerStep": PER_STEP,
+                "schema": {"ad": "string", "user": "string", "n": "long"}}}},
+            {"name": "priced", "parallelism": 2, "inputs": [{"stage": "clicks", "partition": "hash", "keys": ["user"]}],
+             "lookup": {"table": table, "keys": ["ad"], "type": kind}},
+            {"name": "out", "parallelism": 2, "inputs": [{"stage": "priced"}],
+             "sink": {"parquet": {"path": str(directory / "out")}}},
+        ]}}
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["left", "inner"])
+def test_a_delta_table_changing_mid_run_is_joined_at_each_steps_version(tmp_path: Path, redis_url: str, spark: Any,
+                                                                        kind: str) -> None:
+    from deltalake import write_deltalake
+
+    table = tmp_path / "ads"
+    write_deltalake(str(table), ads(0))
+    done = threading.Event()
+
+    def writer() -> None:  # another job's commits: a version every 300 ms while the pipeline runs
+        version = 1
+        while not done.wait(0.3):
+            write_deltalake(str(table), ads(version), mode="overwrite")
+            version += 1
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        path = pipeline(tmp_path, f"lookup-{kind}", {"delta": {"path": str(table)}}, kind)
+        killed_and_recovered(path, tmp_path / "run", redis_url, 8, "lineage", LAST)
+    finally:
+        done.set()
+        thread.join()
+    checked(spark, path, tmp_path / "run", LAST, ())
+    history = [json.loads(line) for f in (tmp_path / "checkpoints").rglob("history/*.jsonl")
+               for line in f.read_text().splitlines()]
+    versions = {d["tables"]["priced"] for d in history}
+    assert len(versions) > 3, versions  # the table changed under the run: steps joined different versions
+
+
+def test_a_parquet_table_that_changes_under_the_run_fails_it_naming_the_directory(tmp_path: Path) -> None:
+    table = tmp_path / "ads"
+    table.mkdir()
+    pq.write_table(ads(0), table / "part-0.parquet")
+    path = pipeline(tmp_path, "lookup-parquet", {"parquet": {"path": str(table)}})
+    doc = yaml.safe_load(path.read_text())
+    doc["spec"]["steps"]["maxSteps"] = 3
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    first = run_cli(path, tmp_path / "run", "--verify")
+    assert first.code == 0, first.output[-3000:]
+    assert "equals the oracle" in first.output
+    pq.write_table(ads(1), table / "part-0.parquet")  # rewritten: another size
+    doc["spec"]["steps"]["maxSteps"] = 6
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    resumed = run_cli(path, tmp_path / "run", "--resume")
+    assert resumed.code != 0
+    assert "lookup.table.parquet" in resumed.output and "changed since the step started" in resumed.output, \
+        resumed.output[-3000:]

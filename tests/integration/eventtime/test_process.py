@@ -1,0 +1,120 @@
+"""A keyed function with state and timers through the real CLI (``fraud_rule.py``), with a worker killed, a
+coordinator crashed and a rescale: its output and dead letters equal the same class run over each card's
+payments in step order with the run's recorded watermarks and processing times (``oracle/process.py``).
+
+The input, written here: payments of 12 cards over six hours of event time, each card busy in some 10-minute
+slots and idle in others, most of its payments declined (three within 5 minutes, then an idle slot: an alert), a
+few with no card (dead letters). 60 payments a step; the last step runs with the end-of-input watermark, which
+fires every event-time timer left.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ..pipelines import crashed_and_resumed, killed_and_recovered, rescaled_and_resumed, run_cli, sampled, verified
+from .test_windows import checked
+
+HERE = Path(__file__).parent
+OUTPUT = {"card": "string", "kind": "string", "at": "long", "merchants": "long", "id": "long"}
+PER_STEP = 60
+
+
+def _rows(seed: int = 11) -> list[dict[str, Any]]:
+    """Six hours in 10-minute slots: in each, about half of 12 cards pay 2 to 11 times, with many
+    declines; a card idle in the next slot leaves a quiet 10 minutes."""
+    rng = random.Random(seed)
+    start, rows = 1_767_225_600_000, []
+    for slot in range(36):
+        for card in range(12):
+            if rng.random() < 0.45:
+                for _ in range(rng.randrange(2, 12)):
+                    rows.append({"card": f"card{card}", "merchant": f"m{rng.randrange(6)}",
+                                 "declined": rng.random() < 0.6, "ts": start + slot * 600_000 + rng.randrange(600_000)})
+    rows.sort(key=lambda r: r["ts"] + rng.randrange(-30_000, 30_000))  # a little out of order
+    for i in range(7, len(rows), 131):
+        rows[i] = {**rows[i], "card": None}  # dead letters
+    return rows
+
+
+ROWS = _rows()
+LAST = -(-len(ROWS) // PER_STEP) + 1  # the steps of input, then the end of input
+
+
+def payments(directory: Path) -> Path:
+    path = directory / "payments"
+    path.mkdir()
+    (path / "payments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    return path
+
+
+def fraud(directory: Path, name: str, *, strategy: str = "lineage", checkpoint_every: int = 4, workers: int = 2,
+          channels: int = 2, steps: int | None = None) -> Path:
+    doc = {"apiVersion": "ftpipeline.io/v1alpha1", "kind": "FTPipeline", "metadata": {"name": name}, "spec": {
+        "entryPoint": str(HERE / "fraud_rule.py"), "workers": workers, "recovery": {"strategy": strategy},
+        "checkpoint": {"intervalSteps": checkpoint_every, "storage": {"path": str(directory / "checkpoints")}},
+        "deadLetter": {"path": str(directory / "dead-letters")},
+        "steps": {"trigger": {"timerMs": 150}, **({"maxSteps": steps} if steps else {})},
+        "stages": [
+            {"name": "payments", "source": {
+                "file": {"path": str(payments(directory)), "format": "jsonl", "rowsPerStep": PER_STEP,
+                         "schema": {"card": "string", "merchant": "string", "declined": "boolean", "ts": "long"}},
+                "eventTime": {"column": "ts", "watermark": {"maxOutOfOrderness": "1m"}}}},
+            {"name": "rule", "parallelism": channels, "inputs": [{"stage": "payments"}],
+             "process": {"class": "FraudRule", "keys": ["card"], "output": OUTPUT}},
+            {"name": "alerts", "parallelism": channels, "inputs": [{"stage": "rule"}],
+             "sink": {"parquet": {"path": str(directory / "out")}}},
+        ]}}
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+KILLS = {"mid": 7, "last-input": LAST - 1, "before-checkpoint": 2}  # (at the end-of-input step itself, the
+# victim's tasks can all be done before the kill: nothing to recover)
+MATRIX = [(s, when) for s in ("lineage", "checkpoint") for when in KILLS]
+SAMPLE = [("lineage", "mid"), ("checkpoint", "last-input"), ("lineage", "before-checkpoint")]
+
+
+@pytest.mark.parametrize(("strategy", "when"), sampled(MATRIX, SAMPLE))
+def test_a_keyed_function_equals_the_oracle_through_a_killed_worker(tmp_path: Path, redis_url: str, spark: Any,
+                                                                    strategy: str, when: str) -> None:
+    pipeline = fraud(tmp_path, f"p-{strategy[:2]}-{when[:3]}", strategy=strategy)
+    killed_and_recovered(pipeline, tmp_path / "run", redis_url, KILLS[when], strategy, LAST, after_tasks=1)
+    checked(spark, pipeline, tmp_path / "run", LAST, ())
+    out = spark.read.parquet(str(tmp_path / "out")).groupBy("kind").count().toArrow().to_pylist()
+    counts = {r["kind"]: r["count"] for r in out}
+    assert counts.get("alert", 0) > 3 and counts.get("first-seen", 0) > 6, counts
+
+
+def test_a_coordinator_crashed_with_timers_pending_resumes_from_its_log(tmp_path: Path) -> None:
+    pipeline = fraud(tmp_path, "p-crash", checkpoint_every=3)
+    resumed = crashed_and_resumed(pipeline, tmp_path / "run")
+    assert resumed.summary["committed"] == LAST
+
+
+def test_a_keyed_function_rescaled_from_a_checkpoint_keeps_every_cards_state(tmp_path: Path) -> None:
+    pipeline = fraud(tmp_path, "p-rescale", checkpoint_every=2, steps=8)
+    rescaled_and_resumed(pipeline, tmp_path / "run", 1, LAST)
+
+
+def test_the_fraud_alerts_example_equals_the_oracle_through_a_killed_worker(tmp_path: Path) -> None:
+    """The README's example as a user runs it: a private Kafka broker, the demo's payments produced first."""
+    example = HERE.parents[2] / "examples" / "fraud-alerts"
+    doc = yaml.safe_load((example / "pipeline.yaml").read_text())
+    doc["spec"]["entryPoint"] = str(example / "fraud.py")
+    doc["spec"]["deadLetter"] = {"path": str(tmp_path / "dead-letters")}
+    doc["spec"]["checkpoint"] = {"storage": {"path": str(tmp_path / "checkpoints")}}
+    pipeline = tmp_path / "fraud-alerts.yaml"
+    pipeline.write_text(yaml.safe_dump(doc, sort_keys=False))
+    run = run_cli(pipeline, tmp_path / "run", "--produce", f"payments={example / 'payments.jsonl.gz'}", "--verify",
+                  "--kill-at-step", "8")
+    assert run.code == 0, run.output[-4000:]
+    verified(run.output, run.summary)
+    assert run.summary["recoveries"] and "alerts: output equals the oracle: 240 rows" in run.output, run.output[-2000:]
