@@ -360,6 +360,9 @@ def _verify(console: Console, spec: PipelineSpec, steps: int, work_dir: Path) ->
             spark = build_session("local[2]", {}, work_dir, "ftpipeline-oracle")
         try:
             comparisons = verify(spark, spec, steps, default_dead_letter_root(spec), history_store(spec))
+        except (OSError, ValueError) as exc:  # what the run left cannot be read back: said, not a traceback
+            console.print(f"[red]cannot verify:[/red] {one_line(exc)}")
+            return False, []
         finally:
             spark.stop()
     for c in comparisons:

@@ -267,6 +267,8 @@ class Coordinator:
             slot = Slot.parse(event["ch"])
             self.sources.received(slot, event["start"], event["n"], event["exhausted"])
             self.metrics.lag(slot.stage, slot.index, self.sources.lag().get(slot, 0))
+        elif kind == "listed":
+            self.sources.found(Channel.parse(event["ch"]), [int(x) for x in event["slots"]])
         elif kind == "replay":
             self._replays.add(int(event["step"]))
         elif kind == "leaving" and not self.evacuations.request(WorkerId(event["w"]), self.workers):

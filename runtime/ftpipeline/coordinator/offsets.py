@@ -24,6 +24,14 @@ back, so a slow or restarting worker does not stop the other partitions, and
 a partition added at run time joins at the next step. ``maxRecordsPerStep``
 is shared among a topic's partitions in proportion to their backlog, as
 Spark's ``maxOffsetsPerTrigger``.
+
+Which partitions a topic has, the coordinator learns from its readers too:
+each source channel's worker says which slots it found (``listed``, a
+channel with none included). A bounded topic is read to its end only once
+every channel has listed its slots and each listed slot is at its end: the
+reports alone cannot tell an empty partition reported first from the
+whole topic (a run whose first report was of an empty partition ended
+before the other worker had looked).
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from dataclasses import dataclass, field
 
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.sources import channel_share, rows_per_step
-from ftpipeline.lineage.naming import Slot
+from ftpipeline.lineage.naming import Channel, Slot
 from ftpipeline.spec.model import StageSpec
 
 
@@ -76,9 +84,17 @@ class SourceOffsets:
         self.graph = graph
         self.next: dict[Slot, int] = {}         # slot -> first offset no step has read
         self.reports: dict[Slot, Report] = {}   # slot -> its worker's newest report
+        self.listed: dict[Channel, tuple[int, ...]] = {}  # source channel -> the slots its reader found
 
     def received(self, slot: Slot, start: int, n: int, exhausted: bool) -> None:
         self.reports[slot] = Report(start, n, exhausted)
+
+    def found(self, channel: Channel, slots: list[int]) -> None:
+        """A source channel's reader listed these slots (a topic's partitions of the channel; maybe none)."""
+        self.listed[channel] = tuple(sorted(slots))
+
+    def _all_listed(self, stage: StageSpec) -> bool:
+        return all(Channel(stage.name, i) in self.listed for i in range(stage.parallelism))
 
     def recorded(self, offsets: dict[Slot, tuple[int, int]]) -> None:
         """A step with these offsets is in the step log: the next one reads from where they end."""
@@ -112,7 +128,7 @@ class SourceOffsets:
                 return None
             lag = {s: n for s, n in lags.items() if s.stage == stage.name}
             if stage.kafka is not None:
-                if not lag:
+                if not lag or not self._all_listed(stage):
                     return None
                 cap = stage.kafka.max_records_per_step
                 backlog = sum(lag.values())
@@ -156,10 +172,13 @@ class SourceOffsets:
 
     def _plan_dynamic(self, stage: StageSpec, plan: Plan) -> None:
         assert stage.kafka is not None
+        listed = {Slot(c.stage, p) for c, found in self.listed.items() if c.stage == stage.name for p in found}
         slots = sorted({s for s in self.reports if s.stage == stage.name}
                        | {s for s in self.next if s.stage == stage.name})
         if not any(s in self.reports for s in slots):
             plan.reported = plan.exhausted = False  # no reader has listed the topic yet
+        if not self._all_listed(stage) or not listed <= self.reports.keys():
+            plan.exhausted = False  # a channel or partition not heard from may hold records
         backlog: dict[Slot, int] = {}
         for slot in slots:
             seen = self.reports.get(slot)

@@ -59,8 +59,9 @@ def read_kafka_stage(stage: StageSpec, bootstrap: str, steps: int, history_path:
     spec = stage.kafka
     assert spec is not None
     history = step_history.read(history_path)
-    if not history:
-        raise ValueError(f"stage {stage.name!r}: no step history at {history_path}: the oracle cannot tell which "
+    if not history and steps > 0:
+        where = history_path if isinstance(history_path, Path) else history_path.uri
+        raise ValueError(f"stage {stage.name!r}: no step history at {where}: the oracle cannot tell which "
                          "records each step read")
     lookup = _steps_of(stage, history, steps)
     schema = [(n, k) for n, k in spec.schema]

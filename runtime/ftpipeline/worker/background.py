@@ -45,6 +45,7 @@ class Background:
         self.s = sidecar
         self._sent: dict[Slot, tuple[Any, ...]] = {}  # the last 'received' report per source slot
         self._unreadable: dict[Channel, str] = {}     # source channels whose reader fails, and why
+        self._listed: dict[Channel, tuple[list[int], float]] = {}  # the last 'listed' report per source channel
         self._replayed = 0
 
     def collect_garbage(self) -> int:
@@ -82,7 +83,13 @@ class Background:
     def _report_channel(self, ch: Channel, reader: SourceReader, offsets: dict[Slot, int], fresh: bool,
                         now: float) -> None:
         s = self.s
-        for index in reader.slots(ch.index):
+        found = reader.slots(ch.index)
+        last_listed = self._listed.get(ch)
+        if last_listed is None or last_listed[0] != found or now - last_listed[1] > 1.0:
+            # which slots the channel has, none included: a bounded topic ends only once every channel said
+            self._listed[ch] = (found, now)
+            s.store.send({"t": "listed", "w": s.worker, "ch": ch.key(), "slots": found})
+        for index in found:
             slot = Slot(ch.stage, index)
             start = offsets.get(slot)
             if start is None:  # not read yet: where the source's starting offsets say

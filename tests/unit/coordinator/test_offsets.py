@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from ftpipeline.coordinator.offsets import SourceOffsets, shares
 from ftpipeline.dataflow.graph import Graph
-from ftpipeline.lineage.naming import Slot
+from ftpipeline.lineage.naming import Channel, Slot
 from ftpipeline.spec.load import parse_pipeline
 
 
@@ -72,10 +72,43 @@ def test_max_records_per_step_is_shared_by_backlog() -> None:
 
 def test_a_bounded_kafka_read_ends_when_every_partition_is_at_its_end() -> None:
     o = SourceOffsets(graph(KAFKA_ALL))
+    o.found(Channel("in", 0), [0])
+    o.found(Channel("in", 1), [1])
     o.received(Slot("in", 0), 5, 0, True)
     o.received(Slot("in", 1), 2, 1, False)
     assert not o.plan().exhausted
     o.received(Slot("in", 1), 2, 0, True)
+    assert o.plan().exhausted
+
+
+def test_an_empty_partition_reported_first_does_not_end_the_topic() -> None:
+    """Partition 1 (channel 1) is empty and its worker reports first; channel 0 (partitions 0 and 2) has
+    not looked yet: the run must not end with nothing read."""
+    o = SourceOffsets(graph(KAFKA_ALL.replace("schema", "endingOffsets: latest, schema")))
+    o.found(Channel("in", 1), [1])
+    o.received(Slot("in", 1), 0, 0, True)
+    plan = o.plan()
+    assert plan.reported and not plan.exhausted and plan.rows == 0
+    assert o.steps_left() is None
+    o.found(Channel("in", 0), [0, 2])
+    o.received(Slot("in", 0), 0, 7, True)
+    assert not o.plan().exhausted  # partition 2 listed, not reported yet
+    o.received(Slot("in", 2), 0, 3, True)
+    plan = o.plan()
+    assert not plan.exhausted and plan.offsets == {Slot("in", 0): (0, 7), Slot("in", 1): (0, 0), Slot("in", 2): (0, 3)}
+    assert o.steps_left() == 1
+    o.recorded(plan.offsets)
+    for p, end in ((0, 7), (1, 0), (2, 3)):
+        o.received(Slot("in", p), end, 0, True)
+    assert o.plan().exhausted
+
+
+def test_a_channel_with_no_partition_lists_none_and_the_topic_still_ends() -> None:
+    o = SourceOffsets(graph(KAFKA_ALL))  # one partition, two channels: channel 1 reads nothing
+    o.found(Channel("in", 0), [0])
+    o.received(Slot("in", 0), 4, 0, True)
+    assert not o.plan().exhausted
+    o.found(Channel("in", 1), [])
     assert o.plan().exhausted
 
 
@@ -110,6 +143,8 @@ def test_a_directory_read_to_its_end_knows_its_steps_left_once_every_channel_rep
 
 def test_a_topic_knows_its_steps_left_only_when_read_to_its_end() -> None:
     bounded = SourceOffsets(graph(KAFKA.replace("maxRecordsPerStep", "endingOffsets: latest, maxRecordsPerStep")))
+    bounded.found(Channel("in", 0), [0])
+    bounded.found(Channel("in", 1), [1])
     bounded.received(Slot("in", 0), 0, 250, False)
     bounded.received(Slot("in", 1), 0, 120, False)
     assert bounded.steps_left() == 4  # 370 records at 100 a step
