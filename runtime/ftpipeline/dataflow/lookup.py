@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+from datetime import datetime, timezone
+from pathlib import Path
 from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
@@ -35,18 +37,40 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ftpipeline.objectstore.base import ObjectStore, is_remote, open_store
-from ftpipeline.spec.model import LookupOp, StageSpec
+from ftpipeline.spec.model import ProcessOp, StageSpec
 
 KEPT = 2  # versions of one table a worker keeps in memory
 
 
-def _delta(op: LookupOp, version: int | None = None) -> Any:
+def _delta(path: Path | str, version: int | None = None) -> Any:
     from deltalake import DeltaTable
 
     from ftpipeline.objectstore.config import storage_options
 
-    options = storage_options(None) if is_remote(str(op.path)) else {}
-    return DeltaTable(str(op.path), version=version, storage_options=options or None)
+    options = storage_options(None) if is_remote(str(path)) else {}
+    return DeltaTable(str(path), version=version, storage_options=options or None)
+
+
+def _parquet(store: ObjectStore, listing: list[tuple[str, int]]) -> pa.Table:
+    tables = [pq.read_table(store.local_path(k) or io.BytesIO(store.get(k))) for k, _ in listing]
+    return pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
+
+
+def initial_state(op: ProcessOp, field: str, at_us: int) -> pa.Table:
+    """A keyed function's initial state table (``process.initialState``): a Delta table as it was at ``at_us``
+    (the first step's recorded processing time: a replay reads the same version), or a Parquet directory."""
+    if op.initial_delta is not None:
+        try:
+            table = _delta(op.initial_delta)
+            table.load_as_version(datetime.fromtimestamp(at_us / 1e6, timezone.utc))
+            return table.to_pyarrow_table()
+        except Exception as exc:
+            raise RuntimeError(f"{field}.delta: {op.initial_delta} cannot be read as of "
+                               f"{datetime.fromtimestamp(at_us / 1e6, timezone.utc).isoformat()} (the first "
+                               f"step's time): {type(exc).__name__}: {exc}") from exc
+    assert op.initial_parquet is not None
+    store = open_store(op.initial_parquet)
+    return _parquet(store, _listing(store))
 
 
 def _listing(store: ObjectStore) -> list[tuple[str, int]]:
@@ -73,7 +97,7 @@ class TableVersions:
         if op.delta is not None:
             table = self._delta.get(stage.name)
             if table is None:
-                table = self._delta[stage.name] = _delta(op)
+                table = self._delta[stage.name] = _delta(op.path)
             else:
                 table.update_incremental()
             return int(table.version())
@@ -104,7 +128,7 @@ class LookupTables:
         assert op is not None
         if op.delta is not None:
             try:
-                return _delta(op, int(version)).to_pyarrow_table()
+                return _delta(op.path, int(version)).to_pyarrow_table()
             except Exception as exc:
                 raise RuntimeError(f"stage {stage.name!r} lookup.table.delta: version {version} of {op.delta} cannot "
                                    f"be read ({type(exc).__name__}: {exc}); a replayed step needs the version it "
@@ -116,8 +140,7 @@ class LookupTables:
             raise RuntimeError(f"stage {stage.name!r} lookup.table.parquet: {op.parquet} changed since the step "
                                "started; a Parquet table must not change while the pipeline reads it (use a Delta "
                                "table for one that does)")
-        tables = [pq.read_table(store.local_path(k) or io.BytesIO(store.get(k))) for k, _ in listing]
-        return pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
+        return _parquet(store, listing)
 
 
 def joined(stage: StageSpec, rows: pa.Table, table: pa.Table) -> pa.Table:

@@ -34,7 +34,7 @@ def make_operator(stage: StageSpec, spark: Any, module: Any = None) -> Operator 
     if stage.join is not None:
         return IntervalJoin(stage.name, stage.join)
     if stage.process is not None:
-        return ProcessOperator(stage.name, stage.process, module)
+        return ProcessOperator(stage.name, stage.process, module, stage.parallelism)
     if stage.aggregate is None:
         return None
     if stage.aggregate.window is not None and stage.aggregate.window.kind == "session":

@@ -9,6 +9,8 @@ The user writes a class of the entry point::
             return rows_out                     # a DataFrame, an Arrow table, a list of dicts, or None
         def on_timer(self, key, timer, ctx):    # optional: timer.time (us), timer.kind ("event"|"processing")
             ...
+        def init_state(self, key, rows, ctx):   # with process.initialState: a key's rows of that table
+            ...                                 # (sets state and timers before the first step)
 
 and ``ctx`` (:class:`Context`) gives it ``step``, ``watermark`` and ``now`` (the
 step's recorded watermark and processing time, us), ``rng`` (a generator
@@ -27,6 +29,9 @@ no ``random``, no outside service whose answer changes).
 
 A step, the watermark W and processing time T coming before its records:
 
+0. the first step of a fresh run (and its replays) first calls ``init_state``
+   for each key of ``process.initialState`` the channel owns, in key order
+   (the table read as of the step's recorded processing time);
 1. rows with a null key are dead letters;
 2. every key with an event-time timer at or before W, a processing-time
    timer at or before T, an entry whose TTL ran out, or rows in this step
@@ -53,7 +58,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from ftpipeline.dataflow.lookup import initial_state
+from ftpipeline.dataflow.murmur3 import channels
 from ftpipeline.operators.base import Emitted, Holder, StepContext
 from ftpipeline.operators.rows import keyed
 from ftpipeline.spec.durations import micros
@@ -82,8 +90,8 @@ class ProcessOperator:
     by_input = False
     folds_at_once = False  # timers depend on each step's watermark and time
 
-    def __init__(self, stage: str, op: ProcessOp, module: Any) -> None:
-        self.stage, self.op = stage, op
+    def __init__(self, stage: str, op: ProcessOp, module: Any, parallelism: int = 1) -> None:
+        self.stage, self.op, self.parallelism = stage, op, parallelism
         self.keys = [*op.keys, KEY_KIND]
         self.index: str | None = DUE
         self.output = pa.schema([(name, TYPES[kind]) for name, kind in op.output])
@@ -106,6 +114,8 @@ class ProcessOperator:
             due.append(held.expire(PROCESSING + now + 1, since=PROCESSING))
             for found in due:
                 self._load(found, loaded)
+        if ctx.step == 1 and (self.op.initial_delta or self.op.initial_parquet) is not None:
+            self._initial(rows.schema, ctx, loaded)  # before a fresh run's first rows (and in its replays)
         groups = _groups(rows, keys)
         touched = sorted(set(groups) | set(loaded), key=_order)  # both rows of each: expire took one at most
         if held is not None and touched:
@@ -138,6 +148,37 @@ class ProcessOperator:
         if ctx.emit:
             out.rows = pa.concat_tables(emitted) if emitted else self.output.empty_table()
         return out
+
+    def _initial(self, schema: pa.Schema, ctx: StepContext, loaded: dict[tuple[Any, ...], list[Any]]) -> None:
+        """``init_state(key, rows, ctx)`` for each key of ``process.initialState`` this channel owns (hashed as
+        the input is), in key order; what it sets is the key's state going into the first step."""
+        field = f"stage {self.stage!r} process.initialState"
+        table = initial_state(self.op, field, ctx.now or 0)
+        keys = list(self.op.keys)
+        absent = [k for k in keys if k not in table.column_names]
+        if absent:
+            raise UserFunctionError(f"{field}: the table has no column {', '.join(absent)} (process.keys)")
+        try:
+            for k in keys:
+                table = table.set_column(table.column_names.index(k), k, table.column(k).cast(schema.field(k).type))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise UserFunctionError(f"{field}: its key columns do not cast to the stream's types: {exc}") from exc
+        nulls = sum(table.column(k).null_count for k in keys)
+        if nulls:
+            raise UserFunctionError(f"{field}: {nulls} rows with a null key")
+        owner = channels(table, keys, self.parallelism)
+        if owner is None:
+            raise UserFunctionError(f"{field}: keys of types {[str(schema.field(k).type) for k in keys]} cannot be "
+                                    "hashed here")
+        table = table.filter(pc.equal(owner, int(ctx.where.rpartition(".")[2] or 0)))
+        for key, part in sorted(_groups(table, keys).items(), key=lambda kv: _order(kv[0])):
+            entries, ptimers, etimers = loaded.get(key, [{}, [], []])
+            call = Context(self, key, ctx, entries, ptimers, etimers)
+            handed = part.to_pandas() if self.op.rows == "pandas" else part
+            if self._call(lambda: self.function.init_state(key, handed, call), key):
+                raise UserFunctionError(f"stage {self.stage!r}: {self.op.class_name}.init_state returned rows; it "
+                                        "sets state and timers and returns nothing")
+            loaded[key] = [call._entries, sorted(call.timers.processing), sorted(call.timers.event)]
 
     # --- calling the user's class ----------------------------------------------
     def _on_timer(self, key: tuple[Any, ...], timer: Timer, ctx: Context) -> Any:

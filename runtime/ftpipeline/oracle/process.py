@@ -5,7 +5,9 @@ For each key and each step 1..N, as the runtime's contract says: entries
 whose TTL ran out by the step's processing time are gone; the key's
 event-time timers at or before the step's watermark fire in time order, then
 its processing-time timers at or before the step's processing time; then
-``process`` gets the key's rows of the step. The rows a call returns are
+``process`` gets the key's rows of the step; before step 1, ``init_state``
+gets the key's rows of ``process.initialState`` (read by delta-rs or
+pyarrow, not the runtime's reader). The rows a call returns are
 expected in that step. ``ctx.rng`` is seeded as the contract says (the
 stage, the step and the key).
 
@@ -16,13 +18,18 @@ state is a dict per key that never leaves this process.
 from __future__ import annotations
 
 import hashlib
+import io
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from ftpipeline.objectstore.base import is_remote, open_store
+from ftpipeline.objectstore.config import storage_options
 from ftpipeline.operators.process import TYPES  # the spec's type names: the contract, not the runtime's work
 from ftpipeline.oracle.files import STEP, Letter
 from ftpipeline.spec.durations import micros
@@ -174,16 +181,20 @@ def processed(module: Any, rows: pa.Table, stage: StageSpec, marks: dict[int, in
                 {c: v for c, v in row.items() if c != STEP}, default=str)))
             continue
         by_key.setdefault(tuple(row[k] for k in keys), {}).setdefault(int(row[STEP]), []).append(row)
+    initial = _initial(stage, rows.schema, times.get(1) or 0) if steps else {}
     schema = pa.schema([(name, TYPES[kind]) for name, kind in op.output])
     out: list[pa.Table] = []
-    for key in sorted(by_key, key=repr):
+    for key in sorted(set(by_key) | set(initial), key=repr):
         store: dict[str, Any] = {}
         ctx = _Context(stage.name, key, store, _Timers())
+        mine = by_key.get(key, {})
         for step in range(1, steps + 1):
             ctx.at(step, marks.get(step), times.get(step) or 0)
+            if step == 1 and key in initial:
+                instance.init_state(key, initial[key].to_pandas() if op.rows == "pandas" else initial[key], ctx)
             results = [instance.on_timer(key, timer, ctx) for timer in ctx.due()]
-            if step in by_key[key]:
-                part = pa.Table.from_pylist([{c: v for c, v in r.items() if c != STEP} for r in by_key[key][step]])
+            if step in mine:
+                part = pa.Table.from_pylist([{c: v for c, v in r.items() if c != STEP} for r in mine[step]])
                 handed = part.to_pandas() if op.rows == "pandas" else part
                 results.append(instance.process(key, handed, ctx))
             for result in results:
@@ -192,6 +203,37 @@ def processed(module: Any, rows: pa.Table, stage: StageSpec, marks: dict[int, in
                     table = table.select(schema.names).cast(schema)
                     out.append(table.append_column(STEP, pa.array([step] * table.num_rows, pa.int32())))
     return pa.concat_tables(out) if out else schema.append(pa.field(STEP, pa.int32())).empty_table()
+
+
+def _initial(stage: StageSpec, schema: pa.Schema, at_us: int) -> dict[tuple[Any, ...], pa.Table]:
+    """``process.initialState``'s rows by key: a Delta table as of the first step's time (delta-rs's time
+    travel), or a Parquet directory whole; key columns cast to the input's types."""
+    op = stage.process
+    assert op is not None
+    if op.initial_delta is not None:
+        from deltalake import DeltaTable
+
+        table = DeltaTable(str(op.initial_delta), storage_options=(storage_options(None) or None)
+                           if is_remote(str(op.initial_delta)) else None)
+        table.load_as_version(datetime.fromtimestamp(at_us / 1e6, timezone.utc))
+        rows = table.to_pyarrow_table()
+    elif op.initial_parquet is not None:
+        rows = _parquet_dir(op.initial_parquet)
+    else:
+        return {}
+    keys = list(op.keys)
+    by_key: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in rows.to_pylist():
+        key = tuple(pa.scalar(row[k]).cast(schema.field(k).type).as_py() for k in keys)
+        by_key.setdefault(key, []).append(row)
+    return {k: pa.Table.from_pylist(v, schema=rows.schema) for k, v in by_key.items()}
+
+
+def _parquet_dir(path: Any) -> pa.Table:
+    store = open_store(path)
+    names = sorted(k for k in store.list() if k.endswith(".parquet") and not k.split("/")[-1].startswith(("_", ".")))
+    parts = [pq.read_table(store.local_path(k) or io.BytesIO(store.get(k))) for k in names]
+    return pa.concat_tables(parts, promote_options="permissive") if parts else pa.table({})
 
 
 def _table(result: Any) -> pa.Table | None:

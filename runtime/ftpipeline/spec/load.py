@@ -323,6 +323,11 @@ def entry_problems(spec: PipelineSpec) -> list[Problem]:
             if not isinstance(found, type) or not callable(getattr(found, "process", None)):
                 problems.append(Problem(f"spec.stages[{i}].process.class", f"{spec.entry_point!r} has no class "
                                         f"{stage.process.class_name!r} with a process(key, rows, ctx) method"))
+            elif ((stage.process.initial_delta or stage.process.initial_parquet) is not None
+                  and not callable(getattr(found, "init_state", None))):
+                problems.append(Problem(f"spec.stages[{i}].process.initialState", f"class "
+                                        f"{stage.process.class_name!r} has no init_state(key, rows, ctx) method to "
+                                        "take it"))
             if stage.process.rows == "pandas" and importlib.util.find_spec("pandas") is None:
                 problems.append(Problem(f"spec.stages[{i}].process.rows", "pandas is not installed where the "
                                         "pipeline runs: install it beside your code, or take rows as arrow"))
@@ -402,7 +407,9 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
                               where.get("parquet"))
         elif kind is StageKind.PROCESS:
             p = raw["process"]
-            process = ProcessOp(p["class"], tuple(p["keys"]), tuple(p["output"].items()), p.get("rows", "arrow"))
+            initial = {k: _location(base_dir, v["path"]) for k, v in p.get("initialState", {}).items()}
+            process = ProcessOp(p["class"], tuple(p["keys"]), tuple(p["output"].items()), p.get("rows", "arrow"),
+                                initial.get("delta"), initial.get("parquet"))
         elif "kafka" in raw["sink"]:
             k = raw["sink"]["kafka"]
             kafka_sink = KafkaSink(k["topic"], tuple(k.get("key", ())), raw["sink"].get("existingOutput", "fail"))

@@ -159,6 +159,8 @@ class ProcessOp:
     keys: tuple[str, ...]
     output: tuple[tuple[str, str], ...]  # column -> type (string, long, double, boolean, timestamp)
     rows: str = "arrow"               # what a key's rows are handed as: arrow | pandas
+    initial_delta: Path | str | None = None    # initialState: a Delta table (read as of step 1's time)
+    initial_parquet: Path | str | None = None  # or a Parquet directory
 
 
 @dataclass(frozen=True)

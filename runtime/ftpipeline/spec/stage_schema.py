@@ -85,6 +85,18 @@ _KAFKA_SOURCE = obj(
     ["topic"],
 )
 
+def _table(description: str) -> Schema:
+    """A table a stage reads: a Delta table or a directory of Parquet files."""
+    return obj(description,
+               {"delta": obj("A Delta table.", {"path": string("Table directory, or s3://bucket/prefix; relative "
+                                                               "paths are resolved against the pipeline file.",
+                                                               minLength=1)}, ["path"]),
+                "parquet": obj("A directory of Parquet files.", {"path": string(
+                    "Directory, or s3://bucket/prefix; relative paths are resolved against the pipeline file.",
+                    minLength=1)}, ["path"])},
+               rules=[one_of("delta", "parquet")])
+
+
 def _duration(description: str) -> Schema:
     return string(description + " A whole number and a unit: ms, s, m (or min), h, d.", pattern=DURATION_PATTERN)
 
@@ -257,16 +269,7 @@ STAGE_SCHEMA: Schema = obj(
             "it). Each row is joined to every table row with equal keys; the output holds the row's columns, "
             "then the table's others (a name both have is prefixed table_).",
             {
-                "table": obj(
-                    "The table. Exactly one of delta, parquet.",
-                    {"delta": obj("A Delta table.", {"path": string("Table directory, or s3://bucket/prefix; "
-                                                                    "relative paths are resolved against the "
-                                                                    "pipeline file.", minLength=1)}, ["path"]),
-                     "parquet": obj("A directory of Parquet files.", {"path": string(
-                         "Directory, or s3://bucket/prefix; relative paths are resolved against the pipeline "
-                         "file.", minLength=1)}, ["path"])},
-                    rules=[one_of("delta", "parquet")],
-                ),
+                "table": _table("The table. Exactly one of delta, parquet."),
                 "keys": {"type": "array", "description": "Columns of both the rows and the table, equal in a match.",
                          "minItems": 1, "maxItems": 16, "items": {"type": "string"}},
                 "type": string("inner (a row with no match is dropped) or left (kept, with nulls).",
@@ -293,6 +296,13 @@ STAGE_SCHEMA: Schema = obj(
                 "rows": string("How a key's rows are handed over: arrow (a pyarrow Table) or pandas (a DataFrame; "
                                "pandas must be installed beside the pipeline's code).",
                                enum=["arrow", "pandas"], default="arrow"),
+                "initialState": _table(
+                    "State to start from (Spark's initialState, handleInitialState): before a fresh run's first "
+                    "step, the class's init_state(key, rows, ctx) is called with each key's rows of this table "
+                    "(the key columns as in keys, of the same types as the stream's), and may set state and "
+                    "timers; it returns nothing. A Delta table is read at the version current at the first "
+                    "step's recorded processing time (so a replay reads the same rows); a Parquet directory "
+                    "must not change until the first checkpoint. Exactly one of delta, parquet."),
             },
             ["class", "keys", "output"],
         ),

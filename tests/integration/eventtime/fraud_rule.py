@@ -2,7 +2,8 @@
 within 5 minutes of event time, then no payment of it for 10 minutes, raise an alert. It keeps a list of the
 declined payments' times, the pending alert's time in a value, the merchants seen in a map with a TTL of
 processing time, a processing-time timer that reports a card's first payment once a second of wall time has
-passed, and an event-time timer for the alert; a draw from ctx.rng makes each alert's id."""
+passed, and an event-time timer for the alert; a draw from ctx.rng makes each alert's id. Declines from
+before the run (``process.initialState``) count toward a card's next burst."""
 
 from __future__ import annotations
 
@@ -32,6 +33,13 @@ class FraudRule:
                     pending.update(ts + 10 * MINUTE)
                     ctx.timers.register_event_time(ts + 10 * MINUTE)
         return []
+
+    def init_state(self, key: tuple[Any, ...], rows: Any, ctx: Any) -> None:
+        times = sorted(t * 1000 for t in rows.column("ts").to_pylist())
+        ctx.list("declined").update(times)
+        if len(times) >= 3:  # a burst already: its alert is due 10 quiet minutes later
+            ctx.value("pending").update(times[-1] + 10 * MINUTE)
+            ctx.timers.register_event_time(times[-1] + 10 * MINUTE)
 
     def on_timer(self, key: tuple[Any, ...], timer: Any, ctx: Any) -> list[dict[str, Any]]:
         if timer.kind == "processing":

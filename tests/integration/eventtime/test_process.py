@@ -5,7 +5,9 @@ payments in step order with the run's recorded watermarks and processing times (
 The input, written here: payments of 12 cards over six hours of event time, each card busy in some 10-minute
 slots and idle in others, most of its payments declined (three within 5 minutes, then an idle slot: an alert), a
 few with no card (dead letters). 60 payments a step; the last step runs with the end-of-input watermark, which
-fires every event-time timer left.
+fires every event-time timer left. The rule starts from a Delta table of declines before the run
+(``process.initialState``): two cards' counts toward a burst, and a card the stream never has with a burst of
+its own, whose alert only the initial state can raise.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 import yaml
 
@@ -47,6 +50,17 @@ ROWS = _rows()
 LAST = -(-len(ROWS) // PER_STEP) + 1  # the steps of input, then the end of input
 
 
+def declines_before(directory: Path) -> Path:
+    """The initial state: a Delta table of declines in the minutes before the first payment."""
+    from deltalake import write_deltalake
+
+    start = 1_767_225_600_000
+    rows = [("card3", -120), ("card3", -60), ("card5", -30), ("card99", -240), ("card99", -200), ("card99", -180)]
+    path = directory / "declines-before"
+    write_deltalake(str(path), pa.table({"card": [c for c, _ in rows], "ts": [start + s * 1000 for _, s in rows]}))
+    return path
+
+
 def payments(directory: Path) -> Path:
     path = directory / "payments"
     path.mkdir()
@@ -67,7 +81,8 @@ def fraud(directory: Path, name: str, *, strategy: str = "lineage", checkpoint_e
                          "schema": {"card": "string", "merchant": "string", "declined": "boolean", "ts": "long"}},
                 "eventTime": {"column": "ts", "watermark": {"maxOutOfOrderness": "1m"}}}},
             {"name": "rule", "parallelism": channels, "inputs": [{"stage": "payments"}],
-             "process": {"class": "FraudRule", "keys": ["card"], "output": OUTPUT}},
+             "process": {"class": "FraudRule", "keys": ["card"], "output": OUTPUT,
+                         "initialState": {"delta": {"path": str(declines_before(directory))}}}},
             {"name": "alerts", "parallelism": channels, "inputs": [{"stage": "rule"}],
              "sink": {"parquet": {"path": str(directory / "out")}}},
         ]}}
@@ -91,6 +106,8 @@ def test_a_keyed_function_equals_the_oracle_through_a_killed_worker(tmp_path: Pa
     out = spark.read.parquet(str(tmp_path / "out")).groupBy("kind").count().toArrow().to_pylist()
     counts = {r["kind"]: r["count"] for r in out}
     assert counts.get("alert", 0) > 3 and counts.get("first-seen", 0) > 6, counts
+    seeded = spark.read.parquet(str(tmp_path / "out")).where("card = 'card99'").toArrow().to_pylist()
+    assert [r["kind"] for r in seeded] == ["alert"], seeded  # raised by the initial state alone
 
 
 def test_a_coordinator_crashed_with_timers_pending_resumes_from_its_log(tmp_path: Path) -> None:

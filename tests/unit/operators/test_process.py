@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from ftpipeline.checkpoint.storage import CheckpointStorage
+from ftpipeline.dataflow.murmur3 import channels
 from ftpipeline.operators.base import StepContext
 from ftpipeline.operators.process import ProcessOperator, UserFunctionError
 from ftpipeline.oracle.files import STEP
@@ -152,3 +155,67 @@ def test_what_the_class_gets_wrong_is_named(key: str, words: str) -> None:
     with pytest.raises(UserFunctionError) as info:
         op.process(holder, table_of([{"k": key, "ts": 1, "tag": "x"}]), StepContext(1, None, now=1))
     assert str(info.value) == words
+
+
+class Seeded(Counting):
+    """Counting, its count starting from the initial state's ``n0`` and an event-time timer at its ``t0``."""
+
+    def init_state(self, key: tuple[Any, ...], rows: pa.Table, ctx: Any) -> None:
+        ctx.value("n").update(sum(rows.column("n0").to_pylist()))
+        ctx.timers.register_event_time(min(rows.column("t0").to_pylist()))
+
+
+def test_an_initial_state_seeds_each_channels_keys_before_the_first_step(tmp_path: Path) -> None:
+    """Two channels, each handed the rows its keys hash to (as the input edge hashes them): together they emit
+    what the class run alone emits from the whole initial table, including keys the stream never has."""
+    (tmp_path / "init").mkdir()
+    pq.write_table(pa.table({"k": ["a", "b", "quiet", "a"], "n0": [10, 20, 30, 5], "t0": [3 * S, 1 * S, 2 * S, 9 * S]}),
+                   tmp_path / "init" / "part-0.parquet")
+    module = types.ModuleType("seeded")
+    module.Counting = Seeded  # type: ignore[attr-defined]
+    spec = ProcessOp("Counting", ("k",), OUTPUT, initial_parquet=tmp_path / "init")
+    stage = StageSpec("p", StageKind.PROCESS, 2, process=spec)
+    steps = steps_of(4, 8)
+    rows = pa.concat_tables([table_of(r).append_column(STEP, pa.array([i] * len(r), pa.int32()))
+                             for i, (r, _, _) in enumerate(steps, start=1)])
+    want: dict[int, Counter[tuple[Any, ...]]] = {}
+    for row in processed(module, rows, stage, {i: m for i, (_, m, _) in enumerate(steps, start=1)},
+                         {i: t for i, (_, _, t) in enumerate(steps, start=1)}, len(steps), []).to_pylist():
+        want.setdefault(row[STEP], Counter())[(row["k"], row["what"], row["n"], row["at"])] += 1
+    ops = [ProcessOperator("p", spec, module, 2) for _ in range(2)]
+    holders = [Holder(make_backend("memory", tmp_path / f"s{c}"), ops[c].keys, ops[c].index) for c in range(2)]
+    for i, (step_rows, mark, now) in enumerate(steps, start=1):
+        table = table_of(step_rows)
+        owner = channels(table, ["k"], 2)
+        assert owner is not None
+        seen: Counter[tuple[Any, ...]] = Counter()
+        for c in range(2):
+            mine = table.filter(pc.equal(owner, c)) if table.num_rows else table
+            seen += got(ops[c].process(holders[c], mine, StepContext(i, mark, where=f"p.{c}", now=now)))
+        assert seen == want.get(i, Counter()), i
+    quiet = [r for c in want.values() for r in c if r[0] == "quiet"]
+    assert [r[1] for r in quiet] == ["event"]  # a key the stream never has: its initial timer fired
+    assert min(r[2] for c in want.values() for r in c if r[:2] == ("a", "rows")) > 15  # counted on from 10 + 5
+
+
+@pytest.mark.parametrize(("table", "returns", "words"), [
+    (pa.table({"key": ["a"], "n0": [1], "t0": [1]}), False, "the table has no column k (process.keys)"),
+    (pa.table({"k": ["a", None], "n0": [1, 2], "t0": [1, 2]}), False, "1 rows with a null key"),
+    (pa.table({"k": ["a"], "n0": [1], "t0": [1]}), True, "Counting.init_state returned rows"),
+])
+def test_an_initial_state_the_class_or_table_gets_wrong_is_named(tmp_path: Path, table: pa.Table, returns: bool,
+                                                                words: str) -> None:
+    class Returning(Seeded):
+        def init_state(self, key: tuple[Any, ...], rows: pa.Table, ctx: Any) -> Any:
+            super().init_state(key, rows, ctx)
+            return [{"k": key[0], "what": "init", "n": 0, "at": 0}] if returns else None
+
+    (tmp_path / "init").mkdir()
+    pq.write_table(table, tmp_path / "init" / "part-0.parquet")
+    module = types.ModuleType("returning")
+    module.Counting = Returning  # type: ignore[attr-defined]
+    op = ProcessOperator("p", ProcessOp("Counting", ("k",), OUTPUT, initial_parquet=tmp_path / "init"), module)
+    holder = Holder(make_backend("memory", tmp_path), op.keys, op.index)
+    with pytest.raises(UserFunctionError) as info:
+        op.process(holder, table_of([{"k": "b", "ts": 1, "tag": "x"}]), StepContext(1, None, where="p.0", now=1))
+    assert words in str(info.value)

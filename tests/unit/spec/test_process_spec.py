@@ -46,6 +46,8 @@ def test_a_keyed_function_becomes_its_model_hashed_on_its_keys() -> None:
     ("keys", ["user"], "spec.stages[1].process.keys[0]", "'user' is not a column of 'payments'"),
     ("output", {"card": "int"}, "spec.stages[1].process.output.card", "must be one of"),
     ("rows", "polars", "spec.stages[1].process.rows", "must be one of arrow, pandas"),
+    ("initialState", {"delta": {"path": "a"}, "parquet": {"path": "b"}}, "spec.stages[1].process.initialState",
+     "exactly one of delta, parquet"),
 ])
 def test_what_a_keyed_function_cannot_run_with_is_refused_naming_the_field(field: str, value: Any, path: str,
                                                                            words: str) -> None:
@@ -69,3 +71,18 @@ def test_the_class_is_checked_against_the_entry_point(tmp_path: Path) -> None:
         assert any(p == "spec.stages[1].process.rows" and "pandas is not installed" in m for p, m in problems)
     doc["spec"]["stages"][1]["process"].update({"class": "Other", "rows": "arrow"})
     assert entry_problems(parse(doc, tmp_path)) == []
+
+
+def test_an_initial_state_is_a_table_the_class_takes_with_init_state(tmp_path: Path) -> None:
+    (tmp_path / "rules.py").write_text("class Rule:\n    def process(self, k, r, c):\n        return None\n\n"
+                                       "class Seeded(Rule):\n    def init_state(self, k, r, c):\n        pass\n")
+    doc = copy.deepcopy(DOC)
+    doc["spec"]["stages"][1]["process"]["initialState"] = {"delta": {"path": "seed"}}
+    spec = parse(doc, tmp_path)
+    assert (spec.stage("rule").process.initial_delta, spec.stage("rule").process.initial_parquet) == \
+        (tmp_path / "seed", None)
+    assert [(p.path, p.message) for p in entry_problems(spec)] == [
+        ("spec.stages[1].process.initialState", "class 'Rule' has no init_state(key, rows, ctx) method to take it")]
+    doc["spec"]["stages"][1]["process"].update({"class": "Seeded", "initialState": {"parquet": {"path": "s3://b/s"}}})
+    spec = parse(doc, tmp_path)
+    assert spec.stage("rule").process.initial_parquet == "s3://b/s" and entry_problems(spec) == []
