@@ -249,6 +249,13 @@ class StatusReporter(Observer):
         """A worker the run let go woke up (a healed partition) and was refused: nothing of it counts."""
         self.event("Warning", "WorkerFenced", f"worker {worker} woke up after its recovery and was fenced off: {what}")
 
+    def on_nondeterministic(self, stage: str, task: str, objects: int) -> None:
+        """A keyed function's re-run emitted other rows than its first run (``lineage/determinism.py``)."""
+        message = (f"stage {stage}: task {task}, re-run for recovery, emitted other rows than its first run in "
+                   f"{objects} output(s); the function must take time only from ctx and randomness from ctx.rng")
+        self.event("Warning", "NondeterministicOutput", message)
+        self.condition("Nondeterministic", True, "OutputDiverged", message)
+
     def on_checkpoint(self, info: Mapping[str, Any]) -> None:
         self.event("Normal", "Checkpointed", f"checkpoint {info['epoch']} committed at step {info['boundary']} in "
                                              f"{info['seconds']:.2f} s ({info['bytes']:,} bytes)")

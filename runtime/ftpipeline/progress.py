@@ -97,6 +97,12 @@ class LocalObserver(Observer):
     def on_fenced(self, worker: WorkerId, what: str) -> None:
         self._line(f"[yellow]worker {worker} woke up after its recovery and was fenced off[/yellow]: {what}")
 
+    def on_nondeterministic(self, stage: str, task: str, objects: int) -> None:
+        self._record("nondeterministic", stage=stage, task=task, objects=objects)
+        self._line(f"[red]stage {stage}'s function is not deterministic[/red]: re-run for recovery, task {task} "
+                   f"emitted other rows than its first run in {objects} output(s); it must take time only from "
+                   "ctx.now / ctx.watermark and randomness only from ctx.rng")
+
     def on_rollback(self, record: RecoveryRecord) -> None:
         self._record("rollback", boundary=record.boundary or 0)
         cut = f"the checkpoint at step {record.boundary}" if record.boundary else "the very beginning (no checkpoint)"

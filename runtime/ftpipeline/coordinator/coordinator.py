@@ -256,6 +256,13 @@ class Coordinator:
                 if event["recovery"] or task.step <= self._replay_until:
                     self.metrics.replayed.inc(event["rows_in"])
                     self._recomputed_rows += event["rows_in"]
+            if event.get("diverged"):  # a keyed function's re-run emitted other rows (lineage/determinism.py)
+                log.warning("a keyed function emitted other rows when re-run than the first time: it reads time or "
+                            "randomness outside ctx", extra={"task": event["id"], "worker": event["w"],
+                                                              "objects": event["diverged"]})
+                stage = task.stage if task is not None else event["id"].split(":")[1].rpartition(".")[0]
+                self.metrics.diverged(stage, int(event["diverged"]))
+                self.observer.on_nondeterministic(stage, event["id"], int(event["diverged"]))
         elif kind == "fenced":  # a zombie woke up: its commit, sink write or release was refused
             log.warning("a worker let go was fenced off", extra={"worker": event["w"], "what": event["what"]})
             self.observer.on_fenced(WorkerId(event["w"]), event["what"])

@@ -32,6 +32,7 @@ class Observer:
     def on_fenced(self, worker: WorkerId, what: str) -> None: ...  # a worker let go tried to commit or write
     def on_rollback(self, record: RecoveryRecord) -> None: ...  # the run rolled back by itself (Redis came back empty)
     def on_evacuated(self, record: RecoveryRecord) -> None: ...  # a leaving worker handed its channels over
+    def on_nondeterministic(self, stage: str, task: str, objects: int) -> None: ...  # lineage/determinism.py
 
 
 @dataclass

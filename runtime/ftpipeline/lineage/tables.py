@@ -10,6 +10,7 @@ pipeline's keys in one Redis Cluster slot)::
     ntt:<worker>    set   task json: tasks that worker must run
     lt              hash  object name -> producer task json (lineage)
     rows            hash  object name -> row count (accounting)
+    digest          hash  object name -> its rows' digest, a keyed function's (``determinism.py``)
     state           hash  stateful channel -> last step folded into its state
     placement       hash  channel -> worker
     alive           set   workers that may record completions (fencing)
@@ -36,7 +37,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, cast
 
@@ -68,6 +69,7 @@ class Completion:
     stats: Mapping[str, int]
     clock: str = ""                     # vector clock stamped on the outputs (checkpoint.clock)
     dead_letters: int = 0               # malformed records the task sent to the dead-letter output
+    digests: Mapping[str, str] = field(default_factory=dict)  # object -> rows' digest (determinism.py)
 
 
 class LockBusy(RuntimeError):
@@ -142,7 +144,7 @@ class LineageTables:
             self.k(f"ntt:{worker}"), self.k(f"not:{worker}"), self.k("pt"), self.k("lt"),
             self.k("rows"), self.k("ct"), self.k("state"), self.k("inbox"), self.k("alive"), self.k("stats"),
             self.k("meta"), self.k("dead"), self.k("run"),
-            self.k(f"done:{worker}"),
+            self.k(f"done:{worker}"), self.k("digest"),
         ]
         args: list[str | int] = [
             worker,
@@ -158,6 +160,7 @@ class LineageTables:
             f"{done.task.ref.key()}@{done.task.step}",
             done.dead_letters,
             self.run,
+            json.dumps(dict(done.digests)) if done.digests else "",
         ]
         return int(self._complete(keys=keys, args=args))
 
@@ -207,13 +210,13 @@ class LineageTables:
             self._bury_range(keys=[self.k("ct"), self.k("pt")], args=[first, last, held_from, *edges])
 
     def trim(self, floor: int) -> int:
-        """Forget lineage, row counts and clocks of objects of steps <= ``floor``.
+        """Forget lineage, row counts, clocks and digests of objects of steps <= ``floor``.
 
         After a committed checkpoint every such object is folded into a snapshot
         or released by the barrier: no plan can need it again.
         """
         dropped = 0
-        for name in ("lt", "rows", "meta"):
+        for name in ("lt", "rows", "meta", "digest"):
             key = self.k(name)
             batch: list[str] = []
             for field, _ in self.r.hscan_iter(key, count=1000):
@@ -239,7 +242,7 @@ class LineageTables:
         for pattern in ("not:*", "gc:*", "done:*"):
             for key in self.r.scan_iter(match=f"{self.prefix}{pattern}", count=1000):
                 pipe.delete(key)
-        for name in ("pt", "ct", "lt", "rows", "meta", "state", "alive"):
+        for name in ("pt", "ct", "lt", "rows", "meta", "digest", "state", "alive"):
             pipe.delete(self.k(name))
         if held_by_storage:
             pipe.hset(self.k("pt"), mapping=cast(Any, dict.fromkeys(held_by_storage, STORAGE_NODE)))

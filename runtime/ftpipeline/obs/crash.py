@@ -11,6 +11,8 @@ replacement, which gets another name, does not crash again. The points:
                                    transaction and before the commit (``barrier/kafka.py``)
     delta-written                  a sidecar, after its Spark process committed a step to a Delta table and
                                    before the release is answered (``barrier/delta.py``)
+    process-done                   a sidecar, after it recorded a keyed function's task (its outputs held
+                                   here alone: a recovery re-runs it, ``lineage/determinism.py``)
 """
 
 from __future__ import annotations

@@ -59,6 +59,10 @@ class _Families:
         self.late_records = Counter("ftpipeline_late_records_total",
                                     "Records behind the watermark that a window or a deduplication did not take "
                                     "(sent to its late-data output), each counted once.", labels, registry=registry)
+        self.nondeterministic = Counter("ftpipeline_nondeterministic_outputs_total",
+                                        "Output objects a re-run of a keyed function emitted with other rows than "
+                                        "its first run (lineage/determinism.py), by stage.", [*labels, "stage"],
+                                        registry=registry)
         self.watermark = Gauge("ftpipeline_watermark_seconds", "Event time (seconds since the epoch) of the newest "
                                "step's watermark.", labels, registry=registry)
         self.event_time_lag = Gauge("ftpipeline_event_time_lag_seconds", "How far the watermark is behind the newest "
@@ -145,6 +149,7 @@ class RunMetrics:
         self.log_commands = f.log_commands
         self.log_znodes = f.log_znodes.labels(pipeline)
         self._source_lag = f.source_lag
+        self._nondeterministic = f.nondeterministic
         self._pipeline = pipeline
         # Every labelled series a dashboard panel rates exists at zero from the start: a series born at its
         # first event has no earlier sample, so rate() and increase() never see that event (a recovery's
@@ -155,6 +160,9 @@ class RunMetrics:
                 f.recoveries.labels(pipeline, strategy, outcome)
         for outcome in CHECKPOINT_OUTCOMES:
             f.checkpoints.labels(pipeline, outcome)
+
+    def diverged(self, stage: str, objects: int) -> None:
+        self._nondeterministic.labels(self._pipeline, stage).inc(objects)
 
     def lag(self, source: str, partition: int, records: int) -> None:
         self._source_lag.labels(self._pipeline, source, str(partition)).set(records)

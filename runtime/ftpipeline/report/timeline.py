@@ -185,6 +185,9 @@ class Timeline(Observer):
     def on_fenced(self, worker: WorkerId, what: str) -> None:
         self._add("worker-fenced", worker=worker, what=what)
 
+    def on_nondeterministic(self, stage: str, task: str, objects: int) -> None:
+        self._add("nondeterministic", stage=stage, task=task, objects=objects)
+
     def on_recovery(self, record: RecoveryRecord) -> None:
         self._recovered("recovery", record, record.describe())
 

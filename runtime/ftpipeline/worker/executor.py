@@ -67,6 +67,7 @@ from ftpipeline.dataflow.plans import Plans
 from ftpipeline.dataflow.sources import DeadLetter, SourceReader, make_reader, read_ranges
 from ftpipeline.eventtime.columns import largest
 from ftpipeline.operators.late import write_late
+from ftpipeline.lineage.determinism import rows_digest
 from ftpipeline.lineage.naming import Task, TaskKind
 from ftpipeline.objectstore.base import open_store
 from ftpipeline.obs.errors import one_line
@@ -213,17 +214,22 @@ class TaskRunner:
             write_dead_letters(self.dead_letters, task.stage, task.step, task.channel, head.dead)
         outputs: list[list[Any]] = []
         key = f"{task.stage}.{task.channel}.{task.step}.{task.epoch}"
+        digests: dict[str, str] = {}  # object -> its rows' digest (lineage/determinism.py)
         if isinstance(table, spill.Written):
             try:
                 outputs = self.buffer.put_streamed(key, (split(self.graph, task, t, self.spark) for t in table.batches()))
             finally:
                 table.remove()
         elif table is not None:
-            outputs = self.buffer.put_bundle(key, split(self.graph, task, table, self.spark))
+            objects = split(self.graph, task, table, self.spark)
+            if self.graph.stage(task.stage).process is not None:  # a user's keyed function: its re-runs are checked
+                digests = {name: rows_digest(part) for name, part in objects.items()}
+            outputs = self.buffer.put_bundle(key, objects)
         evicted, self.keyed.evicted = self.keyed.evicted, 0
         staged, self.staged = self.staged, []
         return {"task": task.to_json(), "outputs": outputs, "rows_in": head.rows_in, "dead_letters": len(head.dead),
-                "evicted": evicted, "staged": staged, "late": head.late, "event_max": head.event_max}
+                "evicted": evicted, "staged": staged, "late": head.late, "event_max": head.event_max,
+                **({"digests": digests} if digests else {})}
 
     def _chains(self, tasks: list[Task], tables: list[pa.Table | None]) -> list[pa.Table | spill.Written | None]:
         """Each task's chain (``_chain``); tasks of one stage ready together run its program as one job."""

@@ -67,6 +67,7 @@ from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.sources import SourceReader, make_reader
 from ftpipeline.lineage.naming import Channel, Task, TaskKind, WorkerId
 from ftpipeline.lineage.tables import Completion, LineageTables
+from ftpipeline.obs.crash import CrashPoint
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.metrics import WorkerMetrics
 from ftpipeline.spec.load import for_user_code, worker_spec
@@ -151,6 +152,7 @@ class Sidecar:
         self.leaving = Leaving(self)              # asked to go (SIGTERM): hands its channels over first
         self._ready = threading.Event()           # something may have made a queued task ready
         self.outputs = Outputs(worker, self.store, self.still_member)  # the sinks' barriers
+        self._crash = CrashPoint.from_env(worker)  # tests: exit at a named point (obs/crash.py)
         self.fenced: str | None = None            # why this worker no longer belongs to the run (a zombie)
         self._refusals_told: set[str] = set()     # the kinds of refusal the coordinator heard of
         chaos = os.environ.get("FTPIPELINE_CHAOS")  # "seed,max delay ms": see _pick
@@ -395,6 +397,7 @@ class Sidecar:
                 stats=stats,
                 clock=clock.encode(),
                 dead_letters=int(body.get("dead_letters", 0)),
+                digests=body.get("digests", {}),
             )
             recording = time.perf_counter()
             result = self.tables.complete(self.worker, done, lineage=lineage)
@@ -403,6 +406,8 @@ class Sidecar:
                 self.buffer.uncache(name)
             if result == 1 and stateful:
                 self._state_steps[task.ref] = task.step
+            if result == 1 and self._crash is not None and self.graph.stage(task.stage).process is not None:
+                self._crash.after("process-done")  # tests: exit with the task's outputs held here alone
         if result == 1:
             self._ready.set()
             if body["outputs"]:

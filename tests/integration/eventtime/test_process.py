@@ -135,3 +135,33 @@ def test_the_fraud_alerts_example_equals_the_oracle_through_a_killed_worker(tmp_
     assert run.code == 0, run.output[-4000:]
     verified(run.output, run.summary)
     assert run.summary["recoveries"] and "alerts: output equals the oracle: 240 rows" in run.output, run.output[-2000:]
+    assert "not deterministic" not in run.output  # its re-runs emitted what it first did (lineage/determinism.py)
+
+
+NOISY = '''"""A keyed function that breaks the contract: it draws from random, not ctx.rng."""
+import random
+
+
+class Noisy:
+    def init_state(self, key, rows, ctx):
+        pass
+
+    def process(self, key, rows, ctx):
+        return [{"card": key[0], "kind": "noise", "at": random.randrange(10**9), "merchants": 0, "id": 0}]
+'''
+
+
+def test_a_function_drawing_outside_ctx_is_told_when_a_recovery_runs_it_again(tmp_path: Path) -> None:
+    """A worker exits right after recording a keyed function's task, its outputs held there alone: the re-run
+    elsewhere emits other rows (lineage/determinism.py), and the run says so, naming the stage, and goes on."""
+    (tmp_path / "noisy.py").write_text(NOISY)
+    pipeline = fraud(tmp_path, "p-noisy", checkpoint_every=50)
+    doc = yaml.safe_load(pipeline.read_text())
+    doc["spec"]["entryPoint"] = str(tmp_path / "noisy.py")
+    doc["spec"]["stages"][1]["process"]["class"] = "Noisy"
+    # its rows are objects the sink takes over a hash edge, not a chained task's
+    doc["spec"]["stages"][2]["inputs"] = [{"stage": "rule", "partition": "hash", "keys": ["card"]}]
+    pipeline.write_text(yaml.safe_dump(doc, sort_keys=False))
+    run = run_cli(pipeline, tmp_path / "run", env={"FTPIPELINE_CRASH_AFTER": "process-done:3@w1"})
+    assert run.code == 0, run.output[-3000:]
+    assert run.summary["recoveries"] and "stage rule's function is not deterministic" in run.output, run.output[-3000:]

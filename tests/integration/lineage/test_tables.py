@@ -236,3 +236,23 @@ def test_an_event_with_new_dead_letters_keeps_its_numbers_exact(redis_client: re
     event = json.loads(redis_client.rpop(tables.k("inbox")))
     assert event["tmax"] == 1_767_226_145_507_123 and isinstance(event["tmax"], int)
     assert (event["dead_new"], event["rows_in"]) == (2, 10)
+
+
+def test_a_rerun_whose_rows_differ_from_the_first_runs_is_counted_diverged(redis_client: redis.Redis,
+                                                                          pipeline_name: str) -> None:
+    """A keyed function's outputs carry digests; the first is kept until a checkpoint trims its step, and a
+    re-run with another digest for the same object is counted in its event (lineage/determinism.py)."""
+    from dataclasses import replace
+
+    tables = LineageTables(redis_client, pipeline_name)
+    tables.admit(W0)
+    first = Task(TaskKind.SOURCE, "a", 0, 2, ranges=((0, 0, 10),))
+    events = []
+    for task, digests in ((first, {obj(2): "d1"}), (first.for_recovery(1), {obj(2): "d1"}),
+                          (first.for_recovery(2), {obj(2): "other"}), (first.for_recovery(3), {obj(2): "d1"})):
+        tables.assign([(W0, task)])
+        assert tables.complete(W0, replace(_done(task, [obj(2)], []), digests=digests)) == 1
+        events.append(json.loads(redis_client.rpop(tables.k("inbox"))))
+    assert [e.get("diverged", 0) for e in events] == [0, 0, 1, 0]
+    assert tables.trim(2) >= 1  # the step is covered by a checkpoint: its digest goes with its lineage
+    assert redis_client.hlen(tables.k("digest")) == 0

@@ -1,11 +1,14 @@
 -- A worker finished a task: record its outputs and consumption in one atomic step.
 -- KEYS: 1 ntt:<node> 2 not:<node> 3 pt 4 lt 5 rows 6 ct 7 state 8 inbox 9 alive 10 stats 11 meta 12 dead 13 run
---       14 done:<node>: the node's last completions recorded (a list, newest first, capped)
+--       14 done:<node>: the node's last completions recorded (a list, newest first, capped) 15 digest
 -- ARGV: 1 node 2 task json 3 outputs json [[name, rows], ...] 4 consumed json [name, ...]
 --       5 state channel ("" if none) 6 state step 7 lineage ("1"/"0") 8 event json
 --       9 stats json {field: increment} 10 vector clock of the outputs ("" if none)
 --       11 the task's dead-letter key (stage.channel@step) 12 its dead-letter records
 --       13 the run token the node was admitted with ("": none; see coordinator/admission.py)
+--       14 digests json {name: digest} of a keyed function's outputs ("": none; lineage/determinism.py)
+-- An object recorded with a digest keeps its first one; a re-run whose digest differs is counted in the
+-- event as "diverged" (the function broke its determinism contract).
 -- Dead letters are counted once per (stage, channel, step), however often the step is replayed: the
 -- count is set, not added, and the stats and the event carry only what is new ("dead_new").
 -- Inputs are buried (consumed) only by the last of the tasks of the same stage, channel and step
@@ -58,6 +61,15 @@ if ARGV[5] ~= '' then redis.call('HSET', KEYS[7], ARGV[5], ARGV[6]) end
 for field, n in pairs(cjson.decode(ARGV[9])) do redis.call('HINCRBY', KEYS[10], field, n) end
 local dead = tonumber(ARGV[12])
 local event = ARGV[8]
+local diverged = 0
+if ARGV[14] ~= '' then
+  for name, digest in pairs(cjson.decode(ARGV[14])) do
+    local first = redis.call('HGET', KEYS[15], name)
+    if not first then redis.call('HSET', KEYS[15], name, digest)
+    elseif first ~= digest then diverged = diverged + 1 end
+  end
+end
+if diverged > 0 then event = string.sub(event, 1, -2) .. ',"diverged":' .. string.format('%d', diverged) .. '}' end
 if dead > 0 then
   local new = dead - tonumber(redis.call('HGET', KEYS[12], ARGV[11]) or '0')
   if new > 0 then
