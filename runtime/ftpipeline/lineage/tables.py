@@ -219,8 +219,8 @@ class LineageTables:
         for name in ("lt", "rows", "meta", "digest"):
             key = self.k(name)
             batch: list[str] = []
-            for field, _ in self.r.hscan_iter(key, count=1000):
-                obj = _s(field)
+            for entry, _ in self.r.hscan_iter(key, count=1000):
+                obj = _s(entry)
                 if int(obj.split(".")[2]) <= floor:
                     batch.append(obj)
                 if len(batch) >= 500:
