@@ -15,6 +15,17 @@ from pathlib import Path
 from pythonjsonlogger.json import JsonFormatter
 
 
+def _py4j_retry_in_one_line(record: logging.LogRecord) -> bool:
+    """py4j logs a retried command to the root logger at INFO with its traceback (a JVM stopped at a run's end
+    while Python still talks to it): keep the line, as one line (``error``), without the traceback."""
+    if record.exc_info and record.levelno < logging.WARNING and "py4j" in record.pathname:
+        exc = record.exc_info[1]
+        record.error = f"{type(exc).__name__}: {exc}" if exc is not None else ""
+        record.exc_info = None
+        record.exc_text = None
+    return True
+
+
 def setup_json_logging(level: str | None = None, path: Path | None = None, fresh: bool = False) -> None:
     """Log to ``path`` (``fresh``: started anew, as a fresh run's log is; else appended to, as a resumed
     run's is), or to stderr."""
@@ -24,6 +35,7 @@ def setup_json_logging(level: str | None = None, path: Path | None = None, fresh
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
+    handler.addFilter(_py4j_retry_in_one_line)
     root.addHandler(handler)
     root.setLevel(level or os.environ.get("FTPIPELINE_LOG_LEVEL", "INFO"))
     for noisy in ("py4j", "kazoo", "urllib3"):

@@ -54,6 +54,11 @@ BLOCK_CACHE_BYTES = 256 << 20   # one cache for every channel of the process
 WRITE_BUFFER_BYTES = 32 << 20   # per channel; a checkpoint flushes it
 SCAN_BATCH = 65536
 INLINE_BYTES = 256 << 10  # a checkpoint's own file up to this size is held in its files.json
+# RocksDB's own files that grow with a run, not with its state, left to themselves: its info log (kept
+# 1000 files deep by default) and its MANIFEST (a record per flush and compaction, rolled at 1 GiB; a
+# checkpoint holds a copy of it inline). Capped, a week-long run's pod disk and checkpoints stay flat.
+INFO_LOG_BYTES, INFO_LOGS_KEPT = 1 << 20, 2
+MANIFEST_BYTES = 64 << 10
 BY_STEP = "by_step"  # with a TTL: a column family of (step, key), so eviction walks only the expired
 BY_TIME = "by_time"  # indexed by another column (a window's firing time): (value, key), signed
 _SIGN = np.uint64(1 << 63)
@@ -73,6 +78,9 @@ def _options(cache: Any) -> Any:
     options.set_compression_type(DBCompressionType.lz4())
     options.set_write_buffer_size(WRITE_BUFFER_BYTES)
     options.set_optimize_filters_for_hits(True)
+    options.set_max_log_file_size(INFO_LOG_BYTES)
+    options.set_keep_log_file_num(INFO_LOGS_KEPT)
+    options.set_max_manifest_file_size(MANIFEST_BYTES)
     return options
 
 

@@ -28,8 +28,9 @@ EARLY, LATE = (150, 300), (350, STEPS + 1)  # committed steps of the two windows
 GROWTH = 1.25  # what the late window's peak may exceed the early one's by (a sawtooth's teeth vary)
 
 
-def _bytes(run_dir: Path, held: str) -> int:
-    """Bytes of the files every worker keeps under its directories named ``held``."""
+def _bytes(run_dir: Path, held: str, skip: tuple[str, ...] = ()) -> int:
+    """Bytes of the files every worker keeps under its directories named ``held``, but those whose names start
+    with one of ``skip``."""
     total = 0
     # os.walk, not a recursive glob: Spark deletes its scratch directories while we walk, which a glob raises on
     for root, dirs, files in os.walk(run_dir / "workers"):
@@ -37,6 +38,8 @@ def _bytes(run_dir: Path, held: str) -> int:
         if held not in Path(root).relative_to(run_dir).parts:
             continue
         for name in files:
+            if name.startswith(skip):
+                continue
             try:
                 total += (Path(root) / name).stat().st_size
             except FileNotFoundError:  # collected or compacted while we counted
@@ -50,8 +53,9 @@ def buffer_bytes(run_dir: Path) -> int:
 
 
 def state_bytes(run_dir: Path) -> int:
-    """Bytes of every worker's local state (its RocksDB directories, ``state/rocks.py``)."""
-    return _bytes(run_dir, "state")
+    """Bytes of every worker's local state (its RocksDB directories, ``state/rocks.py``), without RocksDB's
+    info log: capped apart (INFO_LOG_BYTES), it fills up to its cap over the first few hundred steps."""
+    return _bytes(run_dir, "state", skip=("LOG",))
 
 
 def redis_entries(r: redis.Redis, identity: str) -> tuple[int, int]:

@@ -49,8 +49,9 @@ def test_recovery_replays_only_the_lost_work_and_does_not_wait_for_the_replaceme
     takes channels back (it runs tasks).
     """
     # three workers; the aggregate and the sink have two channels, so w2 runs events.2 and clean.2 only
-    # 100 steps (~20 s): the replacement's JVM needs a while on a loaded machine before it can join
-    steps = 100
+    # 250 steps (~35 s): the replacement's JVM starts while three others run steps flat out on two cores,
+    # which took it more than the 13 s that 100 steps last
+    steps = 250
     pipeline = clickstream(tmp_path, "replay", steps=steps, parallelism={"events": 3, "clean": 3, "per-user": 2, "output": 2})
     run = run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url, "--kill-at-step", "3",
                   "--kill-after-tasks", "3", "--kill-worker", "w2")

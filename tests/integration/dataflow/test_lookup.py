@@ -1,5 +1,5 @@
 """A stream joined to a table that changes while it runs (a ``lookup`` stage over a Delta table another writer
-commits to every few hundred milliseconds), through a killed worker: the output equals each step's rows
+commits to every 100 milliseconds), through a killed worker: the output equals each step's rows
 joined, in Spark, to the table at the version the step recorded, read from the table's log
 (``oracle/lookup.py``); so a re-run task joined the version its step had, not the newest. And a Parquet
 table that changes under a running pipeline fails it, naming the directory."""
@@ -67,9 +67,9 @@ def test_a_delta_table_changing_mid_run_is_joined_at_each_steps_version(tmp_path
     write_deltalake(str(table), ads(0))
     done = threading.Event()
 
-    def writer() -> None:  # another job's commits: a version every 300 ms while the pipeline runs
-        version = 1
-        while not done.wait(0.3):
+    def writer() -> None:  # another job's commits: a version every 100 ms while the pipeline runs (its steps
+        version = 1       # take about as long: at every 300 ms a run saw 3 versions)
+        while not done.wait(0.1):
             write_deltalake(str(table), ads(version), mode="overwrite")
             version += 1
 

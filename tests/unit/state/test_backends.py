@@ -151,3 +151,23 @@ def test_a_state_indexed_by_a_time_gives_up_the_rows_below_a_bound_negative_time
 
 def everything_of(state: KeyedState) -> list[str]:
     return [k for b in state.scan() for k in b.column(0).to_pylist()]
+
+
+def test_rocksdb_checkpoints_stay_flat_as_flushes_pile_up(tmp_path: Path) -> None:
+    """Each checkpoint flushes, and RocksDB records each flush in its MANIFEST, which a checkpoint holds a copy
+    of: capped (MANIFEST_BYTES), it rolls over, so the thousandth checkpoint of an unchanging state is no bigger
+    than the hundredth."""
+    from ftpipeline.state.rocks import MANIFEST_BYTES
+
+    storage = CheckpointStorage(tmp_path / "ckpt", "pipe")
+    state = make_backend("rocksdb", tmp_path / "worker").create("agg.0", SCHEMA, KEYS)
+    sizes = []
+    for step in range(1, 1001):
+        state.put(rows(range(step % 50, step % 50 + 10), step=step))  # the same 60 keys over and over
+        snapshot = state.freeze(storage, step, "agg.0", step)()
+        sizes.append(snapshot.bytes)
+        storage.prune({step})
+    manifests = [p.stat().st_size for p in (tmp_path / "worker").rglob("MANIFEST-*")]
+    state.close()
+    assert max(manifests) <= 2 * MANIFEST_BYTES, manifests
+    assert max(sizes[900:]) <= 1.25 * max(sizes[100:200]), (max(sizes[100:200]), max(sizes[900:]))
