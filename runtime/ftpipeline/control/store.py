@@ -9,6 +9,13 @@
   ``received(step, n)`` and ``replay(step)``, plus task completions (pushed by
   the completion script in the same atomic step as the lineage update),
   failures and joins. A list survives a coordinator restart: messages wait.
+  Taken, not popped: a message moves to ``inbox:taken`` and leaves it only when
+  the coordinator asks for the next ones (it has handled those). A pop whose
+  reply was lost (Redis stopped, a connection cut after the server took it)
+  would lose the message, a completion, and its step would never commit; taken,
+  it is handed out again (messages are handled idempotently). So::
+
+      inbox --take (the reply may be lost)--> inbox:taken --next receive: handled--> (gone)
 - **Registry** (``workers``): each worker's Flight address, written by its
   sidecar when it starts.
 - **Stats** (``stats``): counters the workers increment (rows processed,
@@ -22,6 +29,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,10 +72,29 @@ class StepRecord:
                    doc.get("watermark"), doc.get("now"), dict(doc.get("tables") or {}))
 
 
+# KEYS inbox, taken, batch; ARGV handled, token, limit. ``handled``: the token of the batch handed out last, now
+# handled: ``taken`` is dropped if it still is that batch (a retried call, its first reply lost, finds another
+# token and drops nothing). Then up to ``limit`` messages move from the inbox to ``taken``, which is returned
+# whole (with what a lost reply did not hand out) as the batch ``token``.
+_TAKE = """
+if ARGV[1] ~= '' and redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
+local more = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[3]) - 1)
+if #more > 0 then
+  redis.call('LTRIM', KEYS[1], #more, -1)
+  redis.call('RPUSH', KEYS[2], unpack(more))
+end
+local held = redis.call('LRANGE', KEYS[2], 0, -1)
+if #held > 0 then redis.call('SET', KEYS[3], ARGV[2]) end
+return held
+"""
+
+
 class RunStore:
     def __init__(self, client: redis.Redis, pipeline: str) -> None:
         self.r = client
         self.prefix = f"ftp:{{{pipeline}}}:"
+        self._take = client.register_script(_TAKE)
+        self._batch = ""  # the token of the messages this store handed out last (``inbox:taken``)
 
     def k(self, name: str) -> str:
         return self.prefix + name
@@ -96,15 +123,18 @@ class RunStore:
         self.r.rpush(self.k("inbox"), json.dumps(dict(event)))
 
     def receive(self, timeout_s: float, limit: int = 256) -> list[dict[str, Any]]:
-        """Block up to ``timeout_s`` for one message, then take what else is queued."""
-        first = self.r.blpop([self.k("inbox")], timeout=timeout_s)
-        if first is None:
-            return []
-        out = [json.loads(first[1])]
-        rest = self.r.lpop(self.k("inbox"), limit)
-        if isinstance(rest, list):
-            out.extend(json.loads(m) for m in rest)
-        return out
+        """The messages queued (up to ``limit`` more than those taken before and not yet handed out), or
+        else the first to come within ``timeout_s``. A call says the previous call's messages were handled."""
+        keys = [self.k("inbox"), self.k("inbox:taken"), self.k("inbox:batch")]
+        # what this store handed out last was handled (a first call's ``taken`` is another coordinator's: whether
+        # it handled them is not known, so they are handed out again)
+        token = uuid.uuid4().hex
+        held = self._take(keys=keys, args=[self._batch, token, limit])
+        wait: Any = timeout_s  # Redis takes a decimal number of seconds; the stub says int
+        if not held and self.r.blmove(keys[0], keys[1], wait, "LEFT", "RIGHT") is not None:
+            held = self._take(keys=keys, args=["", token, limit])
+        self._batch = token if held else ""
+        return [json.loads(m) for m in held]
 
     # --- step log ----------------------------------------------------------
     def record_step(self, record: StepRecord) -> None:
