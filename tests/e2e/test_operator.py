@@ -372,7 +372,7 @@ def test_the_windowed_example_survives_a_deleted_worker_pod_with_windows_equal_t
     # the watermark each step ran with, as the releasing workers kept it beside the checkpoints
     body = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
     history = data / "checkpoints" / render.identity(body) / "history"
-    assert sorted(step_history.watermarks(history)) == list(range(1, steps + 1)), history
+    assert sorted(step_history.clocks(history)) == list(range(1, steps + 1)), history
     local = yaml.safe_load(yaml.safe_dump(doc))
     local["metadata"] = {"name": name}
     local["spec"]["entryPoint"] = str(ROOT / "examples" / "clickstream" / "clickstream.py")

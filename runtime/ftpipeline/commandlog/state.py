@@ -58,6 +58,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ftpipeline.lineage.stepclock import StepClock
+
 KINDS = frozenset({
     "prepare-join", "notify-watchers", "accept-join", "abort-join", "leave", "peer-gc",
     "run-started", "step-started", "step-committed", "checkpoint-committed", "recovery", "evacuation", "suspended",
@@ -91,9 +93,7 @@ class ClusterState:
     committed: int = 0
     # offsets of every step after the resume point (committed or not): a resume re-runs them exactly
     started: Mapping[int, Mapping[str, tuple[int, int]]] = field(default_factory=dict)
-    marks: Mapping[int, int] = field(default_factory=dict)      # the watermark of each started step that has one
-    times: Mapping[int, int] = field(default_factory=dict)      # the processing time of each started step
-    tables: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # its lookup tables' versions
+    clocks: Mapping[int, StepClock] = field(default_factory=dict)  # each started step's clock (lineage/stepclock.py)
     frontier: Mapping[str, int] = field(default_factory=dict)   # where each source channel continues
     checkpoint: Mapping[str, int] | None = None         # {"epoch", "boundary"} of the resume point
     recoveries: int = 0
@@ -143,9 +143,10 @@ class ClusterState:
             "left": [list(x) for x in self.left], "run_epoch": self.run_epoch, "epoch": self.epoch,
             "committed": self.committed,
             "started": {str(s): {c: list(o) for c, o in offs.items()} for s, offs in self.started.items()},
-            "marks": {str(s): w for s, w in self.marks.items()},
-            "times": {str(s): t for s, t in self.times.items()},
-            "tables": {str(s): dict(t) for s, t in self.tables.items()},
+            # a clock's parts apart, as snapshots have held them since before there were clocks
+            "marks": {str(s): c.watermark for s, c in self.clocks.items() if c.watermark is not None},
+            "times": {str(s): c.now for s, c in self.clocks.items() if c.now is not None},
+            "tables": {str(s): dict(c.tables) for s, c in self.clocks.items() if c.tables},
             "frontier": dict(self.frontier), "checkpoint": dict(self.checkpoint) if self.checkpoint else None,
             "recoveries": self.recoveries, "suspended": self.suspended,
             "duplicate_commits": self.duplicate_commits, "conflicting_starts": self.conflicting_starts,
@@ -160,9 +161,7 @@ class ClusterState:
             left=tuple((str(a), str(b), str(c)) for a, b, c in d["left"]), run_epoch=int(d["run_epoch"]),
             epoch=int(d["epoch"]), committed=int(d["committed"]),
             started={int(s): {c: (int(o[0]), int(o[1])) for c, o in offs.items()} for s, offs in d["started"].items()},
-            marks={int(s): int(w) for s, w in d.get("marks", {}).items()},
-            times={int(s): int(t) for s, t in d.get("times", {}).items()},
-            tables={int(s): dict(t) for s, t in d.get("tables", {}).items()},
+            clocks=_clocks(d),
             frontier={c: int(v) for c, v in d["frontier"].items()},
             checkpoint={k: int(v) for k, v in d["checkpoint"].items()} if d["checkpoint"] else None,
             recoveries=int(d["recoveries"]), suspended=bool(d["suspended"]),
@@ -226,27 +225,28 @@ def _accept(s: ClusterState, peer: str) -> ClusterState:
                    notified=s.notified - {peer})
 
 
-def _start_step(s: ClusterState, step: int, offsets: Mapping[str, Any], watermark: Any, now: Any = None,
-                versions: Mapping[str, Any] | None = None) -> ClusterState:
+def _clocks(d: Mapping[str, Any]) -> dict[int, StepClock]:
+    """The clocks of a snapshot's started steps, from their parts (see ``to_json``)."""
+    marks, times, tables = d.get("marks", {}), d.get("times", {}), d.get("tables", {})
+    return {int(s): StepClock(int(marks[s]) if s in marks else None, int(times[s]) if s in times else None,
+                              dict(tables.get(s) or {}))
+            for s in d["started"]}
+
+
+def _start_step(s: ClusterState, step: int, offsets: Mapping[str, Any], clock: StepClock) -> ClusterState:
     offs = {c: (int(v[0]), int(v[1])) for c, v in offsets.items()}
-    mark = int(watermark) if watermark is not None else None
     known = s.started.get(step)
     if known is not None:  # a replay: it must be the same step as before
-        same = dict(known) == offs and s.marks.get(step) == mark
+        same = dict(known) == offs and s.clocks.get(step, StepClock()).watermark == clock.watermark
         return s if same else replace(s, conflicting_starts=s.conflicting_starts + 1)
     if step <= max(s.committed, (s.checkpoint or {}).get("boundary", 0)):
         return s  # older than what is kept
     started = {**s.started, step: offs}
-    marks = {**s.marks, step: mark} if mark is not None else dict(s.marks)
     if len(started) > STEPS_KEPT:
         started = dict(sorted(started.items())[-STEPS_KEPT:])
-        marks = {k: v for k, v in marks.items() if k in started}
-    times = {**s.times, step: int(now)} if now is not None else dict(s.times)
-    times = {k: v for k, v in times.items() if k in started}
-    tables = {**s.tables, step: dict(versions)} if versions else dict(s.tables)
-    tables = {k: v for k, v in tables.items() if k in started}
+    clocks = {k: v for k, v in {**s.clocks, step: clock}.items() if k in started}
     frontier = {**s.frontier, **{c: hi for c, (_, hi) in offs.items()}}
-    return replace(s, started=started, marks=marks, times=times, tables=tables, frontier=frontier)
+    return replace(s, started=started, clocks=clocks, frontier=frontier)
 
 
 def _commit_step(s: ClusterState, step: int) -> ClusterState:
@@ -288,16 +288,14 @@ def apply(s: ClusterState, cmd: Command) -> ClusterState:
             boundary = (s.checkpoint or {}).get("boundary", 0)
             s = replace(s, committed=min(s.committed, boundary))
     elif k == "step-started":
-        s = _start_step(s, int(b["step"]), b["offsets"], b.get("watermark"), b.get("now"), b.get("tables"))
+        s = _start_step(s, int(b["step"]), b["offsets"], StepClock.from_json(b))
     elif k == "step-committed":
         s = _commit_step(s, int(b["step"]))
     elif k == "checkpoint-committed":
         boundary = int(b["boundary"])  # the new resume point: steps up to it are never re-run
         s = replace(s, checkpoint={"epoch": int(b["epoch"]), "boundary": boundary},
                     started={k: v for k, v in s.started.items() if k > boundary},
-                    marks={k: v for k, v in s.marks.items() if k > boundary},
-                    times={k: v for k, v in s.times.items() if k > boundary},
-                    tables={k: v for k, v in s.tables.items() if k > boundary})
+                    clocks={k: v for k, v in s.clocks.items() if k > boundary})
     elif k == "recovery":
         s = replace(s, epoch=max(s.epoch, int(b["epoch"])), recoveries=s.recoveries + 1)
         if b.get("strategy") == "checkpoint":  # rolled back (or resumed) to a cut: later steps commit again

@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ftpipeline.lineage.stepclock import StepClock
 from ftpipeline.objectstore.base import ObjectStore, join, open_store
 from ftpipeline.objectstore.config import S3Config
 from ftpipeline.spec.model import PipelineSpec
@@ -47,10 +48,7 @@ def remember(store: ObjectStore, worker: str, record: str) -> None:
     """Keep a released step's record (``StepRecord.to_json``): a line of this worker's file in a directory,
     an object of its own in a bucket."""
     doc = json.loads(record)
-    line = {"step": doc["step"], "offsets": doc.get("offsets", {}),
-            **({"watermark": doc["watermark"]} if doc.get("watermark") is not None else {}),
-            **({"now": doc["now"]} if doc.get("now") is not None else {}),
-            **({"tables": doc["tables"]} if doc.get("tables") else {})}
+    line = {"step": doc["step"], "offsets": doc.get("offsets", {}), **StepClock.from_json(doc).to_json()}
     path = store.local_path(f"{worker}.jsonl")
     if path is None:
         store.put(f"{worker}/{int(doc['step']):012d}.json", json.dumps(line).encode())
@@ -83,19 +81,6 @@ def read(store: ObjectStore | Path) -> dict[int, dict[str, tuple[int, int]]]:
     return steps
 
 
-def table_versions(store: ObjectStore | Path) -> dict[int, dict[str, Any]]:
-    """step -> lookup stage -> the version of its table the step read (``dataflow/lookup.py``)."""
-    return {int(doc["step"]): dict(doc.get("tables") or {}) for doc in _lines(store)}
-
-
-def times(store: ObjectStore | Path) -> dict[int, int | None]:
-    """step -> the processing time it was triggered at (``operators/process.py``)."""
-    return {int(doc["step"]): doc.get("now") for doc in _lines(store)}
-
-
-def watermarks(store: ObjectStore | Path) -> dict[int, int | None]:
-    """step -> the watermark it ran with (``eventtime/``)."""
-    marks: dict[int, int | None] = {}
-    for doc in _lines(store):
-        marks[int(doc["step"])] = doc.get("watermark")
-    return marks
+def clocks(store: ObjectStore | Path) -> dict[int, StepClock]:
+    """step -> the clock it ran with: its watermark, processing time, lookup tables' versions (``StepClock``)."""
+    return {int(doc["step"]): StepClock.from_json(doc) for doc in _lines(store)}

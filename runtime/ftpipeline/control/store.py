@@ -37,6 +37,7 @@ from typing import Any
 import redis
 
 from ftpipeline.lineage.naming import Channel, WorkerId
+from ftpipeline.lineage.stepclock import StepClock
 
 
 def _s(value: bytes | str) -> str:
@@ -48,28 +49,29 @@ class StepRecord:
     step: int
     offsets: dict[Channel, tuple[int, int]]
     reason: str
-    watermark: int | None = None  # event time (us) the step runs with (``eventtime/``); None: none yet
-    now: int | None = None        # its processing time (us since the epoch), when it was triggered: a keyed
-                                  # function's clock (``operators/process.py``), the same in every replay
-    tables: dict[str, int | str] = field(default_factory=dict)  # lookup stage -> its table's version
-                                                                # (``dataflow/lookup.py``)
+    clock: StepClock = field(default_factory=StepClock)
+
+    @property
+    def watermark(self) -> int | None:
+        return self.clock.watermark
+
+    @property
+    def now(self) -> int | None:
+        return self.clock.now
+
+    @property
+    def tables(self) -> dict[str, int | str]:
+        return dict(self.clock.tables)
 
     def to_json(self) -> str:
-        doc: dict[str, Any] = {"step": self.step, "reason": self.reason,
-                               "offsets": {c.key(): list(o) for c, o in self.offsets.items()}}
-        if self.watermark is not None:
-            doc["watermark"] = self.watermark
-        if self.now is not None:
-            doc["now"] = self.now
-        if self.tables:
-            doc["tables"] = self.tables
-        return json.dumps(doc)
+        return json.dumps({"step": self.step, "reason": self.reason,
+                           "offsets": {c.key(): list(o) for c, o in self.offsets.items()}, **self.clock.to_json()})
 
     @classmethod
     def from_json(cls, text: str | bytes) -> StepRecord:
         doc = json.loads(text)
         return cls(doc["step"], {Channel.parse(c): (o[0], o[1]) for c, o in doc["offsets"].items()}, doc["reason"],
-                   doc.get("watermark"), doc.get("now"), dict(doc.get("tables") or {}))
+                   StepClock.from_json(doc))
 
 
 # KEYS inbox, taken, batch; ARGV handled, token, limit. ``handled``: the token of the batch handed out last, now
@@ -148,26 +150,12 @@ class RunStore:
         raw = self.r.hget(self.k("steps"), str(step))
         return StepRecord.from_json(raw) if raw else None
 
-    def watermarks(self, steps: range) -> dict[int, int | None]:
-        """The recorded watermark of each of ``steps`` (one round trip; a step not recorded: None)."""
+    def clocks(self, steps: range) -> dict[int, StepClock]:
+        """The recorded clock of each of ``steps`` (one round trip; a step not recorded: an empty clock)."""
         if not steps:
             return {}
         raws = self.r.hmget(self.k("steps"), [str(s) for s in steps])
-        return {s: (json.loads(raw).get("watermark") if raw else None) for s, raw in zip(steps, raws)}
-
-    def times(self, steps: range) -> dict[int, int | None]:
-        """The recorded processing time of each of ``steps`` (as :meth:`watermarks`)."""
-        if not steps:
-            return {}
-        raws = self.r.hmget(self.k("steps"), [str(s) for s in steps])
-        return {s: (json.loads(raw).get("now") if raw else None) for s, raw in zip(steps, raws)}
-
-    def table_versions(self, steps: range) -> dict[int, dict[str, int | str]]:
-        """The table versions each of ``steps`` recorded for the lookup stages (as :meth:`watermarks`)."""
-        if not steps:
-            return {}
-        raws = self.r.hmget(self.k("steps"), [str(s) for s in steps])
-        return {s: (json.loads(raw).get("tables") or {} if raw else {}) for s, raw in zip(steps, raws)}
+        return {s: StepClock.from_json(json.loads(raw)) if raw else StepClock() for s, raw in zip(steps, raws)}
 
     def next_offsets(self) -> dict[Channel, int]:
         return {Channel.parse(_s(c)): int(v) for c, v in self.r.hgetall(self.k("offsets")).items()}

@@ -57,6 +57,7 @@ from ftpipeline.checkpoint.pointer import CheckpointPointer
 from ftpipeline.cluster.base import ClusterBackend
 from ftpipeline.commandlog.zklog import CommandLog
 from ftpipeline.control.store import RunStore, StepRecord
+from ftpipeline.lineage.stepclock import StepClock
 from ftpipeline.coordinator.admission import admit_newcomer, run_token, running_to_keep, start_workers
 from ftpipeline.coordinator.checkpoints import CheckpointManager
 from ftpipeline.control.redisclient import watch as redis_watch
@@ -371,8 +372,7 @@ class Coordinator:
             recorded = self.store.step(step)
             if recorded is not None:  # the step log has it: re-run with exactly those offsets (and watermark)
                 trigger.replay(True)
-                self._trigger(trigger, step, Reason.REPLAY, recorded.offsets, recorded.watermark, recorded.now,
-                              recorded.tables)
+                self._trigger(trigger, step, Reason.REPLAY, recorded.offsets, recorded.watermark, recorded.clock)
                 return
         plan = self.sources.plan()
         self._exhausted = plan.reported and plan.exhausted
@@ -395,19 +395,18 @@ class Coordinator:
             self._trigger(trigger, step, reason, plan.offsets, watermark)
 
     def _trigger(self, trigger: StepTrigger, step: int, reason: Reason, offsets: dict[Channel, tuple[int, int]],
-                 watermark: int | None, wall: int | None = None, tables: dict[str, int | str] | None = None) -> None:
-        """Start ``step``; ``wall`` and ``tables``: the processing time and lookup tables' versions a replay
-        recorded (None: now, and their newest)."""
+                 watermark: int | None, recorded: StepClock | None = None) -> None:
+        """Start ``step``; ``recorded``: the clock a replay recorded (None: ``watermark``, the processing time
+        now and each lookup table's newest version, recorded with it for its re-runs and replays)."""
         now = self.clock()
         self.phases.mark(step, "trigger", now)
-        wall = time.time_ns() // 1000 if wall is None else wall  # its processing time, recorded like its watermark
-        if tables is None:  # each lookup stage's table as it is now, read by the step and its replays
-            tables = self.table_versions.now()
-        self.store.record_step(StepRecord(step, offsets, reason.value, watermark, wall, tables))  # before it runs
+        wall = time.time_ns() // 1000
+        clock = StepClock(watermark, wall, self.table_versions.now()) if recorded is None else (
+            recorded if recorded.now is not None else replace(recorded, now=wall))  # recorded before clocks were
+        self.store.record_step(StepRecord(step, offsets, reason.value, clock))  # before it runs
         # in the command log while the tasks run; settled before anything else is logged (journal.py)
         self.journal.append_ahead("step-started", step=step, offsets={c.key(): list(o) for c, o in offsets.items()},
-                                  now=wall, **({"watermark": watermark} if watermark is not None else {}),
-                                  **({"tables": tables} if tables else {}))
+                                  **clock.to_json())
         self.watermarks.record(step, watermark)
         if watermark is not None and watermark != END_OF_INPUT:
             self.metrics.watermark.set(watermark / 1e6)

@@ -40,6 +40,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from ftpipeline.commandlog.zkclient import UNREACHABLE
 from ftpipeline.commandlog.zklog import CommandLog, Deposed, Follower
 from ftpipeline.control.store import RunStore, StepRecord
+from ftpipeline.lineage.stepclock import StepClock
 from ftpipeline.coordinator.errors import Interrupted, Superseded
 from ftpipeline.coordinator.faults import CrashPoint
 from ftpipeline.coordinator.outages import ControlPlane
@@ -197,15 +198,13 @@ class Journal:
         log (a private Redis keeps nothing; one that restarted empty lost it)."""
         if self.follower is None:
             return
-        marks, times, tables = self.follower.state.marks, self.follower.state.times, self.follower.state.tables
+        clocks = self.follower.state.clocks
         for step, offsets in sorted(self.follower.state.started.items()):
             recorded = self.store.step(step)
             logged = {Channel.parse(c): (lo, hi) for c, (lo, hi) in offsets.items()}
-            versions = dict(tables.get(step) or {})
-            if recorded is None or recorded.offsets != logged or recorded.watermark != marks.get(step) or (
-                    recorded.now != times.get(step)) or recorded.tables != versions:
-                self.store.record_step(StepRecord(step, logged, Reason.REPLAY.value, marks.get(step), times.get(step),
-                                                  versions))
+            clock = clocks.get(step, StepClock())
+            if recorded is None or recorded.offsets != logged or recorded.clock != clock:
+                self.store.record_step(StepRecord(step, logged, Reason.REPLAY.value, clock))
 
     def close_ring_around(self, dead: WorkerId, reason: str) -> None:
         """The coordinator saw ``dead`` go (process exit, pod deleted): close the ring around it now

@@ -38,6 +38,7 @@ from typing import Any
 
 from ftpipeline.checkpoint.restore import Cut, plan_restore
 from ftpipeline.control.store import RunStore, StepRecord
+from ftpipeline.lineage.stepclock import StepClock, from_manifest
 from ftpipeline.coordinator.trigger import Reason
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.lineage.lost import lost_work
@@ -221,15 +222,12 @@ def rollback(
         states.setdefault(ch, 0)
     recorded = {int(s): {Channel.parse(c): (o[0], o[1]) for c, o in offs.items()}
                 for s, offs in (manifest.get("steps", {}) if manifest else {}).items()}
-    marks = {int(s): w for s, w in ((manifest or {}).get("watermarks") or {}).items()}
-    times = {int(s): t for s, t in ((manifest or {}).get("times") or {}).items()}
-    versions = {int(s): t for s, t in ((manifest or {}).get("tables") or {}).items()}
+    clocks = from_manifest(manifest)
     for step, offsets in sorted(recorded.items()):
         # the step log keeps what the cut recorded, so the next checkpoint's manifest can record it too
         # (a run resumed on a fresh Redis and command log knows nothing of the steps before its cut)
         if store.step(step) is None:
-            store.record_step(StepRecord(step, offsets, Reason.REPLAY.value, marks.get(step), times.get(step),
-                                         dict(versions.get(step) or {})))
+            store.record_step(StepRecord(step, offsets, Reason.REPLAY.value, clocks.get(step, StepClock())))
 
     def ranges_of(ch: Channel, step: int) -> tuple[SlotRange, ...]:
         if step in recorded:

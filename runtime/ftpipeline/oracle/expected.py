@@ -99,10 +99,10 @@ def expected(spark: Any, spec: PipelineSpec, steps: int, work: Path | None = Non
     frames: dict[str, Any] = {}
     letters: list[Letter] = []
     late: dict[str, Any] = {}  # a window's expected late rows (oracle/windows.py)
-    marks = step_history.watermarks(history) if history is not None else {}
-    marks = {s: m for s, m in marks.items() if s <= steps}
-    times = step_history.times(history) if history is not None else {}
-    versions = step_history.table_versions(history) if history is not None else {}
+    clocks = step_history.clocks(history) if history is not None else {}
+    marks = {s: c.watermark for s, c in clocks.items() if s <= steps}
+    times = {s: c.now for s, c in clocks.items()}
+    versions = {s: dict(c.tables) for s, c in clocks.items()}
     for name in graph.order:
         stage = spec.stage(name)
         if stage.kind is StageKind.SOURCE:

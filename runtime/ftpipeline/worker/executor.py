@@ -58,6 +58,7 @@ from ftpipeline.barrier.delta import DeltaBarrier
 from ftpipeline.barrier.kafka import STAGE_LIMIT, write_part
 from ftpipeline.barrier.late import late_output
 from ftpipeline.checkpoint.storage import CheckpointStorage
+from ftpipeline.lineage.stepclock import StepClock
 from ftpipeline.dataflow import spill
 from ftpipeline.dataflow.deadletter import default_dead_letter_root, write_dead_letters
 from ftpipeline.dataflow.graph import Graph
@@ -85,8 +86,7 @@ from ftpipeline.worker import user_errors
 from ftpipeline.worker.transport import SidecarClient, Unreachable
 
 log = logging.getLogger("ftpipeline.executor")
-Clocks = dict[int, int | None] | None  # a step's recorded watermark or processing time, by step
-Versions = dict[str, dict[str, int | str]] | None  # a step's lookup tables' versions, by step (JSON keys)
+Clocks = dict[int, StepClock]  # the clock each step of a task recorded (its watermark, time, tables' versions)
 # How long a call to the sidecar may take. The sidecar waits out an outage of Redis or ZooKeeper itself
 # (the run pauses), so this process waits as long: a deadline would end a healthy worker during a store's
 # failover. A sidecar that is gone breaks the socket, and the call fails at once.
@@ -150,18 +150,17 @@ class TaskRunner:
         table = pa.concat_tables(tables, promote_options="permissive")
         return table, table.num_rows
 
-    def run(self, task: Task, inputs: list[list[Any]], watermarks: dict[int, int | None] | None = None,
-            times: dict[int, int | None] | None = None) -> dict[str, Any]:
-        return self.run_group([(task, inputs, watermarks, times, None)])[0]
+    def run(self, task: Task, inputs: list[list[Any]], clocks: Clocks | None = None) -> dict[str, Any]:
+        return self.run_group([(task, inputs, clocks or {})])[0]
 
-    def run_group(self, items: list[tuple[Task, list[list[Any]], Clocks, Clocks, Versions]]) -> list[dict[str, Any]]:
+    def run_group(self, items: list[tuple[Task, list[list[Any]], Clocks]]) -> list[dict[str, Any]]:
         """Tasks handed out together (of one stage and step, ``worker/sidecar.py``): each one's own work,
         then their chain's program as one Spark job where it may be (``Plans.run_many``), then each
         one's outputs; one result per task, in order."""
         heads = []
-        for task, inputs, marks, times, versions in items:
+        for task, inputs, clocks in items:
             started = time.perf_counter()
-            heads.append(self._head(task, inputs, marks, times, versions))
+            heads.append(self._head(task, inputs, clocks))
             part = "operator" if task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD) else (
                 "write" if task.kind is TaskKind.SINK else "read")
             heads[-1].parts[part] = time.perf_counter() - started
@@ -176,8 +175,7 @@ class TaskRunner:
             results[-1]["parts"] = {k: round(v, 6) for k, v in (head.parts | shared).items()}  # obs/phases.py
         return results
 
-    def _head(self, task: Task, inputs: list[list[Any]], watermarks: Clocks, times: Clocks, tables: Versions
-              ) -> _Head:
+    def _head(self, task: Task, inputs: list[list[Any]], clocks: Clocks) -> _Head:
         """The task's own work before its chain: read, or its operator's step, or its sink's staging."""
         stage = self.graph.stage(task.stage)
         head = _Head(task)
@@ -190,9 +188,7 @@ class TaskRunner:
                 head.event_max = largest(head.table, stage.event_time.column,
                                          f"stage {stage.name!r} source.eventTime.column")
         elif task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD):  # a rebuild returns none: its chain ran
-            marks = {int(s): w for s, w in (watermarks or {}).items()}  # JSON keys are text
-            head.table, head.dead, late = self.keyed.operate(task, inputs, marks,
-                                                             {int(s): t for s, t in (times or {}).items()}, self._inputs)
+            head.table, head.dead, late = self.keyed.operate(task, inputs, clocks, self._inputs)
             head.late = self._late(task, late)
         elif task.kind is TaskKind.SINK:
             assert head.table is not None
@@ -200,7 +196,7 @@ class TaskRunner:
             head.table = None
         elif stage.lookup is not None:  # joined to its table at the version the step recorded
             assert head.table is not None
-            version = (tables or {}).get(str(task.step), {}).get(stage.name)
+            version = clocks.get(task.step, StepClock()).tables.get(stage.name)
             if version is None:
                 raise RuntimeError(f"{task.id}: the step recorded no version of {stage.name!r}'s table")
             head.table = joined(stage, head.table, self.lookups.table(stage, version))
@@ -428,7 +424,8 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str], sideca
         for item in group:
             if "checkpoint" in item:  # before the first task of a newer epoch (see worker/epochs.py)
                 _snapshot(runner, snapshots, int(item["checkpoint"]))
-        items = [(Task.from_json(r["task"]), r["inputs"], r.get("watermarks"), r.get("times"), r.get("tables"))
+        items = [(Task.from_json(r["task"]), r["inputs"],
+                  {int(s): StepClock.from_json(c) for s, c in (r.get("clocks") or {}).items()})  # JSON keys: text
                  for r in group]
         started = time.monotonic()
         try:

@@ -509,12 +509,9 @@ class Sidecar:
             reply: dict[str, Any] = {"task": task.to_json(), "inputs": inputs}
             if not task.recovery:
                 reply.update(self._consume(task, names, inputs))
-        if graph.on_event_time(task.stage):  # the watermark of each step it runs (eventtime/)
-            reply["watermarks"] = self.store.watermarks(task.steps)
-        if graph.on_processing_time(task.stage):  # and its processing time (operators/process.py)
-            reply["times"] = self.store.times(task.steps)
-        if graph.stage(task.stage).lookup is not None:  # the table versions it recorded (dataflow/lookup.py)
-            reply["tables"] = self.store.table_versions(task.steps)
+        if graph.on_event_time(task.stage) or graph.on_processing_time(task.stage) or (
+                graph.stage(task.stage).lookup is not None):  # each of its steps' recorded clock (StepClock)
+            reply["clocks"] = {s: c.to_json() for s, c in self.store.clocks(task.steps).items()}
         return reply
 
     def _consume(self, task: Task, names: list[str], inputs: list[list[Any]]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import pyarrow as pa
 from ftpipeline.checkpoint import rescale
 from ftpipeline.checkpoint.storage import CheckpointStorage
 from ftpipeline.checkpoint.tracker import ChannelSnapshot
+from ftpipeline.lineage.stepclock import StepClock
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.sources import DeadLetter
 from ftpipeline.lineage.naming import Channel, ObjectName, Task, TaskKind
@@ -117,11 +118,11 @@ class ChannelStates:
             return restore_rescaled(self.spark, self.backend, self.storage, ch, rescaled, keys, step, index)
         return self.backend.restore(ch.key(), self.storage, path, keys, step, index)
 
-    def operate(self, task: Task, inputs: list[list[Any]], watermarks: dict[int, int | None],
-                times: dict[int, int | None], read: Reader) -> tuple[pa.Table | None, list[DeadLetter], pa.Table | None]:
+    def operate(self, task: Task, inputs: list[list[Any]], clocks: dict[int, StepClock], read: Reader
+                ) -> tuple[pa.Table | None, list[DeadLetter], pa.Table | None]:
         """A step of a keyed operator (``operators/``): its rows, dead letters and late rows. A rebuild runs each
-        of its steps in turn, with the watermark and time each ran with, emitting nothing: the state it leaves
-        is the state after its last step. ``read``: the rows of input objects."""
+        of its steps in turn, with the clock each ran with (its watermark and time), emitting nothing: the state
+        it leaves is the state after its last step. ``read``: the rows of input objects."""
         operator = self.operators[task.stage]
         if task.kind is TaskKind.REBUILD:  # the state is rebuilt from its base: drop what this worker held
             old = self.states.pop(task.ref, None)
@@ -146,8 +147,9 @@ class ChannelStates:
                 table, parts = pa.table({}), {u: t for u, t in apart.items() if t is not None}
             else:
                 table, parts = read(objects)[0], {}
-            ctx = StepContext(step, watermarks.get(step), emit=task.kind is not TaskKind.REBUILD, where=task.ref.key(),
-                              inputs=parts, now=times.get(step))
+            clock = clocks.get(step, StepClock())
+            ctx = StepContext(step, clock.watermark, emit=task.kind is not TaskKind.REBUILD, where=task.ref.key(),
+                              inputs=parts, now=clock.now)
             emitted = operator.process(holder, table, ctx)
             self.evicted += emitted.evicted if ctx.emit else 0
         self.state_steps[task.ref] = task.step

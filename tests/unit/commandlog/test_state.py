@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ftpipeline.commandlog.state import ClusterState, Command, apply, fold
+from ftpipeline.lineage.stepclock import StepClock
 
 PEERS = ["a", "b", "c", "d", "e"]
 
@@ -182,5 +183,5 @@ def test_a_steps_watermark_is_part_of_its_start_and_survives_a_snapshot() -> Non
         ("step-started", {"step": 3, "offsets": {"src.0": [20, 30]}, "watermark": 9_001}),  # another: counted
         ("checkpoint-committed", {"epoch": 1, "boundary": 2}),
     ))
-    assert s.marks == {3: 9_000} and s.conflicting_starts == 1
+    assert s.clocks == {3: StepClock(9_000)} and s.conflicting_starts == 1
     assert ClusterState.from_json(s.to_json()) == s

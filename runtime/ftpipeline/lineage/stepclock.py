@@ -1,0 +1,49 @@
+"""A step's clock: what a step runs with besides its rows, recorded with it so every re-run and replay of it
+runs with the same.
+
+Output is a function of a step's input only if everything else it reads is fixed with the step: its
+watermark (which windows close, which rows are late: ``eventtime/``), its processing time (a keyed function's
+``ctx.now`` and processing-time timers: ``operators/process.py``) and the version of each table a lookup stage
+joins (``dataflow/lookup.py``). The coordinator takes them when it triggers the step and writes them where the
+step's offsets go (Redis's step log, the command log, a checkpoint's manifest, the step history); a worker
+is handed them with each task, whatever its kind: a first run, a re-run, a rebuild of many steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StepClock:
+    """What a step runs with besides its rows, recorded with it so that every re-run and replay of it runs
+    with the same: its watermark (event time, us; None before there is one, ``eventtime/``), its processing
+    time (us since the epoch, when it was triggered: a keyed function's clock, ``operators/process.py``) and
+    the version of each lookup stage's table (``dataflow/lookup.py``)."""
+
+    watermark: int | None = None
+    now: int | None = None
+    tables: Mapping[str, int | str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """Only what the step has (a pipeline with no event time records no watermark)."""
+        return {**({"watermark": self.watermark} if self.watermark is not None else {}),
+                **({"now": self.now} if self.now is not None else {}),
+                **({"tables": dict(self.tables)} if self.tables else {})}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> StepClock:
+        watermark, now = doc.get("watermark"), doc.get("now")
+        return cls(int(watermark) if watermark is not None else None, int(now) if now is not None else None,
+                   dict(doc.get("tables") or {}))
+
+
+def from_manifest(manifest: Mapping[str, Any] | None) -> dict[int, StepClock]:
+    """The clocks of the steps a checkpoint's manifest recorded, kept there as parts apart (``watermarks``,
+    ``times``, ``tables``: by step, each only when the pipeline has it, ``coordinator/checkpoints.py``)."""
+    doc = manifest or {}
+    marks, times, tables = (doc.get(part) or {} for part in ("watermarks", "times", "tables"))
+    return {int(s): StepClock.from_json({"watermark": marks.get(s), "now": times.get(s), "tables": tables.get(s)})
+            for s in (doc.get("steps") or {})}
