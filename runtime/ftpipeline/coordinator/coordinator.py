@@ -34,12 +34,16 @@ its plan is applied, each checkpoint. A coordinator that restarts folds the
 log and continues where it says (uncommitted steps re-run with the offsets
 they were started with); workers of an older epoch are fenced off.
 
-The loop is the step protocol; each other protocol has its own module:
-who the workers are (``members.py``), how one is admitted to this run and
-one of another run kept out (``admission.py``), the command log (``journal.py``),
-what the sources offer and the next step reads (``offsets.py``), releasing
-committed steps (``release.py``), checkpoints (``checkpoints.py``), recovery
-plans (``recovery.py``). The
+The loop is the step protocol; each other protocol has its own module, most
+as an object the coordinator holds with the state that protocol owns: who the
+workers are (``members.py``: Members), the command log (``journal.py``:
+Journal), what the sources offer and the next step reads (``offsets.py``:
+SourceOffsets), releasing committed steps (``release.py``: Releases),
+checkpoints (``checkpoints.py``: CheckpointManager), drains (``evacuation.py``:
+Evacuations); still free functions over the whole coordinator: how a worker
+is admitted to this run and one of another run kept out (``admission.py``),
+losses (``losses.py``) and their detection (``detection.py``). Recovery plans
+are ``recovery.py``. The
 cluster backend (``cluster.base``) is the only thing that differs between
 ``ftpipeline run`` and the Kubernetes operator.
 """
@@ -73,7 +77,7 @@ from ftpipeline.coordinator.members import Members
 from ftpipeline.coordinator.offsets import SourceOffsets
 from ftpipeline.coordinator.recovery import RecoveryRecord
 from ftpipeline.coordinator.reports import Observer, RunResult
-from ftpipeline.coordinator.release import release_committed
+from ftpipeline.coordinator.release import Releases, sample_buffers
 from ftpipeline.coordinator.trigger import Reason, StepTrigger
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.lookup import TableVersions
@@ -159,7 +163,6 @@ class Coordinator:
         self.run_token = ""         # this run's, given to every worker it admits (admission.py)
         self.placement: dict[Channel, WorkerId] = {}
         self.committed = 0          # every task of every step <= committed is done, and it is released
-        self.released = 0           # GT_last of the barrier (> committed only right after a rollback)
         self.triggered = 0
         self.outstanding: dict[str, Task] = {}
         self.sources = SourceOffsets(self.graph)   # what each source slot reported, and reads next (offsets.py)
@@ -180,13 +183,12 @@ class Coordinator:
         self._step_rows: dict[int, int] = {}
         self._done_in_step: dict[int, int] = {}
         self._step_seconds: list[float] = []
-        self._unreleased: list[int] = []  # committed, released once their commits are in the log
-        self._release_retry_at = self._release_failing_since = 0.0
-        self._release_error = ""  # why the last release found no worker able to do it (the stall names it)
         self._commit_at: list[float] = []
         self._replay_until = 0        # steps up to this one are re-run after a rollback
         self._recomputed_rows = 0     # rows read again by recovery: re-run tasks and replayed steps
         self.phases = StepPhases()    # where a step's time goes (obs/phases.py)
+        # decided steps released in order once their commits are in the log (release.py)
+        self.releases = Releases(self.members, store, self.journal, self.control, self.phases, stall_timeout_s, clock)
 
     # --- workers -----------------------------------------------------------
     @property
@@ -341,9 +343,7 @@ class Coordinator:
         self._replay_until = max(self._replay_until, self.triggered)
         self.outstanding = {t.id: t for _, t in record.tasks}
         self.committed = self.triggered = boundary
-        self.released = max(gt_last, boundary)
-        self._unreleased = []  # every step after the boundary commits again
-        self._release_failing_since = 0.0
+        self.releases.rewound(gt_last, boundary)
         offsets = (manifest or {}).get("offsets", {})
         self.sources.reset({Slot.parse(c): int(v) for c, v in offsets.items()})
         self.watermarks.restore((manifest or {}).get("event_time"), boundary)
@@ -448,7 +448,7 @@ class Coordinator:
     def _commit_ready(self) -> None:
         """Decide every step whose tasks are all done, in order: its commit is sent to the command
         log without waiting, so the next step can go out while ZooKeeper writes it; the output
-        is released by ``release.release_committed`` once the commit is in the log."""
+        is released by ``release.Releases`` once the commit is in the log."""
         while self.committed < self.triggered:
             step = self.committed + 1
             if any(t.step <= step for t in self.outstanding.values()):
@@ -456,10 +456,32 @@ class Coordinator:
             self.journal.append_ahead("step-committed", step=step)  # decided: a restart re-releases it if need be
             self.phases.mark(step, "done", self.clock())
             self.committed = step
-            self._unreleased.append(step)
+            self.releases.decided(step)
+
+    def _released(self, step: int) -> None:
+        """``step`` is released (``release.py``): its time, metrics and observer call; the checkpoint manager,
+        the channels a newcomer takes back and the buffer samples hear of it."""
+        now = self.clock()
+        elapsed = now - self._step_started.pop(step, now)
+        self._step_seconds.append(elapsed)
+        self._commit_at.append(now - self._started_at)
+        for record in self.awaiting_commit:
+            record.to_commit_seconds = now - record.detected_at
+            self.metrics.recovery_to_commit.observe(record.to_commit_seconds)
+        self.awaiting_commit = []
+        self.metrics.steps.inc()
+        self.metrics.committed.set(step)
+        self.metrics.step_seconds.observe(elapsed)
+        self.observer.on_step_committed(step, self._step_rows.pop(step, 0), elapsed)
+        self.phases.mark(step, "released", now)
+        self.phases.close(step)
+        self.ckpt.released(step)
+        self._hand_back()
+        if self.sample_every and step % self.sample_every == 0:
+            self.buffer_samples.append(sample_buffers(self.members, step))
 
     def _checkpoint_tick(self) -> None:
-        manifest = self.ckpt.try_commit(self.released)
+        manifest = self.ckpt.try_commit(self.releases.released)
         if manifest is not None:
             self.journal.append("checkpoint-committed", epoch=int(manifest["epoch"]), boundary=int(manifest["boundary"]))
             self.metrics.checkpoint_step.set(manifest["boundary"])
@@ -498,8 +520,8 @@ class Coordinator:
             finished = self._finished()
             if not finished:
                 self._maybe_trigger(trigger)  # the next step goes out while the last one's commit is written
-            release_committed(self)
-            if finished and not self._unreleased:
+            self.releases.release_ready(self._released)
+            if finished and not self.releases.pending:
                 break
             if self.outstanding and self.clock() - self.last_progress > self.stall_timeout_s:
                 pending = ", ".join(sorted(self.outstanding)[:10])

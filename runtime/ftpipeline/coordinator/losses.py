@@ -111,10 +111,10 @@ def recover(c: Coordinator, dead: WorkerId, reason: str = "", how: str = "") -> 
                              boundary=(manifest or {}).get("boundary", 0))
             placement, moves = adopt(c.placement, dead, survivors, c.graph.is_stateful)
             record = rollback(c.graph, c.tables, c.store, view, dead, placement, moves, survivors,
-                              epoch, manifest, c.released, clients, detected, c.clock,
+                              epoch, manifest, c.releases.released, clients, detected, c.clock,
                               answer_timeout_s=c.members.nudge_timeout_s)
             record.replay_to = c.triggered
-            c.rewind(record, manifest, c.released)
+            c.rewind(record, manifest, c.releases.released)
     except Exception:
         c.metrics.recoveries.labels(c.spec.metrics_label, strategy, "failed").inc()
         raise
@@ -179,7 +179,8 @@ def resume_at_newest_checkpoint(c: Coordinator, reset: bool = False) -> None:
     c.ckpt.last = manifest
     if newer and c.ckpt.discard_newer:  # a restore (the operator's): what came after it is not resumed again
         c.ckpt.discard(newer)
-    log.info("resumed", extra={"epoch": manifest["epoch"], "boundary": manifest["boundary"], "gt_last": c.released})
+    log.info("resumed", extra={"epoch": manifest["epoch"], "boundary": manifest["boundary"],
+                              "gt_last": c.releases.released})
 
 
 def _check_replayable(c: Coordinator, manifest: dict[str, Any]) -> None:
@@ -260,7 +261,7 @@ def restart_joining(c: Coordinator, worker: WorkerId, why: str, charged: bool = 
 
 def reopen_everywhere(c: Coordinator, manifest: dict[str, Any] | None, started: float) -> RecoveryRecord:
     """Every worker reopens ``manifest`` (None: the beginning) after a 'resumed' command says so, and the
-    steps after it replay; the sinks' GT_last (``c.released``) drops what they already released."""
+    steps after it replay; the sinks' GT_last (``c.releases.released``) drops what they already released."""
     epoch = c.journal.next_epoch()
     c.journal.append("resumed", epoch=epoch, boundary=int(manifest["boundary"]) if manifest else 0)  # write-ahead
     gt_last = int(c.members.call_any("barrier", {}, "read the sinks' newest released step")["gt_last"])

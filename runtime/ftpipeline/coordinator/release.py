@@ -3,8 +3,10 @@
 A step is decided (committed) once all its tasks are done and its commit is
 sent to the command log (``coordinator.py``); it is *released* here, in
 order, once that commit is in the log: any one worker is asked to release it
-(``release``, idempotent: every sink's barrier drops a step it holds). Then
-its metrics, its observer call and the checkpoint manager hear of it.
+(idempotent: every sink's barrier drops a step it holds). Then the coordinator
+hears of it (its metrics, observer and checkpoint manager). :class:`Releases`
+owns what this protocol keeps: the steps decided and not yet released, the
+newest released step (the barrier's GT_last) and how long releasing has failed.
 
     committed --commit in the log, a worker releases it--> released
     committed --no worker answers (all just died)--> committed (tried again after RELEASE_RETRY_S;
@@ -19,88 +21,94 @@ its metrics, its observer call and the checkpoint manager hear of it.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
+from ftpipeline.control.store import RunStore
 from ftpipeline.coordinator.errors import PipelineFailed
-
-if TYPE_CHECKING:
-    from ftpipeline.coordinator.coordinator import Coordinator
+from ftpipeline.coordinator.journal import Journal
+from ftpipeline.coordinator.members import Members
+from ftpipeline.coordinator.outages import ControlPlane
+from ftpipeline.obs.phases import StepPhases
 
 log = logging.getLogger("ftpipeline.coordinator")
 
 RELEASE_RETRY_S = 0.5  # a release no worker answered is tried again after this (the losses are handled first)
 
 
-def release(c: Coordinator, step: int) -> bool:
-    """Release ``step`` through any worker (idempotent); False when none answers, or the sink's
-    Kafka cluster is out of reach (the run pauses on it as on a control-plane outage, ``outages.py``)."""
-    try:
-        record = c.store.step(step)  # kept by the releasing worker for the oracle (control/history.py)
-        body: dict[str, Any] = {"step": step, **({"record": record.to_json()} if record is not None else {})}
-        answer = c.members.call_any("release", body, f"release step {step}")
-    except PipelineFailed as exc:  # every worker just died: their losses are found next turn
-        log.warning("release deferred: no worker answers", extra={"step": step, "error": str(exc)})
-        c._release_error = str(exc)
-        return False
-    if isinstance(answer, dict) and answer.get("failed"):  # a sink refuses the step: retrying cannot help
-        raise PipelineFailed(f"releasing step {step}: {answer['failed']}")
-    if isinstance(answer, dict) and answer.get("unavailable"):
-        c.control.unavailable(str(answer["unavailable"]), str(answer.get("error", "")))
-        c._release_failing_since = 0.0  # an outage is waited out, not a stall
-        return False
-    c.control.recovered("kafka")
-    return True
+class Releases:
+    def __init__(self, members: Members, store: RunStore, journal: Journal, control: ControlPlane,
+                 phases: StepPhases, stall_timeout_s: float, clock: Callable[[], float]) -> None:
+        self.members, self.store, self.journal, self.control = members, store, journal, control
+        self.phases, self.stall_timeout_s, self.clock = phases, stall_timeout_s, clock
+        self.released = 0              # GT_last of the barrier (> committed only right after a rollback)
+        self.pending: list[int] = []   # decided, released once their commits are in the log
+        self._retry_at = self._failing_since = 0.0
+        self._error = ""  # why the last release found no worker able to do it (the stall names it)
 
-def release_committed(c: Coordinator) -> None:
-    """Release the steps decided so far, in order, once their commits are in the log. When no
-    worker answers (all of them died), the rest wait: the losses are found next turn, and the
-    rollback that follows re-runs those steps, which commit and are released again."""
-    if not c._unreleased or c.clock() < c._release_retry_at:
-        return
-    c.journal.settle()
-    logged = c.clock()
-    while c._unreleased:
-        step = c._unreleased[0]
-        c.phases.mark(step, "logged", logged)
-        if step > c.released:
-            if not release(c, step):
-                now = c.clock()
-                c._release_failing_since = c._release_failing_since or now
-                if now - c._release_failing_since > c.stall_timeout_s:  # workers answer, but not this
-                    raise PipelineFailed(f"releasing step {step} stalled for {c.stall_timeout_s:.0f}s: "
-                                         f"{c._release_error}")
-                c._release_retry_at = now + RELEASE_RETRY_S
-                return
-            c.released = step
-            c._release_failing_since = 0.0
-        c._unreleased.pop(0)
-        c.store.commit(step)
-        now = c.clock()
-        elapsed = now - c._step_started.pop(step, now)
-        c._step_seconds.append(elapsed)
-        c._commit_at.append(now - c._started_at)
-        for record in c.awaiting_commit:
-            record.to_commit_seconds = now - record.detected_at
-            c.metrics.recovery_to_commit.observe(record.to_commit_seconds)
-        c.awaiting_commit = []
-        c.metrics.steps.inc()
-        c.metrics.committed.set(step)
-        c.metrics.step_seconds.observe(elapsed)
-        c.observer.on_step_committed(step, c._step_rows.pop(step, 0), elapsed)
-        c.phases.mark(step, "released", now)
-        c.phases.close(step)
-        c.ckpt.released(step)
-        c._hand_back()
-        if c.sample_every and step % c.sample_every == 0:
-            sample_buffers(c, step)
+    def decided(self, step: int) -> None:
+        self.pending.append(step)
 
-def sample_buffers(c: Coordinator, step: int) -> None:
+    def rewound(self, gt_last: int, boundary: int) -> None:
+        """A rollback to ``boundary``: every later step commits again; the sinks hold up to ``gt_last``."""
+        self.released = max(gt_last, boundary)
+        self.pending = []
+        self._failing_since = 0.0
+
+    def release_ready(self, on_released: Callable[[int], None]) -> None:
+        """Release the steps decided so far, in order, once their commits are in the log, telling
+        ``on_released`` of each. When no worker answers (all of them died), the rest wait: the losses are
+        found next turn, and the rollback that follows re-runs those steps, which commit and are released
+        again."""
+        if not self.pending or self.clock() < self._retry_at:
+            return
+        self.journal.settle()
+        logged = self.clock()
+        while self.pending:
+            step = self.pending[0]
+            self.phases.mark(step, "logged", logged)
+            if step > self.released:
+                if not self._release(step):
+                    now = self.clock()
+                    self._failing_since = self._failing_since or now
+                    if now - self._failing_since > self.stall_timeout_s:  # workers answer, but not this
+                        raise PipelineFailed(f"releasing step {step} stalled for {self.stall_timeout_s:.0f}s: "
+                                             f"{self._error}")
+                    self._retry_at = now + RELEASE_RETRY_S
+                    return
+                self.released = step
+                self._failing_since = 0.0
+            self.pending.pop(0)
+            self.store.commit(step)
+            on_released(step)
+
+    def _release(self, step: int) -> bool:
+        """Release ``step`` through any worker (idempotent); False when none answers, or the sink's
+        Kafka cluster is out of reach (the run pauses on it as on a control-plane outage, ``outages.py``)."""
+        try:
+            record = self.store.step(step)  # kept by the releasing worker for the oracle (control/history.py)
+            body: dict[str, Any] = {"step": step, **({"record": record.to_json()} if record is not None else {})}
+            answer = self.members.call_any("release", body, f"release step {step}")
+        except PipelineFailed as exc:  # every worker just died: their losses are found next turn
+            log.warning("release deferred: no worker answers", extra={"step": step, "error": str(exc)})
+            self._error = str(exc)
+            return False
+        if isinstance(answer, dict) and answer.get("failed"):  # a sink refuses the step: retrying cannot help
+            raise PipelineFailed(f"releasing step {step}: {answer['failed']}")
+        if isinstance(answer, dict) and answer.get("unavailable"):
+            self.control.unavailable(str(answer["unavailable"]), str(answer.get("error", "")))
+            self._failing_since = 0.0  # an outage is waited out, not a stall
+            return False
+        self.control.recovered("kafka")
+        return True
+
+
+def sample_buffers(members: Members, step: int) -> dict[str, Any]:
     """Bytes each worker holds in its object buffer (bounded by GC and checkpoints)."""
     sample: dict[str, Any] = {"step": step}
-    for w in list(c.workers):
+    for w in list(members.workers):
         try:
-            sample[w] = int(c.client(w).call("stats", timeout_s=5)["held_bytes"])
+            sample[w] = int(members.client(w).call("stats", timeout_s=5)["held_bytes"])
         except Exception:  # a worker dying now is handled as a loss
             continue
-    c.buffer_samples.append(sample)
-
+    return sample

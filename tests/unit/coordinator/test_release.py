@@ -1,5 +1,6 @@
-"""Releasing committed steps: in order, only after their commits are in the log, and deferred
-(not failed) when every worker has just died, since the rollback that follows releases them again."""
+"""Releasing committed steps (``release.Releases``, with fakes of the collaborators it calls): in order, only
+after their commits are in the log, and deferred (not failed) when every worker has just died, since the
+rollback that follows releases them again."""
 
 from __future__ import annotations
 
@@ -7,11 +8,9 @@ from typing import Any
 
 import pytest
 
-from ftpipeline.coordinator.coordinator import Coordinator
-from ftpipeline.obs.phases import StepPhases
 from ftpipeline.coordinator.errors import PipelineFailed
-from ftpipeline.coordinator.release import RELEASE_RETRY_S, release_committed
-from ftpipeline.obs.metrics import RunMetrics
+from ftpipeline.coordinator.release import RELEASE_RETRY_S, Releases
+from ftpipeline.obs.phases import StepPhases
 
 
 class Journal:
@@ -34,75 +33,13 @@ class Members:
 
     answer: dict[str, Any] = {}
 
-    def hand_back(self, placement: Any, is_stateful: Any) -> tuple[Any, Any]:
-        return placement, {}
 
+class Store:
+    def commit(self, step: int) -> None:
+        pass
 
-class Anything:
-    """Collaborators whose calls this test does not look at."""
-
-    busy = True
-
-    def __getattr__(self, name: str) -> Any:
-        return lambda *args, **kwargs: None
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def coordinator(events: list[str]) -> tuple[Coordinator, Members, Clock]:
-    c = Coordinator.__new__(Coordinator)
-    members, clock = Members(events), Clock()
-    c.journal, c.members, c.clock = Journal(events), members, clock  # type: ignore[assignment]
-    c.store = c.observer = c.ckpt = c.control = Anything()  # type: ignore[assignment]
-    c.metrics = RunMetrics("release-test")
-    c.released, c.sample_every, c.stall_timeout_s = 0, 0, 60.0
-    c._unreleased, c._release_retry_at, c._release_failing_since, c._release_error = [], 0.0, 0.0, ""
-    c._step_started, c._step_rows, c._step_seconds, c._commit_at = {}, {}, [], []
-    c._started_at, c.awaiting_commit = 0.0, []
-    c.phases = StepPhases()
-    return c, members, clock
-
-
-def test_steps_are_released_in_order_after_the_log_took_their_commits() -> None:
-    events: list[str] = []
-    c, _, _ = coordinator(events)
-    c._unreleased = [1, 2]
-    release_committed(c)
-    assert events == ["settle", "release 1", "release 2"]
-    assert c.released == 2 and c._unreleased == [] and len(c._step_seconds) == 2
-
-
-def test_with_no_worker_answering_the_release_waits_and_is_tried_again() -> None:
-    events: list[str] = []
-    c, members, clock = coordinator(events)
-    members.answering = False
-    c._unreleased = [3, 4]
-    release_committed(c)  # every worker just died: no failure, nothing released
-    assert c.released == 0 and c._unreleased == [3, 4] and c._step_seconds == []
-    events.clear()
-    release_committed(c)  # too soon: not tried again
-    assert events == []
-    clock.now += RELEASE_RETRY_S
-    members.answering = True  # a survivor (or a replacement) answers
-    release_committed(c)
-    assert events == ["settle", "release 3", "release 4"] and c.released == 4
-
-
-def test_a_release_no_worker_can_do_for_the_stall_timeout_fails_the_run_naming_why() -> None:
-    c, members, clock = coordinator([])
-    members.answering = False
-    c._unreleased = [5]
-    release_committed(c)
-    clock.now += c.stall_timeout_s + 1
-    with pytest.raises(PipelineFailed, match=r"^releasing step 5 stalled for 60s: no worker could release step 5 "
-                                             r"\(last: w0: KafkaReleaseError: fenced\)$"):
-        release_committed(c)
+    def step(self, step: int) -> None:
+        return None
 
 
 class Plane:
@@ -118,18 +55,71 @@ class Plane:
         self.down.pop(component, None)
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+STALL_S = 60.0
+
+
+def releases(events: list[str]) -> tuple[Releases, Members, Clock, Plane, list[int]]:
+    """The protocol with fakes of the collaborators it calls, and the steps it said were released."""
+    members, clock, plane, released = Members(events), Clock(), Plane(), list[int]()
+    r = Releases(members, Store(), Journal(events), plane, StepPhases(), STALL_S, clock)  # type: ignore[arg-type]
+    return r, members, clock, plane, released
+
+
+def test_steps_are_released_in_order_after_the_log_took_their_commits() -> None:
+    events: list[str] = []
+    r, _, _, _, released = releases(events)
+    r.decided(1)
+    r.decided(2)
+    r.release_ready(released.append)
+    assert events == ["settle", "release 1", "release 2"]
+    assert r.released == 2 and r.pending == [] and released == [1, 2]
+
+
+def test_with_no_worker_answering_the_release_waits_and_is_tried_again() -> None:
+    events: list[str] = []
+    r, members, clock, _, released = releases(events)
+    members.answering = False
+    r.pending = [3, 4]
+    r.release_ready(released.append)  # every worker just died: no failure, nothing released
+    assert r.released == 0 and r.pending == [3, 4] and released == []
+    events.clear()
+    r.release_ready(released.append)  # too soon: not tried again
+    assert events == []
+    clock.now += RELEASE_RETRY_S
+    members.answering = True  # a survivor (or a replacement) answers
+    r.release_ready(released.append)
+    assert events == ["settle", "release 3", "release 4"] and r.released == 4 and released == [3, 4]
+
+
+def test_a_release_no_worker_can_do_for_the_stall_timeout_fails_the_run_naming_why() -> None:
+    r, members, clock, _, released = releases([])
+    members.answering = False
+    r.decided(5)
+    r.release_ready(released.append)
+    clock.now += STALL_S + 1
+    with pytest.raises(PipelineFailed, match=r"^releasing step 5 stalled for 60s: no worker could release step 5 "
+                                             r"\(last: w0: KafkaReleaseError: fenced\)$"):
+        r.release_ready(released.append)
+
+
 def test_a_kafka_cluster_out_of_reach_pauses_the_release_without_failing_it() -> None:
     events: list[str] = []
-    c, members, clock = coordinator(events)
-    plane = Plane()
-    c.control = plane  # type: ignore[assignment]
+    r, members, clock, plane, released = releases(events)
     members.answer = {"unavailable": "kafka", "error": "sink out: _TRANSPORT: broker down"}
-    c._unreleased = [7]
+    r.decided(7)
     for _ in range(5):  # longer than the stall timeout: an outage is waited out, not a stall
-        release_committed(c)
-        clock.now += c.stall_timeout_s
-    assert c.released == 0 and c._unreleased == [7]
+        r.release_ready(released.append)
+        clock.now += STALL_S
+    assert r.released == 0 and r.pending == [7] and released == []
     assert plane.down == {"kafka": "sink out: _TRANSPORT: broker down"}
     members.answer = {}
-    release_committed(c)
-    assert c.released == 7 and plane.down == {}
+    r.release_ready(released.append)
+    assert r.released == 7 and plane.down == {} and released == [7]
