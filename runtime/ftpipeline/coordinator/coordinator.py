@@ -40,10 +40,10 @@ workers are (``members.py``: Members), the command log (``journal.py``:
 Journal), what the sources offer and the next step reads (``offsets.py``:
 SourceOffsets), releasing committed steps (``release.py``: Releases),
 checkpoints (``checkpoints.py``: CheckpointManager), drains (``evacuation.py``:
-Evacuations); still free functions over the whole coordinator: how a worker
-is admitted to this run and one of another run kept out (``admission.py``),
-losses (``losses.py``) and their detection (``detection.py``). Recovery plans
-are ``recovery.py``. The
+Evacuations), losses seen through heartbeats (``detection.py``: Detection);
+still free functions over the whole coordinator: how a worker is admitted to
+this run and one of another run kept out (``admission.py``) and how a loss is
+recovered (``losses.py``). Recovery plans are ``recovery.py``. The
 cluster backend (``cluster.base``) is the only thing that differs between
 ``ftpipeline run`` and the Kubernetes operator.
 """
@@ -65,7 +65,7 @@ from ftpipeline.lineage.stepclock import StepClock
 from ftpipeline.coordinator.admission import admit_newcomer, run_token, running_to_keep, start_workers
 from ftpipeline.coordinator.checkpoints import CheckpointManager
 from ftpipeline.control.redisclient import watch as redis_watch
-from ftpipeline.coordinator.detection import follow_deaths, inject_faults
+from ftpipeline.coordinator.detection import Detection, inject_faults
 from ftpipeline.coordinator.errors import Interrupted, PipelineFailed, TaskFailed
 from ftpipeline.coordinator.evacuation import Evacuations, plan_handover
 from ftpipeline.coordinator.tally import Tally
@@ -147,11 +147,11 @@ class Coordinator:
                     lambda: self.control.recovered("redis"), self._interrupt_if_asked)
         self.generation = store.generation()  # written by open_session: gone if Redis restarts empty
         self._generation_checked = 0.0
-        self.heartbeat_losses = 0
-        # workers kept after a heartbeat loss, until they rejoin: worker -> when to look again (detection.py)
-        self.probation: dict[WorkerId, float] = {}
         self.buffer_samples: list[dict[str, Any]] = []
         self.members = Members(spec, cluster, store, clock)
+        # losses seen in the command log (a ring neighbour's report) and the workers kept on probation
+        self.detection = Detection(spec, self.members, self.journal, self.control, cluster, self.metrics, clock,
+                                   self.lost)
         self.ckpt = CheckpointManager(spec, self.graph, store, tables, pointer, self.metrics, clock, self.members,
                                       self.control)
         self.ckpt.on_aborted = self.observer.on_checkpoint_aborted
@@ -215,9 +215,10 @@ class Coordinator:
         for dead in self.cluster.lost():
             self.members.check_can_run(dead)
             self.lost(dead, "gone")
-        follow_deaths(self)
+        self.detection.follow_deaths()
         self.journal.maybe_compact()
-        inject_faults(self)
+        inject_faults(self.faults, self.triggered, self.done_in_step, self.elapsed(), self.ckpt.busy, self.members,
+                      self.cluster)
         self.check_generation()
 
     def check_generation(self, now: bool = False) -> None:
@@ -542,7 +543,7 @@ class Coordinator:
             evacuations=list(self.evacuations.done),
             outages=list(self.control.outages),
             stats={**self.store.stats(), "recomputed_rows": self._recomputed_rows,
-                   "heartbeat_losses": self.heartbeat_losses, "log_znodes_max": self.journal.log_znodes_max},
+                   "heartbeat_losses": self.detection.heartbeat_losses, "log_znodes_max": self.journal.log_znodes_max},
             step_seconds=self._step_seconds,
             tasks_by_worker=dict(self._tasks_by_worker),
             joins=list(self.members.joins),

@@ -9,10 +9,9 @@ watch, and the run waited for it until its progress deadline failed it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
-from ftpipeline.coordinator.coordinator import Coordinator
-from ftpipeline.coordinator.detection import follow_rejoins
+from ftpipeline.coordinator.detection import Detection
 from ftpipeline.lineage.naming import WorkerId
 from ftpipeline.worker.transport import Unreachable
 
@@ -77,60 +76,73 @@ class Spec:
     heartbeat_timeout_ms = 3000
 
 
-class FakeCoordinator:
-    def __init__(self, ring: dict[str, str], workers: dict[WorkerId, Worker], zookeeper_up: bool = True) -> None:
-        self.journal = Journal(Follower(State(ring)))
-        self.control = Control(zookeeper_up)
-        self.cluster = Cluster()
-        self.metrics = Metrics()
-        self.spec = Spec()
-        self.probation: dict[WorkerId, float] = {}
-        self.workers = list(workers)
-        self._clients = workers
-        self.now = 100.0
-        self.heartbeat_losses = 0
-        self.lost_workers: list[WorkerId] = []
-
-    def clock(self) -> float:
-        return self.now
+class Members:
+    def __init__(self, workers: dict[WorkerId, Worker]) -> None:
+        self.workers, self._clients = list(workers), workers
 
     def client(self, worker: WorkerId) -> Worker:
         return self._clients[worker]
 
-    def lost(self, worker: WorkerId, reason: str, how: str = "") -> None:
+
+class Lost:
+    """The coordinator's side: the losses it was told of."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster, self.workers = cluster, list[WorkerId]()
+
+    def __call__(self, worker: WorkerId, reason: str, how: str) -> None:
         assert worker not in self.cluster.killed, "fenced (recovered around) before it is killed or woken"
-        self.lost_workers.append(worker)
+        self.workers.append(worker)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def detection(ring: dict[str, str], workers: dict[WorkerId, Worker], zookeeper_up: bool = True
+              ) -> tuple[Detection, Lost, Cluster, Clock]:
+    """The protocol with fakes of what it calls."""
+    cluster, clock = Cluster(), Clock()
+    lost = Lost(cluster)
+    found = Detection(Spec(), Members(workers), Journal(Follower(State(ring))), Control(zookeeper_up),  # type: ignore[arg-type]
+                      cluster, Metrics(), clock, lost)  # type: ignore[arg-type]
+    return found, lost, cluster, clock
 
 
 def test_a_kept_worker_that_never_rejoined_and_stopped_answering_is_declared_lost() -> None:
-    c = FakeCoordinator({"w0.b": "w0", "w2.c": "w2"}, {W0: Worker(True), W1: Worker(False), W2: Worker(True)})
-    c.probation[W1] = 105.0
-    follow_rejoins(cast(Coordinator, c))
-    assert c.lost_workers == [], "not before its window is over"
-    c.now = 106.0
-    follow_rejoins(cast(Coordinator, c))
-    assert c.lost_workers == [W1] and c.cluster.killed == [W1] and c.heartbeat_losses == 1
-    assert W1 not in c.probation
+    d, lost, cluster, clock = detection({"w0.b": "w0", "w2.c": "w2"},
+                                        {W0: Worker(True), W1: Worker(False), W2: Worker(True)})
+    d.probation[W1] = 105.0
+    d.follow_rejoins()
+    assert lost.workers == [], "not before its window is over"
+    clock.now = 106.0
+    d.follow_rejoins()
+    assert lost.workers == [W1] and cluster.killed == [W1] and d.heartbeat_losses == 1
+    assert W1 not in d.probation
 
 
 def test_a_kept_worker_back_in_the_ring_leaves_probation_uncalled() -> None:
     w1 = Worker(False)
-    c = FakeCoordinator({"w0.b": "w0", "w1.d": "w1", "w2.c": "w2"}, {W0: Worker(True), W1: w1, W2: Worker(True)})
-    c.probation[W1] = 50.0
-    follow_rejoins(cast(Coordinator, c))
-    assert c.lost_workers == [] and w1.calls == 0 and not c.probation
+    d, lost, _, _ = detection({"w0.b": "w0", "w1.d": "w1", "w2.c": "w2"}, {W0: Worker(True), W1: w1, W2: Worker(True)})
+    d.probation[W1] = 50.0
+    d.follow_rejoins()
+    assert lost.workers == [] and w1.calls == 0 and not d.probation
 
 
 def test_a_kept_worker_that_answers_gets_more_time() -> None:
-    c = FakeCoordinator({"w0.b": "w0"}, {W0: Worker(True), W1: Worker(True)})
-    c.probation[W1] = 50.0
-    follow_rejoins(cast(Coordinator, c))
-    assert c.lost_workers == [] and c.probation[W1] > c.now
+    d, lost, _, clock = detection({"w0.b": "w0"}, {W0: Worker(True), W1: Worker(True)})
+    d.probation[W1] = 50.0
+    d.follow_rejoins()
+    assert lost.workers == [] and d.probation[W1] > clock.now
 
 
 def test_nothing_is_decided_while_zookeeper_is_out_of_reach() -> None:
     w1 = Worker(False)
-    c = FakeCoordinator({"w0.b": "w0"}, {W0: Worker(True), W1: w1}, zookeeper_up=False)
-    c.probation[W1] = 50.0
-    follow_rejoins(cast(Coordinator, c))
-    assert c.lost_workers == [] and w1.calls == 0 and W1 in c.probation
+    d, lost, _, _ = detection({"w0.b": "w0"}, {W0: Worker(True), W1: w1}, zookeeper_up=False)
+    d.probation[W1] = 50.0
+    d.follow_rejoins()
+    assert lost.workers == [] and w1.calls == 0 and W1 in d.probation
