@@ -68,18 +68,8 @@ def test_a_checkpoint_is_taken_by_name_listed_and_restored_from(
     assert taken["step"] >= 4 and taken["bytes"] > 0 and taken["epoch"] >= 1, taken
     print(f"checkpoint before-change: epoch {taken['epoch']}, step {taken['step']}, {taken['bytes']} bytes")
 
-    # 2. list: later checkpoints come and go (retain 2), records follow, the named one is kept
-    wait_for("three more checkpoints", lambda: max(_records(api, namespace, name), default=0) >= taken["epoch"] + 3,
-             300)
-    records, listing = wait_for("a listing taken while retention stood still",
-                                lambda: _listed(api, namespace, name), 60)
-    assert len(records) <= 2, records  # retention deleted the older records
-    print(listing.stdout)
-    assert "before-change" in listing.stdout and "Committed" in listing.stdout
-    assert all(records[e] in listing.stdout for e in records)
-    newest_before = max(records)
-
-    # 3. boundaries: no such pipeline; a restore from no such checkpoint (the run goes on, untouched)
+    # 2. boundaries: no such pipeline; a restore from no such checkpoint (the run goes on, untouched). Early in
+    # the run: its 45 steps may all commit within the next 30 s
     _checkpoint(api, namespace, "orphan", "no-such-pipeline")
     orphan = wait_for("the orphan to fail", lambda: (s := _state(api, namespace, "orphan")).get("state") == "Failed"
                       and s, 60)
@@ -87,6 +77,7 @@ def test_a_checkpoint_is_taken_by_name_listed_and_restored_from(
     assert wait_for("its Warning Event", lambda: events(core, namespace, "orphan", "CheckpointFailed"), 30)
     pods = {p.metadata.name: p.metadata.uid for p in core.list_namespaced_pod(namespace).items
             if p.metadata.name.startswith(name)}
+    assert pods, "the run ended before a restore could be refused while it runs"
     api.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name,
                                        {"spec": {"restoreFrom": {"checkpoint": "no-such-checkpoint"}}})
     refused = wait_for("the refusal", lambda: (status(api, namespace, name).get("lastRestore") or {})
@@ -96,6 +87,17 @@ def test_a_checkpoint_is_taken_by_name_listed_and_restored_from(
     still = {p.metadata.name: p.metadata.uid for p in core.list_namespaced_pod(namespace).items
              if p.metadata.name.startswith(name)}
     assert still == pods, "a refused restore stopped the run"
+
+    # 3. list: later checkpoints come and go (retain 2), records follow, the named one is kept
+    wait_for("three more checkpoints", lambda: max(_records(api, namespace, name), default=0) >= taken["epoch"] + 3,
+             300)
+    records, listing = wait_for("a listing taken while retention stood still",
+                                lambda: _listed(api, namespace, name), 60)
+    assert len(records) <= 2, records  # retention deleted the older records
+    print(listing.stdout)
+    assert "before-change" in listing.stdout and "Committed" in listing.stdout
+    assert all(records[e] in listing.stdout for e in records)
+    newest_before = max(records)
 
     # 4. restore from the named checkpoint: the run resumes from it and the later checkpoints go
     api.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name,
