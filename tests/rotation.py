@@ -44,6 +44,10 @@ GROUPS: dict[str, str] = {
     # (which the drain covers, budget included), in one part
     "tests/e2e/test_nodes.py::test_the_node_holding_redis_stopped": "B",
     "tests/e2e/test_operator.py::test_an_evicted_worker_hands_its_channels_over": "B",
+    # the chart's life: an upgrade from a checkpoint (and a broken one rolled back), and finished pipelines kept
+    # across an operator restart and a helm upgrade, each in one part (the helm install and uninstall every time)
+    "tests/e2e/test_upgrades.py::test_a_changed_spec_is_upgraded_from_a_checkpoint": "C",
+    "tests/e2e/test_lifecycle.py::test_finished_pipelines_stay_finished": "A",
     # a ZooKeeper follower's node alone (the node stopped with workers takes a follower too where it can)
     "tests/e2e/test_nodes.py::test_a_zookeeper_members_node_stopped": "C",
     # a ZooKeeper ensemble's member killed mid-run: a follower (no pause) every time, the leader in one part
