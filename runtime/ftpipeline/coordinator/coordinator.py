@@ -96,8 +96,8 @@ __all__ = ["Coordinator", "Interrupted", "Observer", "PipelineFailed", "RunResul
 
 log = logging.getLogger("ftpipeline.coordinator")
 
-# Longest wait for a worker event (BLPOP on the inbox, which returns as soon as one arrives): bounds how late
-# timers (trigger, checkpoints, detection) are looked at.
+# Longest wait for a worker event (a blocking take from the inbox, which returns as soon as one arrives): bounds
+# how late timers (trigger, checkpoints, detection) are looked at.
 POLL_S = 0.02
 
 
