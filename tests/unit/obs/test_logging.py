@@ -14,6 +14,8 @@ from ftpipeline.obs.logging import setup_json_logging
 
 def test_py4j_retry_notice_is_one_line_naming_the_error_without_a_traceback(tmp_path: Path) -> None:
     log = tmp_path / "executor.log"
+    root = logging.getLogger()
+    kept, level = list(root.handlers), root.level  # pytest's own (caplog's) go back afterwards
     setup_json_logging(path=log, fresh=True)
     try:
         try:
@@ -24,9 +26,12 @@ def test_py4j_retry_notice_is_one_line_naming_the_error_without_a_traceback(tmp_
             logging.getLogger().handle(record)
             logging.getLogger("ftpipeline.test").exception("task failed")  # ours keeps its traceback
     finally:
-        for handler in list(logging.getLogger().handlers):
+        for handler in list(root.handlers):
             handler.close()
-            logging.getLogger().removeHandler(handler)
+            root.removeHandler(handler)
+        for handler in kept:
+            root.addHandler(handler)
+        root.setLevel(level)
     first, second = (json.loads(line) for line in log.read_text().splitlines())
     assert first["message"] == "Exception while sending command."
     assert first["error"] == "ConnectionError: Answer from Java side is empty" and "exc_info" not in first
