@@ -58,8 +58,11 @@ GROUPS: dict[str, str] = {
     f"{CKPT}test_every_committed_checkpoint_is_a_consistent_cut": "A",
     f"{CKPT}test_a_killed_worker_with_checkpoints[pipelined-auto-random]": "B",
     f"{CKPT}test_a_zookeeper_session_expiry_during_a_checkpoint_leaves_no_half_commit": "C",
-    # re-partitioned state: growing every time, shrinking in one part
+    # re-partitioned state, a kind in each part: an aggregate grown (A) or shrunk (B); windows, a join and a keyed
+    # function (C); sessions (B)
+    "tests/integration/checkpoint/test_rescale.py::test_an_aggregate_resumed_on_another_parallelism_keeps_every_keys_state[grow]": "A",
     "tests/integration/checkpoint/test_rescale.py::test_an_aggregate_resumed_on_another_parallelism_keeps_every_keys_state[shrink]": "B",
+    "tests/integration/eventtime/test_windows.py::test_a_windowed_stage_rescaled_from_a_checkpoint": "C",
     f"{CKPT}test_a_killed_worker_with_checkpoints[lockstep-auto-during-checkpoint]": "full",
     f"{CKPT}test_a_killed_worker_with_checkpoints[lockstep-lineage-random]": "full",
     f"{CKPT}test_buffered_bytes_stay_bounded_over_200_steps": "full",

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ftpipeline.oracle import compare
 from ftpipeline.spec import load_pipeline
@@ -49,10 +50,13 @@ def test_recovery_replays_only_the_lost_work_and_does_not_wait_for_the_replaceme
     takes channels back (it runs tasks).
     """
     # three workers; the aggregate and the sink have two channels, so w2 runs events.2 and clean.2 only
-    # 250 steps (~35 s): the replacement's JVM starts while three others run steps flat out on two cores,
-    # which took it more than the 13 s that 100 steps last
-    steps = 250
+    # 100 steps, paced (one 150 ms after the last): the replacement's JVM must start and join while they run; with
+    # three workers running steps flat out on two cores it took longer than the 13 s 100 of them lasted
+    steps = 100
     pipeline = clickstream(tmp_path, "replay", steps=steps, parallelism={"events": 3, "clean": 3, "per-user": 2, "output": 2})
+    doc = yaml.safe_load(pipeline.read_text())
+    doc["spec"]["steps"]["trigger"] = {"records": 1_000_000_000, "timerMs": 150}
+    pipeline.write_text(yaml.safe_dump(doc, sort_keys=False))
     run = run_cli(pipeline, tmp_path / "run", "--redis-url", redis_url, "--kill-at-step", "3",
                   "--kill-after-tasks", "3", "--kill-worker", "w2")
     assert run.code == 0, run.output
