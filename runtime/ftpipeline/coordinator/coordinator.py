@@ -61,7 +61,6 @@ from ftpipeline.checkpoint.pointer import CheckpointPointer
 from ftpipeline.cluster.base import ClusterBackend
 from ftpipeline.commandlog.zklog import CommandLog
 from ftpipeline.control.store import RunStore, StepRecord
-from ftpipeline.lineage.stepclock import StepClock
 from ftpipeline.coordinator.admission import admit_newcomer, run_token, running_to_keep, start_workers
 from ftpipeline.coordinator.checkpoints import CheckpointManager
 from ftpipeline.control.redisclient import watch as redis_watch
@@ -85,6 +84,7 @@ from ftpipeline.eventtime.columns import END_OF_INPUT
 from ftpipeline.eventtime.watermarks import Watermarks
 from ftpipeline.lineage.naming import Channel, Slot, Task, TaskKind, WorkerId
 from ftpipeline.lineage.planner import PlanningError
+from ftpipeline.lineage.stepclock import StepClock
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.metrics import RunMetrics

@@ -40,12 +40,12 @@ from kazoo.handlers.threading import KazooTimeoutError
 from ftpipeline.commandlog.zkclient import UNREACHABLE
 from ftpipeline.commandlog.zklog import CommandLog, Deposed, Follower
 from ftpipeline.control.store import RunStore, StepRecord
-from ftpipeline.lineage.stepclock import StepClock
 from ftpipeline.coordinator.errors import Interrupted, Superseded
 from ftpipeline.coordinator.faults import CrashPoint
 from ftpipeline.coordinator.outages import ControlPlane
 from ftpipeline.coordinator.trigger import Reason
 from ftpipeline.lineage.naming import Channel, WorkerId
+from ftpipeline.lineage.stepclock import StepClock
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.obs.metrics import RunMetrics
 

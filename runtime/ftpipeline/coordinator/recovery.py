@@ -38,12 +38,12 @@ from typing import Any
 
 from ftpipeline.checkpoint.restore import Cut, plan_restore
 from ftpipeline.control.store import RunStore, StepRecord
-from ftpipeline.lineage.stepclock import StepClock, from_manifest
 from ftpipeline.coordinator.trigger import Reason
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.lineage.lost import lost_work
 from ftpipeline.lineage.naming import Channel, SlotRange, Task, TaskKind, WorkerId
 from ftpipeline.lineage.planner import TablesView, plan_recovery
+from ftpipeline.lineage.stepclock import StepClock, from_manifest
 from ftpipeline.lineage.tables import LineageTables
 from ftpipeline.worker.transport import SidecarClient, Unreachable, call_each
 

@@ -18,10 +18,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class StepClock:
-    """What a step runs with besides its rows, recorded with it so that every re-run and replay of it runs
-    with the same: its watermark (event time, us; None before there is one, ``eventtime/``), its processing
-    time (us since the epoch, when it was triggered: a keyed function's clock, ``operators/process.py``) and
-    the version of each lookup stage's table (``dataflow/lookup.py``)."""
+    """Watermark (event time, us; None before there is one), processing time (us since the epoch, when the
+    step was triggered) and each lookup stage's table version: the module's docstring says why."""
 
     watermark: int | None = None
     now: int | None = None

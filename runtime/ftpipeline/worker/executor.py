@@ -58,7 +58,6 @@ from ftpipeline.barrier.delta import DeltaBarrier
 from ftpipeline.barrier.kafka import STAGE_LIMIT, write_part
 from ftpipeline.barrier.late import late_output
 from ftpipeline.checkpoint.storage import CheckpointStorage
-from ftpipeline.lineage.stepclock import StepClock
 from ftpipeline.dataflow import spill
 from ftpipeline.dataflow.deadletter import default_dead_letter_root, write_dead_letters
 from ftpipeline.dataflow.graph import Graph
@@ -70,6 +69,7 @@ from ftpipeline.eventtime.columns import largest
 from ftpipeline.operators.late import write_late
 from ftpipeline.lineage.determinism import rows_digest
 from ftpipeline.lineage.naming import Task, TaskKind
+from ftpipeline.lineage.stepclock import StepClock
 from ftpipeline.objectstore.base import open_store
 from ftpipeline.obs.errors import one_line
 from ftpipeline.obs.logging import setup_json_logging
