@@ -280,6 +280,8 @@ class Coordinator:
             self.metrics.lag(slot.stage, slot.index, self.sources.lag().get(slot, 0))
         elif kind == "listed":
             self.sources.found(Channel.parse(event["ch"]), [int(x) for x in event["slots"]])
+        elif kind == "table":  # a Kafka lookup table's ends (dataflow/lookup_kafka.py)
+            self.table_versions.reported(event["stage"], {int(p): int(end) for p, end in event["ends"].items()})
         elif kind == "replay":
             self._replays.add(int(event["step"]))
         elif kind == "leaving" and not self.evacuations.request(WorkerId(event["w"]), self.workers):
@@ -375,6 +377,8 @@ class Coordinator:
                 trigger.replay(True)
                 self._trigger(trigger, step, Reason.REPLAY, recorded.offsets, recorded.watermark, recorded.clock)
                 return
+        if not self.table_versions.ready():
+            return  # a Kafka lookup table's ends not reported yet: the step would have no version to record
         plan = self.sources.plan()
         self._exhausted = plan.reported and plan.exhausted
         if self._exhausted and self.watermarks.end():  # one last step: every window is final

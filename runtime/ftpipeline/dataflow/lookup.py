@@ -12,6 +12,10 @@ checkpoint's manifest, the step history); a task reads that version:
   it by time travel (delta-rs), so a replay reads the very same files, as
   long as the table's log and files of that version are kept (a VACUUM that
   removed them fails the replay, naming the version).
+- **Compacted Kafka topic**: each partition's end when the step starts,
+  as the workers report them; a worker keeps a copy of the table and reads
+  on from where it was (``lookup_kafka.py``, which says what compaction
+  limits).
 - **Parquet directory**: no versions to travel to, so it must not change
   while the pipeline runs. Its version is a digest of its listing (names
   and sizes); a task that finds another listing than its step recorded
@@ -36,6 +40,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ftpipeline.dataflow.lookup_kafka import KafkaTable, ends_of as kafka_ends, version as kafka_version
 from ftpipeline.objectstore.base import ObjectStore, is_remote, open_store
 from ftpipeline.spec.model import ProcessOp, StageSpec
 
@@ -81,12 +86,25 @@ def _listing(store: ObjectStore) -> list[tuple[str, int]]:
 
 class TableVersions:
     """The coordinator's view of the lookup stages' tables: the version a step starting now reads, a Delta
-    table's newest (its log opened once, then read on from where it was) or a Parquet directory's listing
-    digest."""
+    table's newest (its log opened once, then read on from where it was), a Kafka topic's ends as the workers
+    last reported them, or a Parquet directory's listing digest."""
 
     def __init__(self, stages: Iterable[StageSpec]) -> None:
         self.stages = list(stages)
         self._delta: dict[str, Any] = {}
+        self._kafka: dict[str, dict[int, int]] = {}  # stage -> each partition's largest end reported
+
+    def reported(self, stage: str, ends: dict[int, int]) -> None:
+        """A worker's look at a Kafka table's ends: an end never goes back (a late report changes nothing)."""
+        if not any(s.name == stage for s in self.stages):
+            return
+        mine = self._kafka.setdefault(stage, {})
+        for partition, end in ends.items():
+            mine[partition] = max(end, mine.get(partition, 0))
+
+    def ready(self) -> bool:
+        """Can a step start: has every Kafka table been reported (a step before that would join nothing)?"""
+        return all(s.name in self._kafka for s in self.stages if s.lookup is not None and s.lookup.kafka is not None)
 
     def now(self) -> dict[str, int | str]:
         return {s.name: self._version(s) for s in self.stages}
@@ -94,6 +112,8 @@ class TableVersions:
     def _version(self, stage: StageSpec) -> int | str:
         op = stage.lookup
         assert op is not None
+        if op.kafka is not None:
+            return kafka_version(self._kafka[stage.name])
         if op.delta is not None:
             table = self._delta.get(stage.name)
             if table is None:
@@ -105,10 +125,18 @@ class TableVersions:
 
 
 class LookupTables:
-    """The tables a worker's lookup stages join, each read once per version."""
+    """The tables a worker's lookup stages join, each read once per version (a Kafka table kept as a copy
+    brought forward from one version to the next)."""
 
-    def __init__(self) -> None:
+    def __init__(self, kafka_bootstrap: str = "") -> None:
         self._tables: OrderedDict[tuple[str, int | str], pa.Table] = OrderedDict()
+        self._bootstrap = kafka_bootstrap
+        self._kafka: dict[str, KafkaTable] = {}
+
+    def close(self) -> None:
+        for table in self._kafka.values():
+            table.close()
+        self._kafka.clear()
 
     def table(self, stage: StageSpec, version: int | str) -> pa.Table:
         key = (stage.name, version)
@@ -122,10 +150,14 @@ class LookupTables:
         self._tables.move_to_end(key)
         return found
 
-    @staticmethod
-    def _read(stage: StageSpec, version: int | str) -> pa.Table:
+    def _read(self, stage: StageSpec, version: int | str) -> pa.Table:
         op = stage.lookup
         assert op is not None
+        if op.kafka is not None:
+            copy = self._kafka.get(stage.name)
+            if copy is None:
+                copy = self._kafka[stage.name] = KafkaTable(stage.name, op.kafka, self._bootstrap)
+            return copy.at(kafka_ends(str(version)))
         if op.delta is not None:
             try:
                 return _delta(op.path, int(version)).to_pyarrow_table()

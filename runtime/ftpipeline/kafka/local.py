@@ -31,7 +31,14 @@ def topics_of(spec: PipelineSpec) -> dict[str, int]:
             out[topic] = max(out.get(topic, 1), stage.parallelism)
         if stage.late_topic is not None:
             out[stage.late_topic] = max(out.get(stage.late_topic, 1), stage.parallelism)
+        if stage.lookup is not None and stage.lookup.kafka is not None:
+            out.setdefault(stage.lookup.kafka.topic, 1)
     return out
+
+
+def tables_of(spec: PipelineSpec) -> set[str]:
+    """The topics lookup stages join as tables: a private broker compacts them."""
+    return {s.lookup.kafka.topic for s in spec.stages if s.lookup is not None and s.lookup.kafka is not None}
 
 
 def start_private(spec: PipelineSpec, directory: Path, fresh: bool) -> EmbeddedKafka:
@@ -39,7 +46,7 @@ def start_private(spec: PipelineSpec, directory: Path, fresh: bool) -> EmbeddedK
     if fresh and directory.exists():
         shutil.rmtree(directory)
     broker = EmbeddedKafka(directory).start()
-    create_topics(broker.bootstrap, topics_of(spec))
+    create_topics(broker.bootstrap, topics_of(spec), tables_of(spec))
     return broker
 
 

@@ -54,6 +54,8 @@ def topic_problems(spec: PipelineSpec, timeout_s: float = LOOK_S) -> list[Proble
               for i, s in enumerate(spec.stages) if s.kafka is not None or s.kafka_sink is not None}
     wanted |= {f"spec.stages[{i}].{s.late_field}.topic": s.late_topic
                for i, s in enumerate(spec.stages) if s.late_topic is not None}
+    wanted |= {f"spec.stages[{i}].lookup.table.kafka.topic": s.lookup.kafka.topic
+               for i, s in enumerate(spec.stages) if s.lookup is not None and s.lookup.kafka is not None}
     if not wanted or not spec.kafka_bootstrap:
         return []
     try:
@@ -67,11 +69,14 @@ def topic_problems(spec: PipelineSpec, timeout_s: float = LOOK_S) -> list[Proble
             for field, topic in wanted.items() if topic not in existing]
 
 
-def create_topics(bootstrap: str, partitions: dict[str, int]) -> list[str]:
-    """Create the topics that do not exist yet (name -> partitions); the names created."""
+def create_topics(bootstrap: str, partitions: dict[str, int], compacted: Iterable[str] = ()) -> list[str]:
+    """Create the topics that do not exist yet (name -> partitions; those ``compacted`` with
+    ``cleanup.policy=compact``, as a lookup table's); the names created."""
     admin = AdminClient(config(bootstrap))
     existing = admin.list_topics(timeout=TIMEOUT_S).topics
-    wanted = [NewTopic(name, n, 1) for name, n in partitions.items() if name not in existing]
+    compact = set(compacted)
+    wanted = [NewTopic(name, n, 1, config={"cleanup.policy": "compact"} if name in compact else {})
+              for name, n in partitions.items() if name not in existing]
     if not wanted:
         return []
     for name, future in admin.create_topics(wanted).items():

@@ -132,7 +132,7 @@ def expected(spark: Any, spec: PipelineSpec, steps: int, work: Path | None = Non
                 raise ValueError(f"stage {name!r}: {stage.function}() dropped the {STEP} column; "
                                  "the oracle needs row-wise transforms that keep unknown columns")
         elif stage.lookup is not None:  # each step's rows to the table at the version it recorded
-            df = looked_up(spark, df, stage, {s: v for s, v in versions.items() if s <= steps})
+            df = looked_up(spark, df, stage, {s: v for s, v in versions.items() if s <= steps}, spec.kafka_bootstrap)
         elif stage.process is not None:  # the user's class over each key's rows, in plain Python
             df = spark.createDataFrame(processed(module, df.toArrow(), stage, marks, times, steps, letters))
         elif stage.deduplicate is not None:

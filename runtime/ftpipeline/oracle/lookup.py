@@ -1,6 +1,6 @@
 """The oracle of a lookup stage (``dataflow/lookup.py``): each step's rows joined, in Spark, to the table at the
 version the step recorded (the run's step history), read without the runtime's reader (a Delta table from its
-log, ``oracle/delta.py``; a Parquet directory's files)."""
+log, ``oracle/delta.py``; a compacted Kafka topic with a plain consumer; a Parquet directory's files)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,39 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ftpipeline.kafka.topics import Record, read_committed
 from ftpipeline.objectstore.base import open_store
 from ftpipeline.oracle.delta import table_at
-from ftpipeline.oracle.files import STEP
+from ftpipeline.oracle.files import STEP, json_row, types_of
 from ftpipeline.spec.model import StageSpec
 
 
-def _table(stage: StageSpec) -> Any:
+def _kafka_table(records: list[Record], schema: tuple[tuple[str, str], ...]) -> Any:
+    """A compacted topic's table at a version (each partition's end): the last value of each (partition,
+    key) below the ends, a null value deleting it, a value that is no row of the schema changing nothing."""
+    types = types_of(list(schema))
+
+    def at(version: str) -> pa.Table:
+        ends = {int(p): int(end) for p, _, end in (x.partition("=") for x in version.removeprefix("kafka:").split(",")
+                                                  if x)}
+        rows: dict[tuple[int, bytes], dict[str, Any]] = {}
+        for r in records:
+            if r.offset >= ends.get(r.partition, 0) or r.key is None:
+                continue
+            row = None if r.value is None else json_row(r.value, list(schema))
+            if r.value is None:
+                rows.pop((r.partition, r.key), None)
+            elif row is not None:
+                rows[(r.partition, r.key)] = row
+        return pa.Table.from_pylist(list(rows.values()), schema=types)
+    return at
+
+
+def _table(stage: StageSpec, bootstrap: str) -> Any:
     op = stage.lookup
     assert op is not None
+    if op.kafka is not None:
+        return _kafka_table(read_committed(bootstrap, op.kafka.topic), op.kafka.schema)
     store = open_store(op.path)
     if op.delta is not None:
         return lambda version: table_at(store, int(version))
@@ -28,14 +52,14 @@ def _table(stage: StageSpec) -> Any:
     return lambda version: whole
 
 
-def looked_up(spark: Any, df: Any, stage: StageSpec, versions: dict[int, dict[str, Any]]) -> Any:
+def looked_up(spark: Any, df: Any, stage: StageSpec, versions: dict[int, dict[str, Any]], bootstrap: str = "") -> Any:
     """The stage's expected output, with a ``STEP`` column."""
     from pyspark.sql import functions as F
 
     op = stage.lookup
     assert op is not None
     keys = list(op.keys)
-    read = _table(stage)
+    read = _table(stage, bootstrap)
     by_version: dict[Any, list[int]] = {}
     for step, recorded in versions.items():
         if stage.name in recorded:

@@ -171,6 +171,12 @@ def _dataflow_problems(spec: Mapping[str, Any]) -> list[Problem]:
             if (kafka.get("startingOffsets") == "timestamp") != ("startingTimestampMs" in kafka):
                 problems.append(Problem(f"{at}.source.kafka.startingTimestampMs",
                                         "set it with startingOffsets timestamp, and only then"))
+        if kind is StageKind.LOOKUP and "kafka" in raw["lookup"]["table"]:
+            columns = raw["lookup"]["table"]["kafka"]["schema"]
+            for j, key in enumerate(raw["lookup"]["keys"]):
+                if key not in columns:
+                    problems.append(Problem(f"{at}.lookup.keys[{j}]", f"{key!r} is not a column of the table's schema "
+                                            f"(lookup.table.kafka.schema: {', '.join(columns)})"))
         if kind is StageKind.AGGREGATE:
             for j, agg in enumerate(raw["aggregate"]["aggregations"]):
                 if agg["op"] != "count" and not agg.get("column"):
@@ -402,9 +408,11 @@ def _build(doc: Mapping[str, Any], base_dir: Path, text: str) -> PipelineSpec:
             pass  # eventtime.deduplicate and eventtime.join, below
         elif kind is StageKind.LOOKUP:
             table = raw["lookup"]["table"]
-            where = {k: _location(base_dir, v["path"]) for k, v in table.items()}
+            where = {k: _location(base_dir, v["path"]) for k, v in table.items() if k != "kafka"}
+            topic = (KafkaSource(table["kafka"]["topic"], "json", tuple(table["kafka"]["schema"].items()))
+                     if "kafka" in table else None)
             lookup = LookupOp(raw["lookup"].get("type", "inner"), tuple(raw["lookup"]["keys"]), where.get("delta"),
-                              where.get("parquet"))
+                              where.get("parquet"), topic)
         elif kind is StageKind.PROCESS:
             p = raw["process"]
             initial = {k: _location(base_dir, v["path"]) for k, v in p.get("initialState", {}).items()}

@@ -136,13 +136,14 @@ class JoinOp:
 
 @dataclass(frozen=True)
 class LookupOp:
-    """A stream joined to a table (``dataflow/lookup.py``): a Delta table at the version each step recorded,
-    or a Parquet directory that must not change while the pipeline reads it."""
+    """A stream joined to a table (``dataflow/lookup.py``): a Delta table or a compacted Kafka topic at the
+    version each step recorded, or a Parquet directory that must not change while the pipeline reads it."""
 
     kind: str                         # inner | left
     keys: tuple[str, ...]
     delta: Path | str | None = None
     parquet: Path | str | None = None
+    kafka: KafkaSource | None = None  # a compacted topic: each record's value a row, its key the row's identity
 
     @property
     def path(self) -> Path | str:
@@ -337,7 +338,8 @@ class PipelineSpec:
 
     @property
     def uses_kafka(self) -> bool:
-        return any(s.kafka is not None or s.kafka_sink is not None or s.late_topic is not None for s in self.stages)
+        return any(s.kafka is not None or s.kafka_sink is not None or s.late_topic is not None
+                   or (s.lookup is not None and s.lookup.kafka is not None) for s in self.stages)
 
     @property
     def reads_kafka(self) -> bool:

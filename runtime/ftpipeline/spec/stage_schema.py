@@ -85,16 +85,27 @@ _KAFKA_SOURCE = obj(
     ["topic"],
 )
 
-def _table(description: str) -> Schema:
-    """A table a stage reads: a Delta table or a directory of Parquet files."""
-    return obj(description,
-               {"delta": obj("A Delta table.", {"path": string("Table directory, or s3://bucket/prefix; relative "
-                                                               "paths are resolved against the pipeline file.",
-                                                               minLength=1)}, ["path"]),
-                "parquet": obj("A directory of Parquet files.", {"path": string(
-                    "Directory, or s3://bucket/prefix; relative paths are resolved against the pipeline file.",
-                    minLength=1)}, ["path"])},
-               rules=[one_of("delta", "parquet")])
+def _table(description: str, kafka: bool = False) -> Schema:
+    """A table a stage reads: a Delta table or a directory of Parquet files (or, for a lookup, a compacted
+    Kafka topic)."""
+    kinds: dict[str, Schema] = {
+        "delta": obj("A Delta table.", {"path": string("Table directory, or s3://bucket/prefix; relative paths are "
+                                                       "resolved against the pipeline file.", minLength=1)}, ["path"]),
+        "parquet": obj("A directory of Parquet files.", {"path": string(
+            "Directory, or s3://bucket/prefix; relative paths are resolved against the pipeline file.",
+            minLength=1)}, ["path"]),
+    }
+    if kafka:
+        kinds["kafka"] = obj(
+            "A compacted Kafka topic (cleanup.policy=compact) of the pipeline's cluster (spec.kafka): each record's "
+            "value a JSON object holding the schema's columns, its key the row's identity (the last value of a key "
+            "is its row; a null value deletes it). Read up to the ends its partitions had when each step started; "
+            "those offsets are recorded with the step.",
+            {"topic": string("Topic to read.", minLength=1, maxLength=249, pattern=r"^[A-Za-z0-9._-]+$"),
+             "schema": {"type": "object", "description": "Column name to type (string, long, double, boolean).",
+                        "minProperties": 1, "additionalProperties": {"type": "string", "enum": _COLUMN_TYPES}}},
+            ["topic", "schema"])
+    return obj(description, kinds, rules=[one_of(*kinds)])
 
 
 def _duration(description: str) -> Schema:
@@ -269,7 +280,7 @@ STAGE_SCHEMA: Schema = obj(
             "it). Each row is joined to every table row with equal keys; the output holds the row's columns, "
             "then the table's others (a name both have is prefixed table_).",
             {
-                "table": _table("The table. Exactly one of delta, parquet."),
+                "table": _table("The table. Exactly one of delta, parquet, kafka.", kafka=True),
                 "keys": {"type": "array", "description": "Columns of both the rows and the table, equal in a match.",
                          "minItems": 1, "maxItems": 16, "items": {"type": "string"}},
                 "type": string("inner (a row with no match is dropped) or left (kept, with nulls).",

@@ -7,7 +7,9 @@ Flight server for the process's life (``server.py`` starts them):
   arrive as a stream: a report is a watermark-offset lookup, and a change
   only is sent): re-reads its NTT, reports the records available to its
   source channels (Feldera's ``received(step, n)``) and a recorded but
-  uncommitted next step (``replay(step)``), and collects garbage (drops
+  uncommitted next step (``replay(step)``), the ends of the compacted
+  topics its lookup stages join (``table``, ``dataflow/lookup_kafka.py``)
+  every ``TABLE_LOOK_S``, and collects garbage (drops
   consumed objects, in shared mode of the PT lock) every ``gc.intervalMs``;
 - ``listen``: wakes the task hand-out whenever another worker announces a
   completion (``LineageTables.announce``), since its outputs may be the
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from ftpipeline.dataflow.lookup_kafka import TableEnds
 from ftpipeline.dataflow.sources import SourceReader
 from ftpipeline.lineage.naming import Channel, Slot
 from ftpipeline.obs.errors import one_line
@@ -38,6 +41,7 @@ log = logging.getLogger("ftpipeline.sidecar")
 
 LOOP_S = 0.05            # the loop's period
 STREAM_REPORT_S = 0.01   # a Kafka source's new records are reported this often: its step waits for no longer poll
+TABLE_LOOK_S = 0.1       # a Kafka lookup table's ends are looked at this often (sent when changed, or each second)
 
 
 class Background:
@@ -47,6 +51,9 @@ class Background:
         self._unreadable: dict[Channel, str] = {}     # source channels whose reader fails, and why
         self._listed: dict[Channel, tuple[list[int], float]] = {}  # the last 'listed' report per source channel
         self._replayed = 0
+        self._tables: dict[str, TableEnds] = {}                 # Kafka lookup stage -> its topic's ends
+        self._table_sent: dict[str, tuple[dict[int, int], float]] = {}
+        self._table_unreadable: dict[str, str] = {}
 
     def collect_garbage(self) -> int:
         s = self.s
@@ -102,6 +109,42 @@ class Background:
                 s.store.send({"t": "received", "w": s.worker, "step": s.step + 1, "ch": slot.key(),
                               "start": report[0], "n": report[1], "exhausted": report[2]})
 
+    def report_tables(self) -> None:
+        """The ends of each compacted topic a lookup stage of this worker joins: the version a step starting
+        now records (``lookup.TableVersions``)."""
+        s = self.s
+        if s.spec is None or s.graph is None:
+            return
+        mine = {ch.stage for ch in s.owned()}
+        now = time.monotonic()
+        for stage in s.spec.lookups:
+            op = stage.lookup
+            if op is None or op.kafka is None or stage.name not in mine:
+                continue
+            looker = self._tables.get(stage.name)
+            if looker is None:
+                looker = self._tables[stage.name] = TableEnds(op.kafka, s.spec.kafka_bootstrap)
+            try:
+                ends = looker.ends()
+            except (OSError, ValueError, RuntimeError) as exc:  # the cluster out of reach: say so, look again
+                said = one_line(exc)
+                if self._table_unreadable.get(stage.name) != said:
+                    self._table_unreadable[stage.name] = said
+                    log.warning("lookup table unreadable: its ends are not reported until it answers",
+                                extra={"worker": s.worker, "stage": stage.name, "error": said})
+                continue
+            self._table_unreadable.pop(stage.name, None)
+            last = self._table_sent.get(stage.name)
+            if last is None or last[0] != ends or now - last[1] > 1.0:
+                self._table_sent[stage.name] = (ends, now)
+                s.store.send({"t": "table", "w": s.worker, "stage": stage.name,
+                              "ends": {str(p): end for p, end in ends.items()}})
+
+    def close(self) -> None:
+        for looker in self._tables.values():
+            looker.close()
+        self._tables.clear()
+
     def report_replay(self) -> None:
         """Feldera's replay(step): the step log already holds the next step's offsets.
 
@@ -118,7 +161,7 @@ class Background:
 
     def run(self) -> None:
         s = self.s
-        next_gc = next_look = 0.0
+        next_gc = next_look = next_table = 0.0
         while not s.stopping.is_set():
             if s.fenced is not None and not s.busy:
                 log.error("stopping: fenced off", extra={"worker": s.worker, "reason": s.fenced})
@@ -132,12 +175,16 @@ class Background:
                 if now >= next_look:
                     self.report_replay()
                     next_look = now + LOOP_S
+                if now >= next_table:
+                    self.report_tables()
+                    next_table = now + TABLE_LOOK_S
                 if s.spec is not None and now >= next_gc:
                     self.collect_garbage()
                     next_gc = now + s.spec.gc_interval_ms / 1000
             except redis.RedisError as exc:
                 log.error("redis unavailable", extra={"error": str(exc)})
             time.sleep(STREAM_REPORT_S if s.spec is not None and s.spec.reads_kafka else LOOP_S)
+        self.close()
 
     def listen(self) -> None:
         s = self.s

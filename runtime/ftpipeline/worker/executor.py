@@ -129,7 +129,7 @@ class TaskRunner:
         self.keyed = ChannelStates(spark, spec, self.graph, module, make_backend(spec.state_backend, buffer.root),
                                    CheckpointStorage(spec.checkpoint_root, spec.store_key))
         self.staged: list[list[Any]] = []  # Kafka sink parts this task wrote: [sink, step, channel, file]
-        self.lookups = LookupTables()      # the tables lookup stages join, by version (dataflow/lookup.py)
+        self.lookups = LookupTables(spec.kafka_bootstrap)  # the tables lookup stages join (dataflow/lookup.py)
 
     def warm(self) -> list[str]:
         """Build the plan of each chain a source with a known schema feeds (a Kafka topic's), before its
@@ -448,6 +448,7 @@ def serve(worker: str, work_dir: Path, master: str, conf: dict[str, str], sideca
             log.info("task done", extra={"task": task.id, "seconds": seconds, "rows_in": result["rows_in"],
                                          "outputs": len(result["outputs"]), "group": len(items)})
     runner.keyed.close()
+    runner.lookups.close()
     try:
         spark.stop()
     except Exception as exc:  # the JVM went first (a pod's or a run's end signals the whole process group)

@@ -1,6 +1,7 @@
 """A stream joined to a table that changes while it runs (a ``lookup`` stage over a Delta table another writer
-commits to every 100 milliseconds), through a killed worker: the output equals each step's rows
-joined, in Spark, to the table at the version the step recorded, read from the table's log
+commits to every 100 milliseconds, or over a compacted Kafka topic written as often, with deletions and a
+record that is no row), through a killed worker: the output equals each step's rows joined, in Spark, to
+the table at the version the step recorded, read from the table's log or with a plain consumer
 (``oracle/lookup.py``); so a re-run task joined the version its step had, not the newest. And a Parquet
 table that changes under a running pipeline fails it, naming the directory."""
 
@@ -58,6 +59,17 @@ def pipeline(directory: Path, name: str, table: dict[str, Any], kind: str = "lef
     return path
 
 
+def versions_joined(spark: Any, path: Path, tmp_path: Path) -> set[Any]:
+    """The run's output checked against the oracle; the table's versions its steps recorded, more than three
+    (the table changed under the run: steps joined different versions)."""
+    checked(spark, path, tmp_path / "run", LAST, ())
+    history = [json.loads(line) for f in (tmp_path / "checkpoints").rglob("history/*.jsonl")
+               for line in f.read_text().splitlines()]
+    versions = {d["tables"]["priced"] for d in history}
+    assert len(versions) > 3, versions
+    return versions
+
+
 @pytest.mark.parametrize("kind", ["left", "inner"])
 def test_a_delta_table_changing_mid_run_is_joined_at_each_steps_version(tmp_path: Path, redis_url: str, spark: Any,
                                                                         kind: str) -> None:
@@ -81,11 +93,51 @@ def test_a_delta_table_changing_mid_run_is_joined_at_each_steps_version(tmp_path
     finally:
         done.set()
         thread.join()
-    checked(spark, path, tmp_path / "run", LAST, ())
-    history = [json.loads(line) for f in (tmp_path / "checkpoints").rglob("history/*.jsonl")
-               for line in f.read_text().splitlines()]
-    versions = {d["tables"]["priced"] for d in history}
-    assert len(versions) > 3, versions  # the table changed under the run: steps joined different versions
+    versions_joined(spark, path, tmp_path)
+
+
+def test_a_compacted_kafka_topic_changing_mid_run_is_joined_at_each_steps_ends(
+        tmp_path: Path, redis_url: str, spark: Any, kafka_bootstrap: str, topic_name: str) -> None:
+    from confluent_kafka import Producer
+
+    from ftpipeline.kafka.client import config
+    from ftpipeline.kafka.topics import create_topics
+
+    create_topics(kafka_bootstrap, {topic_name: 2}, compacted=[topic_name])
+    producer = Producer(config(kafka_bootstrap, **{"enable.idempotence": True, "linger.ms": 5}))
+
+    def write(version: int) -> None:  # a version's rows, keyed by ad; every fifth version deletes an ad
+        for row in ads(version).to_pylist():
+            producer.produce(topic_name, key=row["ad"].encode(), value=json.dumps(row).encode())
+        if version % 5 == 4:
+            producer.produce(topic_name, key=f"ad{version % 20}".encode(), value=None)
+        if version == 3:  # no row of the schema: it changes nothing (and is logged)
+            producer.produce(topic_name, key=b"ad1", value=b"{not json")
+        producer.flush(30)
+
+    write(0)
+    done = threading.Event()
+
+    def writer() -> None:
+        version = 1
+        while not done.wait(0.1):
+            write(version)
+            version += 1
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        path = pipeline(tmp_path, "lookup-kafka", {"kafka": {"topic": topic_name, "schema": {
+            "ad": "string", "campaign": "string", "bid": "long"}}}, "left")
+        doc = yaml.safe_load(path.read_text())
+        doc["spec"]["kafka"] = {"bootstrapServers": kafka_bootstrap}
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        killed_and_recovered(path, tmp_path / "run", redis_url, 8, "lineage", LAST)
+    finally:
+        done.set()
+        thread.join()
+    versions = versions_joined(spark, path, tmp_path)
+    assert all(v.startswith("kafka:0=") and ",1=" in v for v in versions), versions
 
 
 def test_a_parquet_table_that_changes_under_the_run_fails_it_naming_the_directory(tmp_path: Path) -> None:
@@ -106,3 +158,40 @@ def test_a_parquet_table_that_changes_under_the_run_fails_it_naming_the_director
     assert resumed.code != 0
     assert "lookup.table.parquet" in resumed.output and "changed since the step started" in resumed.output, \
         resumed.output[-3000:]
+
+
+def test_a_workers_copy_of_a_kafka_table_reads_on_and_reads_again_for_a_step_behind(
+        kafka_bootstrap: str, topic_name: str, caplog: pytest.LogCaptureFixture) -> None:
+    from confluent_kafka import Producer
+
+    from ftpipeline.dataflow.lookup_kafka import KafkaTable, TableEnds
+    from ftpipeline.kafka.client import config
+    from ftpipeline.kafka.topics import create_topics
+    from ftpipeline.spec.model import KafkaSource
+
+    create_topics(kafka_bootstrap, {topic_name: 1}, compacted=[topic_name])
+    producer = Producer(config(kafka_bootstrap))
+    topic = KafkaSource(topic_name, schema=(("ad", "string"), ("bid", "long")))
+    looker = TableEnds(topic, kafka_bootstrap)
+
+    def put(key: str, value: bytes | None) -> dict[int, int]:
+        producer.produce(topic_name, key=key.encode(), value=value)
+        producer.flush(30)
+        return looker.ends()
+
+    put("a", b'{"ad": "a", "bid": 1}')
+    first = put("b", b'{"ad": "b", "bid": 2}')
+    put("a", b'{"ad": "a", "bid": 3}')            # a newer value of a
+    put("b", None)                                 # b deleted
+    second = put("a", b'{"ad": "a", "bid": "x"}')  # no row of the schema: a stays at 3
+    copy = KafkaTable("priced", topic, kafka_bootstrap)
+    try:
+        rows = lambda ends: sorted(map(tuple, (r.values() for r in copy.at(ends).to_pylist())))  # noqa: E731
+        assert rows(first) == [("a", 1), ("b", 2)]
+        assert rows(second) == [("a", 3)]          # read on from the first version's ends
+        assert rows(first) == [("a", 1), ("b", 2)]  # a step behind: read again from the start
+        assert rows({0: 0}) == [] and copy.at({0: 0}).schema.names == ["ad", "bid"]
+    finally:
+        copy.close()
+        looker.close()
+    assert any(getattr(r, "record", "") == f"{topic_name}/0@4" for r in caplog.records), caplog.records

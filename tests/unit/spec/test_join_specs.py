@@ -102,10 +102,25 @@ def test_a_lookup_becomes_its_model_and_records_its_tables_version_with_each_ste
     assert [s.name for s in spec.lookups] == ["priced"] and not Graph.physical(spec).is_stateful("priced")
 
 
+def test_a_lookup_of_a_compacted_topic_names_the_topic_and_its_columns_and_uses_kafka() -> None:
+    doc = copy.deepcopy(LOOKUP)
+    doc["spec"]["stages"][1]["lookup"]["table"] = {"kafka": {"topic": "ads", "schema": {"ad": "string", "bid": "long"}}}
+    spec = parse(doc)
+    op = spec.stage("priced").lookup
+    assert op.kafka is not None and (op.kafka.topic, op.kafka.schema) == ("ads", (("ad", "string"), ("bid", "long")))
+    assert op.delta is None and op.parquet is None and spec.uses_kafka and not spec.reads_kafka
+
+
 @pytest.mark.parametrize(("table", "path", "words"), [
-    ({"delta": {"path": "a"}, "parquet": {"path": "b"}}, "spec.stages[1].lookup.table", "exactly one of delta, parquet"),
-    ({}, "spec.stages[1].lookup.table", "exactly one of delta, parquet"),
+    ({"delta": {"path": "a"}, "parquet": {"path": "b"}}, "spec.stages[1].lookup.table",
+     "exactly one of delta, parquet, kafka"),
+    ({}, "spec.stages[1].lookup.table", "exactly one of delta, parquet, kafka"),
     ({"iceberg": {"path": "a"}}, "spec.stages[1].lookup.table.iceberg", "unknown field"),
+    ({"kafka": {"topic": "ads"}}, "spec.stages[1].lookup.table.kafka.schema", "required"),
+    ({"kafka": {"topic": "ads", "schema": {"id": "string"}}}, "spec.stages[1].lookup.keys[0]",
+     "'ad' is not a column of the table's schema"),
+    ({"kafka": {"topic": "ads", "schema": {"ad": "timestamp"}}}, "spec.stages[1].lookup.table.kafka.schema.ad",
+     "must be one of"),
 ])
 def test_what_a_lookup_cannot_read_is_refused_naming_the_field(table: dict[str, Any], path: str, words: str) -> None:
     doc = copy.deepcopy(LOOKUP)

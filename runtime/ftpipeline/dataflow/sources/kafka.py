@@ -108,7 +108,7 @@ class KafkaSourceReader:
             self._listed_at = now
         return self._partitions
 
-    def _watermarks(self, partition: int) -> tuple[int, int]:
+    def watermarks(self, partition: int) -> tuple[int, int]:
         """(earliest offset, last stable offset) of a partition."""
         try:
             low, high = self.consumer.get_watermark_offsets(TopicPartition(self.spec.topic, partition),
@@ -124,7 +124,7 @@ class KafkaSourceReader:
         except KafkaException as exc:
             raise KafkaSourceError(f"{self.spec.topic}/{partition} at {ms} ms: {describe(exc)}") from None
         offset = found[0].offset
-        return self._watermarks(partition)[1] if offset < 0 else int(offset)  # none that late: the end
+        return self.watermarks(partition)[1] if offset < 0 else int(offset)  # none that late: the end
 
     # -- SourceReader ----------------------------------------------------------
 
@@ -132,7 +132,7 @@ class KafkaSourceReader:
         return [p for p in self.partitions() if slot_channel(p, self.parallelism) == channel]
 
     def first_offset(self, slot: int, fresh: bool) -> int:
-        low, high = self._watermarks(slot)
+        low, high = self.watermarks(slot)
         if not fresh or self.spec.starting == "earliest":
             return low
         if self.spec.starting == "latest":
@@ -140,7 +140,7 @@ class KafkaSourceReader:
         return self._at_time(slot, self.spec.starting_timestamp_ms)
 
     def available(self, slot: int, start: int) -> int | None:
-        end = self._watermarks(slot)[1]
+        end = self.watermarks(slot)[1]
         if self.spec.ending == "latest":
             end = min(end, self._ends.setdefault(slot, end))
         return max(0, end - start)
@@ -149,7 +149,7 @@ class KafkaSourceReader:
         if self.spec.ending != "latest":
             return False
         if slot not in self._ends:
-            self._ends[slot] = self._watermarks(slot)[1]
+            self._ends[slot] = self.watermarks(slot)[1]
         return start >= self._ends[slot]
 
     def empty(self) -> pa.Table:
@@ -161,13 +161,13 @@ class KafkaSourceReader:
             raise ValueError(f"bad offset range [{lo}, {hi})")
         if lo == hi:
             return SourceBatch(self.empty())
-        records = self._fetch(slot, lo, hi)
+        records = self.fetch(slot, lo, hi)
         if self.spec.format == "raw":
             table = self._raw(records)
             return SourceBatch(table.append_column(self.stamp, table.column("timestamp")) if self.stamp else table)
         return self._json(slot, records)
 
-    def _fetch(self, partition: int, lo: int, hi: int) -> list[Any]:
+    def fetch(self, partition: int, lo: int, hi: int) -> list[Any]:
         where = f"{self.spec.topic}/{partition} offsets [{lo}, {hi})"
         consumer = self.consumer
         tp = TopicPartition(self.spec.topic, partition, lo)
@@ -187,7 +187,7 @@ class KafkaSourceReader:
                     elif error.code() == KafkaError._PARTITION_EOF:  # at the last stable offset
                         reached = max(reached, offset)
                     elif error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
-                        low, _ = self._watermarks(partition)
+                        low, _ = self.watermarks(partition)
                         raise KafkaSourceError(f"{where}: no longer in the topic (it begins at {low} now: "
                                                f"retention removed records a replay needs)")
                     else:
