@@ -97,6 +97,7 @@ GROUPS: dict[str, str] = {
     # lookups: a left lookup of a changing Delta table every time
     "tests/integration/dataflow/test_lookup.py::test_a_delta_table_changing_mid_run_is_joined_at_each_steps_version[inner]": "B",
     "tests/integration/dataflow/test_lookup.py::test_a_parquet_table_that_changes_under_the_run": "C",
+    "tests/integration/dataflow/test_lookup.py::test_a_compacted_kafka_topic_changing_mid_run": "A",
     # keyed functions: a kill mid-run every time
     f"{PROCESS}test_a_keyed_function_equals_the_oracle_through_a_killed_worker[checkpoint-last-input]": "A",
     f"{PROCESS}test_a_keyed_function_equals_the_oracle_through_a_killed_worker[lineage-before-checkpoint]": "B",

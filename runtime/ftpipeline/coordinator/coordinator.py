@@ -75,6 +75,7 @@ from ftpipeline.coordinator.losses import rebuild_lost_store, recover
 from ftpipeline.coordinator.members import Members
 from ftpipeline.coordinator.offsets import SourceOffsets
 from ftpipeline.coordinator.recovery import RecoveryRecord
+from ftpipeline.coordinator.stepstats import StepStats
 from ftpipeline.coordinator.reports import Observer, RunResult
 from ftpipeline.coordinator.release import Releases, sample_buffers
 from ftpipeline.coordinator.trigger import Reason, StepTrigger
@@ -174,18 +175,12 @@ class Coordinator:
         self.tally = Tally()          # rows read and dead letters, each counted once (tally.py)
         self.rollbacks: list[RecoveryRecord] = []  # the run rolled back by itself (a Redis that came back empty)
         self.awaiting_commit: list[RecoveryRecord] = []
-        self._tasks_by_worker: dict[str, int] = {}
         self._replays: set[int] = set()
         self._checked_log_for = -1
         self._exhausted = False
         self._force_step = False
-        self._step_started: dict[int, float] = {}
-        self._step_rows: dict[int, int] = {}
-        self._done_in_step: dict[int, int] = {}
-        self._step_seconds: list[float] = []
-        self._commit_at: list[float] = []
+        self.stats = StepStats()      # what each step took and did, for the result and metrics (stepstats.py)
         self._replay_until = 0        # steps up to this one are re-run after a rollback
-        self._recomputed_rows = 0     # rows read again by recovery: re-run tasks and replayed steps
         self.phases = StepPhases()    # where a step's time goes (obs/phases.py)
         # decided steps released in order once their commits are in the log (release.py)
         self.releases = Releases(self.members, store, self.journal, self.control, self.phases, stall_timeout_s, clock)
@@ -217,7 +212,7 @@ class Coordinator:
             self.lost(dead, "gone")
         self.detection.follow_deaths()
         self.journal.maybe_compact()
-        inject_faults(self.faults, self.triggered, self.done_in_step, self.elapsed(), self.ckpt.busy, self.members,
+        inject_faults(self.faults, self.triggered, self.stats.done_in_step, self.elapsed(), self.ckpt.busy, self.members,
                       self.cluster)
         self.check_generation()
 
@@ -228,9 +223,6 @@ class Coordinator:
             if self.store.generation() != self.generation:
                 self.evacuations.interrupted()
                 rebuild_lost_store(self)
-
-    def done_in_step(self, step: int) -> int:
-        return self._done_in_step.get(step, 0)
 
     def elapsed(self) -> float:
         return self.clock() - self._started_at
@@ -243,9 +235,8 @@ class Coordinator:
             if task is not None and not event["recovery"]:
                 self.phases.task(task.step, event.get("parts", {}))
             if task is not None:
-                self._tasks_by_worker[event["w"]] = self._tasks_by_worker.get(event["w"], 0) + 1
+                self.stats.task_done(task.step, event["w"])
                 self.last_progress = self.clock()
-                self._done_in_step[task.step] = self._done_in_step.get(task.step, 0) + 1
                 source = event["kind"] == "source"
                 first = self.tally.done(task.stage, task.channel, task.step, event["rows_in"] if source else 0,
                                         int(event.get("dead", 0)), int(event.get("late", 0)))
@@ -259,7 +250,7 @@ class Coordinator:
                                             event["rows_in"])
                 if event["recovery"] or task.step <= self._replay_until:
                     self.metrics.replayed.inc(event["rows_in"])
-                    self._recomputed_rows += event["rows_in"]
+                    self.stats.recomputed_rows += event["rows_in"]
             if event.get("diverged"):  # a keyed function's re-run emitted other rows (lineage/determinism.py)
                 log.warning("a keyed function emitted other rows when re-run than the first time: it reads time or "
                             "randomness outside ctx", extra={"task": event["id"], "worker": event["w"],
@@ -438,7 +429,7 @@ class Coordinator:
         self.outstanding.update({t.id: t for t in tasks})
         self.phases.mark(step, "assigned", self.clock())
         rows = sum(hi - lo for lo, hi in offsets.values())
-        self._step_started[step], self._step_rows[step] = now, rows
+        self.stats.started(step, now, rows)
         trigger.stepped(now)
         self.metrics.current.set(step)
         self.metrics.triggers.labels(self.spec.metrics_label, reason.value).inc()
@@ -467,9 +458,7 @@ class Coordinator:
         """``step`` is released (``release.py``): its time, metrics and observer call; the checkpoint manager,
         the channels a newcomer takes back and the buffer samples hear of it."""
         now = self.clock()
-        elapsed = now - self._step_started.pop(step, now)
-        self._step_seconds.append(elapsed)
-        self._commit_at.append(now - self._started_at)
+        elapsed, rows = self.stats.released(step, now, now - self._started_at)
         for record in self.awaiting_commit:
             record.to_commit_seconds = now - record.detected_at
             self.metrics.recovery_to_commit.observe(record.to_commit_seconds)
@@ -477,7 +466,7 @@ class Coordinator:
         self.metrics.steps.inc()
         self.metrics.committed.set(step)
         self.metrics.step_seconds.observe(elapsed)
-        self.observer.on_step_committed(step, self._step_rows.pop(step, 0), elapsed)
+        self.observer.on_step_committed(step, rows, elapsed)
         self.phases.mark(step, "released", now)
         self.phases.close(step)
         self.ckpt.released(step)
@@ -546,14 +535,14 @@ class Coordinator:
             recoveries=self.recoveries,
             evacuations=list(self.evacuations.done),
             outages=list(self.control.outages),
-            stats={**self.store.stats(), "recomputed_rows": self._recomputed_rows,
+            stats={**self.store.stats(), "recomputed_rows": self.stats.recomputed_rows,
                    "heartbeat_losses": self.detection.heartbeat_losses, "log_znodes_max": self.journal.log_znodes_max},
-            step_seconds=self._step_seconds,
-            tasks_by_worker=dict(self._tasks_by_worker),
+            step_seconds=self.stats.step_seconds,
+            tasks_by_worker=dict(self.stats.tasks_by_worker),
             joins=list(self.members.joins),
             checkpoints=list(self.ckpt.history),
             buffers=list(self.buffer_samples),
-            commit_at=list(self._commit_at),
+            commit_at=list(self.stats.commit_at),
             phases=self.phases.summary(),
         )
 
