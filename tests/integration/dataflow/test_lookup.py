@@ -195,3 +195,18 @@ def test_a_workers_copy_of_a_kafka_table_reads_on_and_reads_again_for_a_step_beh
         copy.close()
         looker.close()
     assert any(getattr(r, "record", "") == f"{topic_name}/0@4" for r in caplog.records), caplog.records
+
+
+def test_a_lookup_topic_that_does_not_exist_fails_validate_naming_the_field(tmp_path: Path,
+                                                                            kafka_bootstrap: str) -> None:
+    import subprocess
+    import sys
+
+    path = pipeline(tmp_path, "lookup-missing", {"kafka": {"topic": "no-such-ads", "schema": {"ad": "string"}}})
+    doc = yaml.safe_load(path.read_text())
+    doc["spec"]["kafka"] = {"bootstrapServers": kafka_bootstrap}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    checked = subprocess.run([sys.executable, "-m", "ftpipeline.cli", "validate", str(path)],
+                             capture_output=True, text=True, timeout=120)
+    wanted = "spec.stages[1].lookup.table.kafka.topic: topic 'no-such-ads' does not exist on"
+    assert checked.returncode == 2 and wanted in " ".join(checked.stdout.split()), checked.stdout + checked.stderr
