@@ -107,6 +107,9 @@ class CheckpointManager:
         self.stored: set[int] = set()         # committed epochs found in storage at a resume (retention counts them)
         self.current: CheckpointTracker | None = None
         self.last: dict[str, Any] | None = None   # newest committed manifest
+        # snapshots reported for a checkpoint not committed (yet, or ever): each written whole, and kept in
+        # storage until the next commit prunes; a lost channel's rebuild may start from one (lineage/planner.py)
+        self.uncommitted: dict[Channel, tuple[int, str]] = {}
         self.last_committed_at: float | None = None
         self.last_started_at = clock()
         self.requested = False
@@ -155,6 +158,7 @@ class CheckpointManager:
     def restored(self, epoch: int) -> None:
         """Every worker reopened the checkpoint of ``epoch``: messages carry it again."""
         self.epoch = epoch
+        self.uncommitted = {}  # snapshots of the history rolled back: a rebuild starts from the cut
         self.allocated = max([self.allocated, epoch, *self._committed_epochs()])
 
     def found_in_storage(self, epochs: set[int]) -> None:
@@ -206,8 +210,9 @@ class CheckpointManager:
         if cur is None or int(event.get("epoch", -1)) != cur.epoch:
             return
         if event["t"] == "checkpointed":
-            cur.worker_checkpointed(event["w"], int(event["deficit"]),
-                                    [ChannelSnapshot(**s) for s in event["snapshots"]])
+            snapshots = [ChannelSnapshot(**s) for s in event["snapshots"]]
+            cur.worker_checkpointed(event["w"], int(event["deficit"]), snapshots)
+            self.uncommitted.update({Channel.parse(s.channel): (s.step, s.path) for s in snapshots if s.path})
         elif event["t"] == "inflight":
             cur.received_inflight({k: int(v) for k, v in event["objects"].items()})
             self.metrics.inflight.inc(len(event["objects"]))
@@ -273,6 +278,7 @@ class CheckpointManager:
             self.on_aborted(cur.epoch, f"commit failed: {exc}")
             return None
         cur.committed()
+        self.uncommitted = {}  # the manifest holds the newest now, and the prune below may take the others
         keep = self._after_commit(manifest)
         size = self._publish(manifest, keep)
         now = self.clock()

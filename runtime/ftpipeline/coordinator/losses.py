@@ -98,7 +98,7 @@ def recover(c: Coordinator, dead: WorkerId, reason: str = "", how: str = "") -> 
         if strategy == "lineage":
             try:
                 record = recover_lineage(c.graph, c.tables, view, dead, survivors, epoch, manifest,
-                                         clients, detected, c.clock)
+                                         clients, detected, c.clock, c.ckpt.uncommitted)
             except PlanningError as exc:  # the tables allow no lineage plan: roll back instead
                 log.warning("lineage plan impossible; rolling back to the newest checkpoint",
                             extra={"worker": dead, "error": str(exc)})

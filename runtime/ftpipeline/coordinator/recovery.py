@@ -6,7 +6,9 @@ around it, in the seed's order):
 1. take the PT delete lock exclusively — no worker can drop an object now,
    so everything the snapshot sees as present stays present;
 2. read all tables in one transaction; plan (lost stateful channels start
-   from their newest committed snapshot);
+   from their newest committed snapshot, or from a newer one written for a
+   checkpoint still under way, or aborted by this very loss, where that is
+   safe: ``CheckpointManager.uncommitted``);
 3. apply the plan in one script: tasks into survivors' NTTs, inputs
    resurrected, the lost worker's NOT/PT entries dropped, its channels moved,
    the worker fenced off, the recovery epoch advanced;
@@ -163,9 +165,11 @@ def recover_lineage(
     clients: Mapping[WorkerId, SidecarClient],
     started: float,
     clock: Callable[[], float],
+    newer: Mapping[Channel, tuple[int, str]] | None = None,
 ) -> RecoveryRecord:
-    """Plan on ``view`` (taken under the exclusive lock, which the caller holds) and apply."""
-    plan = plan_recovery(graph, view, dead, survivors, epoch, snapshots_of(manifest))
+    """Plan on ``view`` (taken under the exclusive lock, which the caller holds) and apply; ``newer``: the
+    snapshots of a checkpoint not committed, closer bases for a lost channel's rebuild (``lineage/planner.py``)."""
+    plan = plan_recovery(graph, view, dead, survivors, epoch, snapshots_of(manifest), newer)
     tables.apply(plan)
     return RecoveryRecord(
         worker=dead, strategy="lineage", epoch=epoch, tasks=plan.tasks, moves=plan.moves, detected_at=started,

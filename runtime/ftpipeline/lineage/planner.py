@@ -18,7 +18,12 @@ Steps of :func:`plan_recovery`:
    snapshot (or from nothing) and folds every input kept since (stateful
    consumers put their inputs in the cemetery only once a checkpoint covers
    them); steps whose outputs were lost before being consumed are re-run
-   after it.
+   after it. A snapshot the channel wrote for a checkpoint that has not
+   committed (``newer``: written whole and reported, its files kept until a
+   later commit prunes) is a base too, and a closer one: it is taken when
+   no lost output of the channel at or before its step is still to be read
+   (judged against the committed snapshots, a superset of what the plan will
+   need), so the rebuild folds fewer steps.
 4. Inputs of all those tasks, and of every task pending on a survivor, that
    are neither present nor about to be produced are regenerated from their
    lineage (LT), recursively until the inputs exist or a source is reached
@@ -124,6 +129,34 @@ def _key(task: Task) -> tuple[str, str, int, int, int]:
     return (task.kind.value, task.stage, task.channel, task.first, task.step)
 
 
+def _closer_bases(graph: TaskGraph, view: TablesView, lost: frozenset[str], moves: Mapping[Channel, WorkerId],
+                  committed: Mapping[Channel, tuple[int, str]], newer: Mapping[Channel, tuple[int, str]]
+                  ) -> dict[Channel, tuple[int, str]]:
+    """The base each lost stateful channel is rebuilt from: its ``newer`` snapshot where that one is past the
+    committed one, within what it applied, and no lost output of the channel at or before its step may still
+    be read (a consumer's read judged against the committed snapshots, which need the most); else the
+    committed one."""
+    bases = dict(committed)
+    candidates = {ch: snap for ch, snap in newer.items() if ch in moves and graph.is_stateful(ch.stage)
+                  and committed.get(ch, (0, ""))[0] < snap[0] <= view.state_steps.get(ch, 0) and snap[1]}
+    if not candidates:
+        return bases
+    for name in lost:
+        obj = ObjectName.parse(name)
+        snap = candidates.get(obj.producer)
+        if snap is None or obj.seq > snap[0]:
+            continue
+        if graph.is_stateful(obj.target):
+            read = (committed.get(obj.consumer, (0, ""))[0] if obj.consumer in moves
+                    else view.state_steps.get(obj.consumer, 0)) >= obj.seq
+        else:
+            read = view.consumed(obj.key())
+        if not read:
+            del candidates[obj.producer]
+    bases.update(candidates)
+    return bases
+
+
 def plan_recovery(
     graph: TaskGraph,
     view: TablesView,
@@ -131,11 +164,14 @@ def plan_recovery(
     alive: Sequence[WorkerId],
     epoch: int,
     snapshots: Mapping[Channel, tuple[int, str]] | None = None,
+    newer: Mapping[Channel, tuple[int, str]] | None = None,
 ) -> RecoveryPlan:
-    """``snapshots``: per stateful channel, (step, file) of its newest committed snapshot."""
+    """``snapshots``: per stateful channel, (step, file) of its newest committed snapshot; ``newer``: of one
+    written for a checkpoint not committed (yet, or ever), used where it is safe (the module's step 3)."""
     live = frozenset(alive)
     placement, moves = adopt(view.placement, dead, sorted(live), graph.is_stateful)
     lost = view.not_.get(dead, frozenset())
+    snapshots = _closer_bases(graph, view, lost, moves, snapshots or {}, newer or {})
 
     def present(name: str) -> bool:
         return view.pt.get(name) in live

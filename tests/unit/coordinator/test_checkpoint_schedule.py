@@ -212,3 +212,22 @@ def test_a_worker_that_could_not_write_its_snapshot_aborts_the_checkpoint_with_i
     m.on_event({"t": "checkpoint_failed", "w": "w0", "epoch": 1, "error": error})
     assert len(heard) == 1, "the second worker's report of the same cut is not a second abort"
     assert m.due(2), "the next checkpoint is due at once"
+
+
+def test_snapshots_of_a_checkpoint_that_did_not_commit_stay_known_until_a_commit_or_a_rollback(tmp_path: Path) -> None:
+    """What a lost channel's rebuild may start from (``lineage/planner.py``): each snapshot a worker reported
+    whole, even once its checkpoint is aborted (its files stay until the next commit prunes them)."""
+    from ftpipeline.lineage.naming import Channel
+
+    m = manager(tmp_path, Clock(), KnownEpochs(), checkpoint_steps=2)
+    m.members = cast(Members, Workers(Worker("w0"), Worker("w1")))
+    m.start(2)
+    snap = {"channel": "agg.1", "step": 2, "path": "epoch-1/state/agg.1", "rows": 5, "bytes": 100}
+    empty = {"channel": "agg.0", "step": 2, "path": "", "rows": 0, "bytes": 0}
+    m.on_event({"t": "checkpointed", "w": "w1", "epoch": 0, "deficit": 0, "snapshots": [snap]})
+    assert m.uncommitted == {}, "another epoch's report"
+    m.on_event({"t": "checkpointed", "w": "w1", "epoch": 1, "deficit": 0, "snapshots": [snap, empty]})
+    m.abort("worker w0 lost")
+    assert m.uncommitted == {Channel("agg", 1): (2, "epoch-1/state/agg.1")}
+    m.restored(0)
+    assert m.uncommitted == {}, "a rollback's history is not the one the snapshot folded"

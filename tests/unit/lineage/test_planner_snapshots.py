@@ -97,3 +97,46 @@ def test_snapshot_newer_than_a_step_to_redo_is_a_planning_error() -> None:
     plan = plan_recovery(h.g, h.view(), W1, [W0], epoch=1, snapshots={AGG1: (2, SNAPSHOT)})
     redo = [t for _, t in plan.tasks if t.kind is TaskKind.AGGREGATE and t.ref == AGG1]
     assert [(t.step, t.emit) for t in redo] == [(3, frozenset({lost}))]
+
+
+NEWER = "epoch-2/state/agg.1.parquet"
+
+
+def test_a_snapshot_of_a_checkpoint_not_committed_is_a_closer_base() -> None:
+    """A checkpoint at step 3 was under way (agg.1 wrote its snapshot) when w1 died: the rebuild starts there."""
+    h = checkpointed_history()
+    plan = plan_recovery(h.g, h.view(), W1, [W0], epoch=1, snapshots={AGG1: (2, SNAPSHOT)}, newer={AGG1: (3, NEWER)})
+    rebuilds = [t for _, t in plan.tasks if t.kind is TaskKind.REBUILD]
+    assert [(t.first, t.step, t.base) for t in rebuilds] == [(4, 4, NEWER)]
+    assert task_steps(plan) == {4}  # step 3's inputs are neither read nor regenerated
+    regen = sorted((t.stage, t.step) for _, t in plan.tasks if t.kind is not TaskKind.REBUILD)
+    assert regen == [("clean", 4), ("events", 4)]
+
+
+@pytest.mark.parametrize("newer", [(5, NEWER), (2, NEWER), (1, NEWER), (3, "")])
+def test_a_newer_snapshot_past_what_the_channel_applied_or_not_past_the_committed_one_is_not_used(
+        newer: tuple[int, str]) -> None:
+    h = checkpointed_history()
+    plan = plan_recovery(h.g, h.view(), W1, [W0], epoch=1, snapshots={AGG1: (2, SNAPSHOT)}, newer={AGG1: newer})
+    rebuilds = [t for _, t in plan.tasks if t.kind is TaskKind.REBUILD]
+    assert [(t.first, t.step, t.base) for t in rebuilds] == [(3, 4, SNAPSHOT)]
+
+
+def test_a_newer_snapshot_past_a_lost_output_still_to_be_read_is_not_used() -> None:
+    """agg.1@3's output died unconsumed: step 3 is re-run, so the snapshot that folded it cannot be the base
+    (the committed one is, and nothing fails to plan)."""
+    h = History(graph(), [W0, W1])
+    h.run_step(1)
+    h.run_step(2)
+    h.gc()
+    h.schedule(3)
+    for stage in ("events", "clean", "agg"):
+        for ch in (0, 1):
+            h.complete(h.task(stage, ch, 3))
+    h.complete(h.task("out", 0, 3))
+    lost = ObjectName("agg", 1, 3, "out", 0, 1).key()
+    plan = plan_recovery(h.g, h.view(), W1, [W0], epoch=1, snapshots={AGG1: (2, SNAPSHOT)}, newer={AGG1: (3, NEWER)})
+    rebuilds = [t for _, t in plan.tasks if t.kind is TaskKind.REBUILD]
+    assert [(t.first, t.step, t.base) for t in rebuilds] == [(3, 2, SNAPSHOT)]
+    redo = [t for _, t in plan.tasks if t.kind is TaskKind.AGGREGATE and t.ref == AGG1]
+    assert [(t.step, t.emit) for t in redo] == [(3, frozenset({lost}))]
