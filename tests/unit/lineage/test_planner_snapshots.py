@@ -78,8 +78,8 @@ def test_snapshot_of_another_channel_is_not_used() -> None:
     assert {1, 2} <= task_steps(plan)
 
 
-def test_snapshot_newer_than_a_step_to_redo_is_a_planning_error() -> None:
-    """agg.1@3's output died unconsumed, so step 3 must be re-run, but the snapshot already folded it."""
+def unread_output_history() -> tuple[History, str]:
+    """Steps 1..2 ran; of step 3, agg.1's output to out.1 is held by w1 alone and not read yet."""
     h = History(graph(), [W0, W1])
     h.run_step(1)
     h.run_step(2)
@@ -89,7 +89,12 @@ def test_snapshot_newer_than_a_step_to_redo_is_a_planning_error() -> None:
         for ch in (0, 1):
             h.complete(h.task(stage, ch, 3))
     h.complete(h.task("out", 0, 3))                       # out.1@3 has not consumed agg.1@3 yet
-    lost = ObjectName("agg", 1, 3, "out", 0, 1).key()
+    return h, ObjectName("agg", 1, 3, "out", 0, 1).key()
+
+
+def test_snapshot_newer_than_a_step_to_redo_is_a_planning_error() -> None:
+    """agg.1@3's output died unconsumed, so step 3 must be re-run, but the snapshot already folded it."""
+    h, lost = unread_output_history()
     assert h.pt[lost] == W1 and not h.view().consumed(lost)
     with pytest.raises(PlanningError, match="agg.1 must redo step 3, older than its snapshot at 3"):
         plan_recovery(h.g, h.view(), W1, [W0], epoch=1, snapshots={AGG1: (3, SNAPSHOT)})
@@ -125,16 +130,7 @@ def test_a_newer_snapshot_past_what_the_channel_applied_or_not_past_the_committe
 def test_a_newer_snapshot_past_a_lost_output_still_to_be_read_is_not_used() -> None:
     """agg.1@3's output died unconsumed: step 3 is re-run, so the snapshot that folded it cannot be the base
     (the committed one is, and nothing fails to plan)."""
-    h = History(graph(), [W0, W1])
-    h.run_step(1)
-    h.run_step(2)
-    h.gc()
-    h.schedule(3)
-    for stage in ("events", "clean", "agg"):
-        for ch in (0, 1):
-            h.complete(h.task(stage, ch, 3))
-    h.complete(h.task("out", 0, 3))
-    lost = ObjectName("agg", 1, 3, "out", 0, 1).key()
+    h, lost = unread_output_history()
     plan = plan_recovery(h.g, h.view(), W1, [W0], epoch=1, snapshots={AGG1: (2, SNAPSHOT)}, newer={AGG1: (3, NEWER)})
     rebuilds = [t for _, t in plan.tasks if t.kind is TaskKind.REBUILD]
     assert [(t.first, t.step, t.base) for t in rebuilds] == [(3, 2, SNAPSHOT)]
