@@ -40,7 +40,6 @@ interval is decoded whole each time a row of it arrives.
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -219,7 +218,7 @@ class IntervalJoin:
 
     def _decode(self, side: int, found: pa.Table, state: pa.Schema, schemas: list[pa.Schema]) -> pa.Table:
         blobs = [b for b in found.column(ROWS).to_pylist() if b] if found.num_rows else []
-        rows = self._codec(side, state, schemas).decode(_split(blobs))
+        rows = self._codec(side, state, schemas).decode_prefixed(blobs)
         return rows.select(schemas[side].names).cast(schemas[side]) if rows.schema != schemas[side] else rows
 
     def _fetch(self, held: KeyedState, touched: pa.Table, schemas: list[pa.Schema]) -> list[pa.Table]:
@@ -231,22 +230,34 @@ class IntervalJoin:
         return [self._decode(s, found.slice(s * n, n), held.schema, schemas) for s in (LEFT, RIGHT)]
 
     def _put(self, held: KeyedState, side: int, rows: pa.Table, step: int) -> None:
-        """``rows`` (of one side, grouped by key here) become the held rows of their keys."""
+        """``rows`` (of one side, grouped by key here) become the held rows of their keys: sorted by key (stably:
+        a key's rows keep their order), encoded end to end, and each key's run of bytes cut out as its value."""
         if not rows.num_rows:
             return
         codec = self._codec(side, held.schema, [rows.schema, rows.schema])
-        prefixed = [len(e).to_bytes(4, "little") + e for e in codec.encode(rows.select(codec.schema.names)
-                                                                             .cast(codec.schema))]
         keys = list(self.op.keys)
-        numbered = rows.select(keys).append_column(_L, pa.array(np.arange(rows.num_rows), pa.int64())) \
-            .append_column(_LT, self._expiry(side, rows))
-        groups = numbered.group_by(keys, use_threads=False).aggregate([(_L, "list"), (_LT, "min")])
-        blobs = [b"".join(prefixed[i] for i in ids) for ids in groups.column(f"{_L}_list").to_pylist()]
-        n = groups.num_rows
-        held.put(groups.select(keys).append_column(SIDE, pa.array(np.full(n, side, np.int8)))
-                 .append_column(ROWS, pa.array(blobs, pa.binary()))
-                 .append_column(EXPIRES, groups.column(f"{_LT}_min"))
-                 .append_column(STEP, pa.array(np.full(n, step, np.int64))))
+        rows = rows.take(pc.sort_indices(rows.select(keys), sort_keys=[(k, "ascending") for k in keys]))
+        n = rows.num_rows
+        first = np.zeros(n, bool)  # where a key's run begins
+        first[0] = True
+        for key in keys:
+            column = rows.column(key).combine_chunks()
+            first[1:] |= pc.not_equal(column.slice(1), column.slice(0, n - 1)).fill_null(True).to_numpy(
+                zero_copy_only=False)
+        starts = np.flatnonzero(first)
+        encoded = codec.encode_array(rows.select(codec.schema.names).cast(codec.schema), prefixed=True)
+        wide = pa.types.is_large_binary(encoded.type)
+        offsets = np.frombuffer(encoded.buffers()[1], np.int64 if wide else np.int32)[
+            encoded.offset:encoded.offset + n + 1].astype(np.int64)
+        data = encoded.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+        bounds = np.append(offsets[starts], offsets[-1]) - offsets[0]
+        blobs = pa.Array.from_buffers(pa.large_binary(), len(starts), [None, pa.py_buffer(bounds), data])
+        expires = np.minimum.reduceat(self._expiry(side, rows).to_numpy(), starts)
+        g = len(starts)
+        held.put(rows.take(pa.array(starts)).select(keys).append_column(SIDE, pa.array(np.full(g, side, np.int8)))
+                 .append_column(ROWS, pc.cast(blobs, pa.binary()))
+                 .append_column(EXPIRES, pa.array(expires, pa.int64()))
+                 .append_column(STEP, pa.array(np.full(g, step, np.int64))))
 
     def _replace(self, held: KeyedState, side: int, touched: pa.Table, rows: pa.Table, step: int) -> None:
         """The touched keys' rows of ``side`` are now ``rows``: put those, delete the keys left with none."""
@@ -259,18 +270,6 @@ class IntervalJoin:
 
 
 _L, _LT, _R, _RT = "__ftp_l", "__ftp_lt", "__ftp_r", "__ftp_rt"
-
-
-def _split(blobs: Sequence[bytes]) -> list[bytes]:
-    """The encoded rows of each blob, in order (each after its 4-byte length)."""
-    rows = []
-    for blob in blobs:
-        at, end = 0, len(blob)
-        while at < end:
-            n = int.from_bytes(blob[at:at + 4], "little")
-            rows.append(blob[at + 4:at + 4 + n])
-            at += 4 + n
-    return rows
 
 
 def _mark(rows: pa.Table, ids: list[pa.Array]) -> pa.Table:

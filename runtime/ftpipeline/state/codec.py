@@ -54,36 +54,71 @@ class RowCodec:
 
     def encode(self, table: pa.Table) -> list[bytes]:
         """One byte string per row of ``table`` (whose columns are this schema's, in order)."""
+        return cast(list[bytes], self.encode_array(table).to_pylist()) if table.num_rows else []
+
+    def encode_array(self, table: pa.Table, prefixed: bool = False) -> pa.Array:
+        """The rows of :meth:`encode` as one binary array; ``prefixed``: each row after its length (4 bytes,
+        little-endian), as rows kept end to end in one value are (a join's held rows of a key)."""
         n = table.num_rows
         if n == 0:
-            return []
+            return pa.array([], pa.binary())
         parts: list[np.ndarray] = []
         for i in range(len(self.schema)):
             parts.append(table.column(i).is_null().to_numpy(zero_copy_only=False).astype(np.uint8).reshape(n, 1))
         for i in self.fixed:
             parts.append(_fixed_bytes(table.column(i), self.schema.field(i).type, self.widths[i]))
+        if not self.var:
+            if prefixed:
+                parts.insert(0, _le32(np.full(n, self.head)))
+            head = np.ascontiguousarray(np.hstack(parts))
+            width = head.shape[1]
+            offsets = np.arange(0, (n + 1) * width, width, dtype=np.int64)
+            return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(head)])
         head = np.ascontiguousarray(np.hstack(parts))
         heads = pa.FixedSizeBinaryArray.from_buffers(pa.binary(self.head), n, [None, pa.py_buffer(head)])
-        if not self.var:
-            return cast(list[bytes], heads.to_pylist())
         pieces: list[Any] = [pc.cast(heads, pa.binary())]
+        total = np.full(n, self.head, np.int64)
         for i in self.var:
             values = pc.cast(table.column(i), pa.binary()).combine_chunks().fill_null(b"")
             lengths = np.diff(np.frombuffer(values.buffers()[1], dtype=np.int32)[values.offset:values.offset + n + 1])
-            prefix = np.ascontiguousarray(lengths.astype("<u4")).view(np.uint8)
-            pieces.append(pc.cast(pa.FixedSizeBinaryArray.from_buffers(pa.binary(4), n, [None, pa.py_buffer(prefix)]),
-                                  pa.binary()))
+            total += 4 + lengths
+            pieces.append(_fixed4(_le32(lengths)))
             pieces.append(values)
-        joined = pc.binary_join_element_wise(*pieces, b"")  # one row's pieces, end to end
-        return cast(list[bytes], joined.to_pylist())
+        if prefixed:
+            pieces.insert(0, _fixed4(_le32(total)))
+        return pc.binary_join_element_wise(*pieces, b"")  # one row's pieces, end to end
 
     def decode(self, rows: Sequence[bytes]) -> pa.Table:
         """The table of ``rows`` (each from :meth:`encode` of this schema)."""
-        n = len(rows)
+        return self.decode_array(pa.array(rows, pa.binary())) if len(rows) else self.schema.empty_table()
+
+    def decode_prefixed(self, blobs: Sequence[bytes]) -> pa.Table:
+        """The rows kept end to end in ``blobs``, each after its length (``encode_array(prefixed=True)``). Rows of
+        fixed width (no string or binary column) are cut apart at once; others one length at a time."""
+        if not self.var:
+            data = np.frombuffer(b"".join(blobs), np.uint8)
+            n = len(data) // (4 + self.head)
+            matrix = np.ascontiguousarray(data.reshape(n, 4 + self.head)[:, 4:])
+            offsets = np.arange(0, (n + 1) * self.head, self.head, dtype=np.int64)
+            return self.decode_array(pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets),
+                                                                                  pa.py_buffer(matrix)]))
+        rows = []
+        for blob in blobs:
+            at, end = 0, len(blob)
+            while at < end:
+                size = int.from_bytes(blob[at:at + 4], "little")
+                rows.append(blob[at + 4:at + 4 + size])
+                at += 4 + size
+        return self.decode(rows)
+
+    def decode_array(self, packed: pa.Array) -> pa.Table:
+        """The table of the rows in ``packed`` (a binary or large binary array of :meth:`encode`'s rows)."""
+        n = len(packed)
         if n == 0:
             return self.schema.empty_table()
-        packed = pa.array(rows, pa.binary())
-        starts = np.frombuffer(packed.buffers()[1], dtype=np.int32)[:n + 1].astype(np.int64)
+        wide = pa.types.is_large_binary(packed.type)
+        starts = np.frombuffer(packed.buffers()[1], dtype=np.int64 if wide else np.int32)[
+            packed.offset:packed.offset + n + 1].astype(np.int64)
         data = np.frombuffer(packed.buffers()[2], dtype=np.uint8) if packed.buffers()[2] is not None \
             else np.zeros(0, np.uint8)
         w = self.head
@@ -112,6 +147,18 @@ class RowCodec:
             columns[i] = column
             position = begin + lengths
         return pa.Table.from_arrays([columns[i] for i in range(len(self.schema))], schema=self.schema)
+
+
+def _le32(values: np.ndarray) -> np.ndarray:
+    """Each value as 4 little-endian bytes: an (n, 4) byte matrix."""
+    return np.ascontiguousarray(values.astype("<u4")).view(np.uint8).reshape(len(values), 4)
+
+
+def _fixed4(matrix: np.ndarray) -> pa.Array:
+    """An (n, 4) byte matrix as a binary array of 4-byte values."""
+    n = matrix.shape[0]
+    return pc.cast(pa.FixedSizeBinaryArray.from_buffers(pa.binary(4), n, [None, pa.py_buffer(
+        np.ascontiguousarray(matrix))]), pa.binary())
 
 
 def _fixed_bytes(column: pa.ChunkedArray, kind: pa.DataType, width: int) -> np.ndarray:
