@@ -359,10 +359,12 @@ def test_the_windowed_example_survives_a_deleted_worker_pod_with_windows_equal_t
 
     api = client.CustomObjectsApi(kube)
     core = client.CoreV1Api(kube)
-    steps = 12
+    steps = 16
     name = f"windows-{uuid.uuid4().hex[:6]}"
     data = _writable_dir(HOST_ROOT / name)
     doc = windowed_pipeline(namespace, name, steps)
+    # a step every 600 ms: unpaced, the run had ended before the status said step 4 and the pod went
+    doc["spec"]["steps"]["trigger"] = {"records": 1_000_000_000, "timerMs": 600}
     create_pipeline(api, doc, data)
     wait_for("step 4 committed", lambda: (status(api, namespace, name).get("committedStep") or 0) >= 4, 300)
     core.delete_namespaced_pod(f"{name}-w1", namespace)
