@@ -12,8 +12,10 @@ Sampled from outside while ``ftpipeline run`` runs, against the real Redis and Z
 from __future__ import annotations
 
 import os
+import statistics
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -89,6 +91,12 @@ def peak(samples: list[dict[str, int]], metric: str, window: tuple[int, int]) ->
     return max(s[metric] for s in samples if window[0] <= s["step"] < window[1])
 
 
+def median(samples: list[dict[str, int]], metric: str, window: tuple[int, int]) -> int:
+    """What a window's samples hold most of the time: where the peak is a matter of when a sample fell (RocksDB's
+    files on disk, a level's worth before each compaction), a leak still moves this."""
+    return int(statistics.median(s[metric] for s in samples if window[0] <= s["step"] < window[1]))
+
+
 def run_sampled(pipeline: Path, run_dir: Path, redis_url: str, zookeeper: str) -> tuple[CliRun, list[dict[str, int]]]:
     """The run, and what it held every half second: buffers, Redis entries, znodes."""
     identity = identity_of(pipeline)
@@ -122,10 +130,12 @@ def run_sampled(pipeline: Path, run_dir: Path, redis_url: str, zookeeper: str) -
     return run, samples
 
 
-def flat(samples: list[dict[str, int]], metrics: tuple[str, ...], growth: float = GROWTH) -> None:
+def flat(samples: list[dict[str, int]], metrics: tuple[str, ...], growth: float = GROWTH,
+         stat: Callable[[list[dict[str, int]], str, tuple[int, int]], int] = peak) -> None:
     for metric in metrics:
-        early, late = peak(samples, metric, EARLY), peak(samples, metric, LATE)
-        print(f"{metric}: peak over steps {EARLY[0]}-{EARLY[1] - 1}: {early:,}; over {LATE[0]}-{STEPS}: {late:,}")
+        early, late = stat(samples, metric, EARLY), stat(samples, metric, LATE)
+        print(f"{metric}: {stat.__name__} over steps {EARLY[0]}-{EARLY[1] - 1}: {early:,}; "
+              f"over {LATE[0]}-{STEPS}: {late:,}")
         assert late <= early * growth + 16, f"{metric} grew from {early:,} to {late:,} over the run"
 
 
@@ -193,8 +203,10 @@ def test_five_hundred_steps_of_a_join_and_a_keyed_function_keep_state_flat(tmp_p
     run, samples = run_sampled(pipeline, tmp_path / "run", redis_url, zookeeper)
     for c in run.summary["checkpoints"]:
         samples.append({"step": c["boundary"], "checkpoint_bytes": c["bytes"]})
-    flat([s for s in samples if "buffer_bytes" in s], HELD)
-    flat([s for s in samples if "state_bytes" in s], ("state_bytes",), growth=1.5)  # RocksDB compacts as it goes
+    # the join buffers a checkpoint interval's steps, and RocksDB holds a level's files before it compacts: their
+    # peaks came 1.5x and 1.8x apart in 2 runs of 5 with the state flat (the checkpoints 700 and 715 KB)
+    flat([s for s in samples if "buffer_bytes" in s], HELD, stat=median)
+    flat([s for s in samples if "state_bytes" in s], ("state_bytes",), growth=1.5, stat=median)
     flat([s for s in samples if "checkpoint_bytes" in s], ("checkpoint_bytes",), growth=1.5)
 
 
