@@ -104,7 +104,7 @@ class TableVersions:
 
     def ready(self) -> bool:
         """Can a step start: has every Kafka table been reported (a step before that would join nothing)?"""
-        return all(s.name in self._kafka for s in self.stages if s.lookup is not None and s.lookup.kafka is not None)
+        return all(s.name in self._kafka for s in self.stages if s.table_topic is not None)
 
     def now(self) -> dict[str, int | str]:
         return {s.name: self._version(s) for s in self.stages}

@@ -31,14 +31,14 @@ def topics_of(spec: PipelineSpec) -> dict[str, int]:
             out[topic] = max(out.get(topic, 1), stage.parallelism)
         if stage.late_topic is not None:
             out[stage.late_topic] = max(out.get(stage.late_topic, 1), stage.parallelism)
-        if stage.lookup is not None and stage.lookup.kafka is not None:
-            out.setdefault(stage.lookup.kafka.topic, 1)
+        if stage.table_topic is not None:
+            out.setdefault(stage.table_topic.topic, 1)
     return out
 
 
 def tables_of(spec: PipelineSpec) -> set[str]:
     """The topics lookup stages join as tables: a private broker compacts them."""
-    return {s.lookup.kafka.topic for s in spec.stages if s.lookup is not None and s.lookup.kafka is not None}
+    return {s.table_topic.topic for s in spec.stages if s.table_topic is not None}
 
 
 def start_private(spec: PipelineSpec, directory: Path, fresh: bool) -> EmbeddedKafka:

@@ -54,8 +54,8 @@ def topic_problems(spec: PipelineSpec, timeout_s: float = LOOK_S) -> list[Proble
               for i, s in enumerate(spec.stages) if s.kafka is not None or s.kafka_sink is not None}
     wanted |= {f"spec.stages[{i}].{s.late_field}.topic": s.late_topic
                for i, s in enumerate(spec.stages) if s.late_topic is not None}
-    wanted |= {f"spec.stages[{i}].lookup.table.kafka.topic": s.lookup.kafka.topic
-               for i, s in enumerate(spec.stages) if s.lookup is not None and s.lookup.kafka is not None}
+    wanted |= {f"spec.stages[{i}].lookup.table.kafka.topic": s.table_topic.topic
+               for i, s in enumerate(spec.stages) if s.table_topic is not None}
     if not wanted or not spec.kafka_bootstrap:
         return []
     try:

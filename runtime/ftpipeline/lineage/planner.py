@@ -144,17 +144,22 @@ def _closer_bases(graph: TaskGraph, view: TablesView, lost: frozenset[str], move
     for name in lost:
         obj = ObjectName.parse(name)
         snap = candidates.get(obj.producer)
-        if snap is None or obj.seq > snap[0]:
-            continue
-        if graph.is_stateful(obj.target):
-            read = (committed.get(obj.consumer, (0, ""))[0] if obj.consumer in moves
-                    else view.state_steps.get(obj.consumer, 0)) >= obj.seq
-        else:
-            read = view.consumed(obj.key())
-        if not read:
+        if snap is not None and obj.seq <= snap[0] and _unread(graph, view, moves, committed, obj):
             del candidates[obj.producer]
     bases.update(candidates)
     return bases
+
+
+def _unread(graph: TaskGraph, view: TablesView, moves: Mapping[Channel, WorkerId],
+            snapshots: Mapping[Channel, tuple[int, str]], obj: ObjectName) -> bool:
+    """Has the object's consumer still to read it? A stateful consumer has read it once its state passed the
+    object's step (it keeps its inputs out of the cemetery until a checkpoint covers them); one lost too
+    (in ``moves``) reads again every step after its base in ``snapshots``, as its rebuild folds them."""
+    if graph.is_stateful(obj.target):
+        if obj.consumer in moves:
+            return snapshots.get(obj.consumer, (0, ""))[0] < obj.seq
+        return view.state_steps.get(obj.consumer, 0) < obj.seq
+    return not view.consumed(obj.key())
 
 
 def plan_recovery(
@@ -206,14 +211,7 @@ def plan_recovery(
         add(task.for_recovery(epoch, task.emit))
 
     def needed_now(obj: ObjectName) -> bool:
-        """Has the object's consumer still to read it? A stateful consumer has read it once its state
-        passed the object's step (it keeps its inputs out of the cemetery until a checkpoint covers them);
-        one lost too reads again every step after its snapshot, as its rebuild folds them."""
-        if graph.is_stateful(obj.target):
-            if obj.consumer in moves:
-                return (snapshots or {}).get(obj.consumer, (0, ""))[0] < obj.seq
-            return view.state_steps.get(obj.consumer, 0) < obj.seq
-        return not view.consumed(obj.key())
+        return _unread(graph, view, moves, snapshots, obj)
 
     # 3. stateful channels lost their state.
     lost_stateful = sorted(c for c in moves if graph.is_stateful(c.stage))

@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ftpipeline.dataflow.lookup_kafka import ends_of
 from ftpipeline.kafka.topics import Record, read_committed
 from ftpipeline.objectstore.base import open_store
 from ftpipeline.oracle.delta import table_at
@@ -23,8 +24,7 @@ def _kafka_table(records: list[Record], schema: tuple[tuple[str, str], ...]) -> 
     types = types_of(list(schema))
 
     def at(version: str) -> pa.Table:
-        ends = {int(p): int(end) for p, _, end in (x.partition("=") for x in version.removeprefix("kafka:").split(",")
-                                                  if x)}
+        ends = ends_of(version)
         rows: dict[tuple[int, bytes], dict[str, Any]] = {}
         for r in records:
             if r.offset >= ends.get(r.partition, 0) or r.key is None:

@@ -238,6 +238,11 @@ class StageSpec:
         return self._late.late_data if self._late is not None else None
 
     @property
+    def table_topic(self) -> KafkaSource | None:
+        """The compacted topic a lookup stage joins as its table (None: no lookup, or another table)."""
+        return self.lookup.kafka if self.lookup is not None else None
+
+    @property
     def late_field(self) -> str:
         """Where its ``lateData`` is in its spec (below ``spec.stages[i]``)."""
         if self.join is not None:
@@ -339,7 +344,7 @@ class PipelineSpec:
     @property
     def uses_kafka(self) -> bool:
         return any(s.kafka is not None or s.kafka_sink is not None or s.late_topic is not None
-                   or (s.lookup is not None and s.lookup.kafka is not None) for s in self.stages)
+                   or s.table_topic is not None for s in self.stages)
 
     @property
     def reads_kafka(self) -> bool:

@@ -115,15 +115,18 @@ class Background:
         s = self.s
         if s.spec is None or s.graph is None:
             return
+        tables = [stage for stage in s.spec.lookups if stage.table_topic is not None]
+        if not tables:
+            return  # nothing to look at: no placement read either
         mine = {ch.stage for ch in s.owned()}
         now = time.monotonic()
-        for stage in s.spec.lookups:
-            op = stage.lookup
-            if op is None or op.kafka is None or stage.name not in mine:
+        for stage in tables:
+            if stage.name not in mine:
                 continue
             looker = self._tables.get(stage.name)
             if looker is None:
-                looker = self._tables[stage.name] = TableEnds(op.kafka, s.spec.kafka_bootstrap)
+                assert stage.table_topic is not None
+                looker = self._tables[stage.name] = TableEnds(stage.table_topic, s.spec.kafka_bootstrap)
             try:
                 ends = looker.ends()
             except (OSError, ValueError, RuntimeError) as exc:  # the cluster out of reach: say so, look again
