@@ -96,10 +96,10 @@ class IdleKeys:
         times = rows.column("ts").to_pylist()
         ctx.list("times").extend(times)
         for t in set(times):
-            ctx.timers.register_event_time((t + GAP_MS) * 1000)
+            ctx.timers.register_event_time(t + GAP_MS)  # ms, as the rows' ts
 
     def on_timer(self, key, timer, ctx):
-        due = timer.time // 1000
+        due = timer.time
         held = ctx.list("times")
         times = held.get()
         if max((t for t in times if t <= due), default=None) != due - GAP_MS:

@@ -38,11 +38,13 @@ CLI = "tests/integration/test_cli.py::"
 SESSIONS = "tests/integration/eventtime/test_sessions.py::"
 JOINS = "tests/integration/eventtime/test_joins.py::"
 PROCESS = "tests/integration/eventtime/test_process.py::"
+CHAINS = "tests/integration/eventtime/test_chains.py::"
 
 GROUPS: dict[str, str] = {
-    # several nodes: a node stopped and a node drained every time; Redis's node lost, and the one-node eviction
-    # (which the drain covers, budget included), in one part
+    # several nodes: a node stopped every time; a node drained, Redis's node lost, and the one-node eviction
+    # (which the drain covers, budget included), each in one part
     "tests/e2e/test_nodes.py::test_the_node_holding_redis_stopped": "B",
+    "tests/e2e/test_nodes.py::test_a_drained_node_hands_its_workers_channels_over": "A",
     "tests/e2e/test_operator.py::test_an_evicted_worker_hands_its_channels_over": "B",
     # the chart's life: an upgrade from a checkpoint (and a broken one rolled back), and finished pipelines kept
     # across an operator restart and a helm upgrade, each in one part (the helm install and uninstall every time)
@@ -82,6 +84,14 @@ GROUPS: dict[str, str] = {
     f"{BOUNDED}test_five_hundred_steps_of_a_join_and_a_keyed_function_keep_state_flat": "B",
     "tests/integration/eventtime/test_windows.py::test_kafka_views_to_delta_windows": "B",
     "tests/integration/eventtime/test_windows.py::test_a_coordinator_crashed_while_windows": "A",
+    # event-time chains: a window of windows every time (the order of early and late rows); the other chains,
+    # and an input channel with no input, in one part each
+    f"{CHAINS}test_a_join_of_two_windows_pairs_every_minute": "A",
+    f"{CHAINS}test_windows_of_sessions_count_every_session": "B",
+    f"{CHAINS}test_windows_of_a_keyed_functions_timers_count_every_firing": "C",
+    f"{CHAINS}test_windows_of_a_left_join_count_every_impression": "C",
+    f"{CHAINS}test_windows_of_deduplicated_views": "A",
+    "tests/integration/eventtime/test_inputs.py::test_a_source_channel_with_no_input": "B",
     # sessions: a kill while sessions are open every time
     f"{SESSIONS}test_sessions_equal_the_oracle_through_a_killed_worker[update-lineage-closing]": "A",
     f"{SESSIONS}test_sessions_rescaled_from_a_checkpoint": "B",

@@ -7,14 +7,15 @@ and the merchants seen (a map whose entries expire an hour of processing time af
 sets an event-time timer 10 minutes after each decline. When the watermark passes it, every payment up to
 then has arrived, whatever order the topic's partitions delivered them in: the timer raises the alert if the
 decline ended a burst of three within 5 minutes and no payment followed within 10. ``ctx.rng`` draws each
-alert's id, so a replay after a lost worker gives the same ids.
+alert's id, so a replay after a lost worker gives the same ids. Every time here is milliseconds since the
+epoch: the rows' ``ts_ms``, ``ctx.watermark``, ``ctx.now`` and the timers alike.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-MINUTE = 60_000_000  # us
+MINUTE = 60_000  # ms
 
 
 class FraudRule:
@@ -24,7 +25,7 @@ class FraudRule:
         paid.update([t for t in paid.get() if t >= horizon])
         declined.update([t for t in declined.get() if t >= horizon])
         for row in rows.to_pylist():  # in no particular order: what follows depends on event time alone
-            ts = row["ts_ms"] * 1000
+            ts = row["ts_ms"]
             paid.append(ts)
             merchants.put(row["merchant"], merchants.get(row["merchant"], 0) + 1)
             if row["declined"]:
@@ -37,5 +38,5 @@ class FraudRule:
         if len(burst) < 3 or any(last < t <= timer.time for t in ctx.list("paid").get()):
             return []  # not three declines in 5 minutes, or not quiet for 10 after the last
         return [{"alert_id": f"a{ctx.rng.randrange(16**8):08x}", "card": key[0], "declines": len(burst),
-                 "first_decline_ms": min(burst) // 1000, "quiet_since_ms": last // 1000,
+                 "first_decline_ms": min(burst), "quiet_since_ms": last,
                  "merchants": len(ctx.map("merchants").keys())}]

@@ -249,6 +249,17 @@ class StatusReporter(Observer):
         """A worker the run let go woke up (a healed partition) and was refused: nothing of it counts."""
         self.event("Warning", "WorkerFenced", f"worker {worker} woke up after its recovery and was fenced off: {what}")
 
+    EVENT_TIME_REASONS = {"late-dropped": "LateRecordsDropped", "late-share": "LateRecords",
+                          "held-back": "WatermarkHeldBack", "no-input": "SourceChannelEmpty",
+                          "went-back": "EventTimeWentBack", "timer-behind": "TimerBehindWatermark"}
+
+    def on_event_time(self, kind: str, about: str, message: str) -> None:
+        """Event time going wrong (``eventtime/watch.py``): a Warning Event, and the EventTime condition."""
+        reason = self.EVENT_TIME_REASONS.get(kind, "EventTime")
+        self.event("Warning", reason, message)
+        self.condition("EventTimeDegraded", True, reason, message)
+        self.update(urgent=True, conditions=self.conditions)
+
     def on_nondeterministic(self, stage: str, task: str, objects: int) -> None:
         """A keyed function's re-run emitted other rows than its first run (``lineage/determinism.py``)."""
         message = (f"stage {stage}: task {task}, re-run for recovery, emitted other rows than its first run in "

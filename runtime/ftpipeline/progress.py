@@ -97,6 +97,10 @@ class LocalObserver(Observer):
     def on_fenced(self, worker: WorkerId, what: str) -> None:
         self._line(f"[yellow]worker {worker} woke up after its recovery and was fenced off[/yellow]: {what}")
 
+    def on_event_time(self, kind: str, about: str, message: str) -> None:
+        """Late records dropped, a watermark held back, a source channel with no input (eventtime/watch.py)."""
+        self._line(f"[yellow]{kind}[/yellow]: {message}")
+
     def on_nondeterministic(self, stage: str, task: str, objects: int) -> None:
         self._record("nondeterministic", stage=stage, task=task, objects=objects)
         self._line(f"[red]stage {stage}'s function is not deterministic[/red]: re-run for recovery, task {task} "

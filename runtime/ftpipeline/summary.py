@@ -56,11 +56,14 @@ def print_summary(console: Console, spec: PipelineSpec, result: RunResult, earli
     dead = result.dead_letters
     table.add_row("dead letters", f"{dead:,}" + (f" -> {default_dead_letter_root(spec)}" if dead else ""))
     if spec.event_time:
-        late = [s.late_data or f"topic {s.late_topic}" for s in spec.stages
-                if s.late_data is not None or s.late_topic is not None]
-        table.add_row("late records", f"{result.late_records:,}" + (f" -> {late[0]}" if late and result.late_records
-                                                                    else " (dropped: no lateData)" if result.late_records
-                                                                    else ""))
+        table.add_row("late records", f"{result.late_records:,}")
+        for name, n in sorted(result.late_by_stage.items()):
+            if not n or name not in {s.name for s in spec.stages}:
+                continue
+            kept = spec.stage(name)
+            where = (f" -> {kept.late_data}" if kept.late_data is not None else
+                     f" -> topic {kept.late_topic}" if kept.late_topic is not None else " (dropped: no lateData)")
+            table.add_row(f"  of stage {name}", f"{n:,}{where}")
         table.add_row("watermark", watermark_text(result.watermark))
     for stage in spec.stages:
         if stage.sink is not None:
@@ -89,6 +92,7 @@ def result_json(result: RunResult) -> dict[str, Any]:
         "source_rows": result.source_rows,
         "dead_letters": result.dead_letters,
         "late_records": result.late_records,
+        "late_by_stage": result.late_by_stage,
         "watermark": result.watermark,
         "rollbacks": [{**r.summary(), "to_commit_seconds": r.to_commit_seconds} for r in result.rollbacks],
         "seconds": result.seconds,

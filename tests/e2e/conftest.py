@@ -251,6 +251,10 @@ class Prometheus:
         """What Grafana's ``label_values(match, label)`` variable query offers."""
         return list(self._get(f"/api/v1/label/{label}/values", **{"match[]": [match]}))
 
+    def health(self) -> list[tuple[str, str, str]]:
+        """Each target's pod, health and last scrape error: what a failed assertion about scraping shows."""
+        return [(t["labels"].get("pod", t["scrapeUrl"]), t["health"], t.get("lastError", "")) for t in self.targets()]
+
     def targets(self) -> list[dict[str, Any]]:
         import json
         import urllib.request

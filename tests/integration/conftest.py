@@ -26,7 +26,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def session_redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     configured = os.environ.get("FTPIPELINE_TEST_REDIS_URL")
     if configured:
         yield configured
@@ -39,7 +39,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def session_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Connect string of a real ZooKeeper (from the jars in the PySpark wheel)."""
     configured = os.environ.get("FTPIPELINE_TEST_ZOOKEEPER")
     if configured:
@@ -50,6 +50,28 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield server.connect
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(session_redis_url: str) -> str:
+    return session_redis_url
+
+
+@pytest.fixture(scope="session")
+def zookeeper(session_zookeeper: str) -> str:
+    """(A module may name its own ``zookeeper``, a server it breaks: ``shared_servers`` still gets this one.)"""
+    return session_zookeeper
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_servers(session_redis_url: str, session_zookeeper: str) -> Iterator[None]:
+    """Runs through ``run_cli`` use the session's Redis and ZooKeeper unless they name their own or ask for
+    private ones (``pipelines.SHARED``)."""
+    from .pipelines import SHARED
+
+    SHARED.update({"--redis-url": session_redis_url, "--zookeeper": session_zookeeper})
+    yield
+    SHARED.clear()
 
 
 @pytest.fixture(scope="session")

@@ -179,8 +179,8 @@ def verified(output: str, summary: dict[str, object]) -> None:
     """``--verify`` ran and every comparison is equal: nothing lost, nothing twice."""
     verdicts = summary.get("verify")
     assert isinstance(verdicts, list) and verdicts, output
-    for v in verdicts:
-        assert v["equal"] and v["duplicates"] == 0 and v["missing"] == 0, (v, output[-3000:])
+    for v in verdicts:  # the batch truth of a run with late records may differ (by those records)
+        assert (v["equal"] and v["duplicates"] == 0 and v["missing"] == 0) or not v["binding"], (v, output[-3000:])
 
 
 def kafka_clickstream(directory: Path, name: str, bootstrap: str, *, records: int = 12_000, per_step: int = 1500,
@@ -243,10 +243,19 @@ def identity_of(pipeline: Path) -> str:
     return run_identity(yaml.safe_load(pipeline.read_text())["metadata"]["name"], pipeline)
 
 
-def run_cli(pipeline: Path, run_dir: Path, *args: str, timeout_s: float = 900, env: dict[str, str] | None = None) -> CliRun:
+# The test session's servers (``--redis-url``, ``--zookeeper``: set by ``conftest.py``), which a run uses unless it
+# names its own or asks for private ones: a ZooKeeper JVM less for each run that does not break them.
+SHARED: dict[str, str] = {}
+
+
+def run_cli(pipeline: Path, run_dir: Path, *args: str, timeout_s: float = 900, env: dict[str, str] | None = None,
+            private: bool = False) -> CliRun:
+    """``ftpipeline run`` as a subprocess, on the session's Redis and ZooKeeper where ``args`` names none; with
+    ``private``, on servers of its own, as a user who configures none runs it."""
     summary = run_dir / "summary.json"
+    shared = [] if private else [x for flag, value in SHARED.items() if flag not in args for x in (flag, value)]
     cmd = [sys.executable, "-m", "ftpipeline.cli", "run", str(pipeline), "--no-progress",
-           "--run-dir", str(run_dir), "--summary-json", str(summary), *args]
+           "--run-dir", str(run_dir), "--summary-json", str(summary), *args, *shared]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=run_dir.parent,
                             env={**os.environ, **(env or {})})
     try:

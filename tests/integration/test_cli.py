@@ -124,7 +124,7 @@ def _files_pipeline(tmp_path: Path, function: str = "enrich") -> tuple[Path, int
 
 def test_malformed_records_go_to_the_dead_letter_output_and_steps_commit(tmp_path: Path, spark: object) -> None:
     pipeline, malformed = _files_pipeline(tmp_path)
-    run = run_cli(pipeline, tmp_path / "run")  # embedded Redis: nothing configured
+    run = run_cli(pipeline, tmp_path / "run", private=True)  # embedded Redis and ZooKeeper: nothing configured
     assert run.code == 0, run.output
     assert run.summary["committed"] >= 7  # 100 rows over 2 channels, 7 per channel per step
     phases = run.summary["phases"]  # where a step's time goes (obs/phases.py): every step measured, no recovery

@@ -33,6 +33,23 @@ States of one step of one channel::
                                                           by the next producer's init)
     released --release again (replay)--> released         (skipped)
 
+A commit that Kafka answered only after retrying it across a broker's fault
+(it took over ``COMMIT_CHECK_S``) is not taken at its word: a broker killed
+while a commit was under way, back 19 s later, answered the retried commit
+as done while the group's offset stayed at S-1 for good. GT_last is read
+again; when it did not move, the step is finished by the same producer:
+the offset alone if the transaction's first record is committed (which a
+Redis hash beside the staged parts marks first, so a release elsewhere does
+not write the records twice), else the whole part again::
+
+    committed, slow --GT_last read = S--> released
+    committed, slow --GT_last = S-1, its first record committed--> marked in --offset alone--> released
+    committed, slow --GT_last = S-1, no record committed--> staged --release again--> released
+
+One release of a channel runs at a time in a worker: a call the coordinator
+gave up on that still runs (a broker gone mid-commit) holds the channel
+until it ends, and a second waits for it rather than use its producer.
+
 Steps are released in order, so a channel's GT_last is S-1 when S comes.
 A worker that the run fenced off but that still runs (a zombie) cannot
 commit: whoever released after it initialised the same transactional id,
@@ -52,6 +69,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -59,24 +77,30 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ftpipeline.barrier import jsonrows
 from ftpipeline.control.store import RunStore
-from ftpipeline.kafka.client import TIMEOUT_S, config, describe, send, unreachable
+from ftpipeline.kafka.client import TIMEOUT_S, config, describe, reader_config, send, unreachable
 from ftpipeline.lineage.naming import store_user
 from ftpipeline.obs.crash import CrashPoint
 from ftpipeline.spec.model import KafkaSink, PipelineSpec
 
 log = logging.getLogger("ftpipeline.barrier")
 
-# A transaction spans one release (a step's rows of one channel): one its producer left open (a crash, a pause)
-# is aborted by the broker after this, so a read of GT_last, which waits for open transactions, never waits longer.
-TRANSACTION_TIMEOUT_MS = 20_000
+# A transaction spans one release (a step's rows of one channel). One its producer left open (a crash, a pause) is
+# aborted by the next producer of its id, which every read of GT_last makes first (_Channel.producer), and by the
+# broker after this, the longest a reader of the topic waits for it when the run is gone. Longer than a broker's
+# restart: a transaction the restarted broker timed out while its commit was being retried raced the retry (with
+# 20 s, twice in 18 restarts of ~19 s the commit was answered as done and the group's offset never moved, or
+# stayed pending for good).
+TRANSACTION_TIMEOUT_MS = 60_000
 COORDINATOR_WAIT_S = 30.0  # a new broker's group coordinator takes a moment to load its offsets topic
 STEP_HEADER = "ftpipeline-step"  # every record says which step wrote it
 STAGE_LIMIT = 512 * 1024 * 1024  # a Redis string's limit: one step's part of one channel must fit
+COMMIT_CHECK_S = 2.0  # a commit that took longer was retried across a fault: its GT_last is read again
+CONFIRMS = 3          # finishing a step whose commit did not move GT_last, at most this often in one release
 
 
 class KafkaReleaseError(RuntimeError):
@@ -128,8 +152,9 @@ class _Stale(Exception):
 
 
 class _Channel:
-    """One sink channel's consumer group, which holds its GT_last, and its transactional producer (made on
-    the first release: reading GT_last fences nobody)."""
+    """One sink channel's consumer group, which holds its GT_last, and its transactional producer (made before
+    GT_last is first read: its init fences an older producer of the id and aborts what that left open, which a
+    read would otherwise wait for)."""
 
     def __init__(self, bootstrap: str, name: str, topic: str) -> None:
         self.bootstrap, self.name, self.topic = bootstrap, name, topic
@@ -138,6 +163,8 @@ class _Channel:
         self._producer: Producer | None = None
         self._known: int | None = None  # GT_last as this producer's own last commit left it
         self._step = 0
+        self.first: tuple[int, int] | None = None  # the last transaction's first record: (partition, offset)
+        self.took = 0.0  # how long the last commit took
 
     def released(self) -> tuple[int, bool]:
         """GT_last, and whether it was read from the group now. After this producer's own commit it is
@@ -177,20 +204,50 @@ class _Channel:
 
     def begin(self, step: int, table: pa.Table, key: tuple[str, ...]) -> int:
         producer = self.producer
-        self._known, self._step = None, step  # unknown until the commit answers
+        self._known, self._step, self.first = None, step, None  # unknown until the commit answers
         producer.begin_transaction()
         rows = 0
         headers: list[tuple[str, str | bytes | None]] = [(STEP_HEADER, str(step).encode())]
+
+        def delivered(error: KafkaError | None, message: Message) -> None:
+            if error is None:
+                self.first = (int(message.partition() or 0), int(message.offset() or 0))
+
         for k, v in encode(table, key):
-            send(producer, self.topic, v, k, headers=headers)
+            send(producer, self.topic, v, k, headers=headers, **({} if rows else {"on_delivery": delivered}))
             rows += 1
         producer.send_offsets_to_transaction([TopicPartition(self.topic, 0, step)],
                                              self.group.consumer_group_metadata(), TIMEOUT_S)
         return rows
 
     def commit(self) -> None:
-        self.producer.commit_transaction(TIMEOUT_S)
+        started = time.monotonic()
+        self.producer.commit_transaction(TIMEOUT_S)  # flushes first: the first record's delivery is known
+        self.took = time.monotonic() - started
         self._known = self._step
+
+    def visible(self) -> bool:
+        """Whether the last transaction's first record is committed: a read_committed reader at its offset
+        gets it, or skips it (aborted) to a later one or the partition's end."""
+        assert self.first is not None
+        partition, offset = self.first
+        reader = Consumer(reader_config(self.bootstrap))
+        try:
+            reader.assign([TopicPartition(self.topic, partition, offset)])
+            deadline = time.monotonic() + TIMEOUT_S
+            while time.monotonic() < deadline:
+                message = reader.poll(0.5)
+                if message is None:
+                    continue
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        return False
+                    raise KafkaException(error)
+                return int(message.offset() or 0) == offset
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"reading {self.topic}/{partition} at {offset}"))
+        finally:
+            reader.close()
 
     def abort(self) -> None:
         self._known = None
@@ -220,6 +277,8 @@ class KafkaBarrier:
         self.bootstrap = spec.kafka_bootstrap
         self.prefix = f"{store_user(spec.store_key)}-{name}"  # the name Redis and ZooKeeper know the pipeline by
         self._channels: dict[int, _Channel] = {}
+        self._releasing: dict[int, threading.Lock] = {}  # one release of a channel at a time
+        self._lock = threading.Lock()
 
     def channel_id(self, channel: int) -> str:
         """The transactional id and group id of a sink channel."""
@@ -236,7 +295,16 @@ class KafkaBarrier:
             self._channels[channel] = found
         return found
 
-    def _drop(self, channel: int) -> None:
+    def _fenced(self, channel: int) -> _Channel:
+        state = self._channel(channel)
+        state.producer  # a producer this worker's releases will use anyway
+        return state
+
+    def _drop(self, channel: int, held: _Channel | None = None) -> None:
+        """Close ``channel``'s clients (only if they are still ``held``, when given: a release that ended late
+        leaves a newer one alone)."""
+        if held is not None and self._channels.get(channel) is not held:
+            return
         found = self._channels.pop(channel, None)
         if found is not None:
             found.close()
@@ -270,17 +338,23 @@ class KafkaBarrier:
         """Parts of steps at or below ``up_to``: released, or staged again by a replay of a step already
         released (a rollback re-runs the steps after its cut), which no release will take."""
         assert self.store is not None
-        fields = [f.decode() if isinstance(f, bytes) else str(f) for f in self.store.r.hkeys(self._staging)]
-        old = [f for f in fields if int(f.split(":")[0]) <= up_to]
-        if old:
-            self.store.r.hdel(self._staging, *old)
+        keys = (self._staging, self._in)
+        with self.store.r.pipeline(transaction=False) as read:  # both hashes in one round trip, every release
+            for key in keys:
+                read.hkeys(key)
+            listed = read.execute()
+        for key, fields in zip(keys, listed):
+            old = [f for f in (f.decode() if isinstance(f, bytes) else str(f) for f in fields)
+                   if int(f.split(":")[0]) <= up_to]
+            if old:
+                self.store.r.hdel(key, *old)
 
     # -- the barrier --------------------------------------------------------------
 
     def _released(self) -> list[int]:
         """Each channel's released step."""
         try:
-            return [self._channel(c).gt_last() for c in range(self.channels)]
+            return [self._fenced(c).gt_last() for c in range(self.channels)]
         except KafkaException as exc:
             raise KafkaReleaseError(f"sink {self.name}: reading its released steps: {describe(exc)}",
                                     unreachable(exc)) from None
@@ -302,11 +376,53 @@ class KafkaBarrier:
         return released
 
     def release_channel(self, step: int, channel: int) -> bool:
+        with self._lock:
+            releasing = self._releasing.setdefault(channel, threading.Lock())
+        if not releasing.acquire(timeout=TIMEOUT_S):
+            # not an outage to wait out here: the coordinator asks another worker, whose producer fences this one's
+            raise KafkaReleaseError(f"sink {self.name}: a release of channel {channel} is still under way in this "
+                                    f"worker (its cluster did not answer it)")
         try:
-            return self._release_channel(step, channel)
-        except _Stale:  # another releaser moved GT_last since this producer's own commit: a new one reads it
-            self._drop(channel)
-            return self._release_channel(step, channel)
+            try:
+                return self._release_channel(step, channel)
+            except _Stale:  # another releaser moved GT_last since this producer's own commit: a new one reads it
+                self._drop(channel)
+                return self._release_channel(step, channel)
+        finally:
+            releasing.release()
+
+    # -- a commit Kafka answered late -----------------------------------------------
+
+    @property
+    def _in(self) -> str:
+        """The steps whose records a commit put in without moving GT_last (``_confirm``): field ``<step>:<channel>``."""
+        assert self.store is not None
+        return self.store.k(f"records-in:{self.name}")
+
+    def _marked_in(self, step: int, channel: int) -> bool:
+        assert self.store is not None
+        return bool(self.store.r.hexists(self._in, f"{step}:{channel}"))
+
+    def _confirm(self, state: _Channel, step: int, channel: int) -> None:
+        """After a slow commit: GT_last read again, and the step finished while it did not move (the module's
+        docstring)."""
+        assert self.store is not None
+        for _ in range(CONFIRMS):
+            done = state.gt_last()
+            if done >= step:
+                state._known = done
+                return
+            records_in = state.first is not None and state.visible()
+            if records_in:
+                self.store.r.hset(self._in, f"{step}:{channel}", b"1")
+            log.warning("a commit answered as done did not move the released step: finishing it",
+                        extra={"sink": self.name, "step": step, "channel": channel, "released": done,
+                               "commit_seconds": round(state.took, 3), "records_in": records_in})
+            part = self._staged(step, channel)
+            state.begin(step, part.slice(0, 0) if self._marked_in(step, channel) else part, self.sink.key)
+            state.commit()
+        raise KafkaReleaseError(f"sink {self.name}: step {step} of channel {channel} was committed {CONFIRMS} "
+                                f"times and its released step did not move", unreachable=True)
 
     def _release_channel(self, step: int, channel: int) -> bool:
         state = self._channel(channel)
@@ -321,14 +437,19 @@ class KafkaBarrier:
             if done != step - 1:
                 raise KafkaReleaseError(f"barrier: cannot release step {step} of sink {self.name} channel "
                                         f"{channel} before step {done + 1}")
-            rows = state.begin(step, self._staged(step, channel), self.sink.key)
+            part = self._staged(step, channel)
+            if fresh and self._marked_in(step, channel):  # its records are in, its GT_last is not (_confirm)
+                part = part.slice(0, 0)
+            rows = state.begin(step, part, self.sink.key)
             if self.crash is not None:
                 state.producer.flush(TIMEOUT_S)  # the records are on the broker, in an open transaction
                 self.crash.after("kafka-produced")
             state.commit()
+            if state.took > COMMIT_CHECK_S:
+                self._confirm(state, step, channel)
         except KafkaException as exc:
             state.abort()
-            self._drop(channel)  # fenced, or in a state only a new producer leaves
+            self._drop(channel, state)  # fenced, or in a state only a new producer leaves
             if not fresh:
                 raise _Stale() from None
             log.warning("release failed", extra={"sink": self.name, "step": step, "channel": channel,

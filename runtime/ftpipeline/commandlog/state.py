@@ -58,7 +58,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ftpipeline.lineage.stepclock import StepClock
+from ftpipeline.lineage.stepclock import StepClock, before_of
 
 KINDS = frozenset({
     "prepare-join", "notify-watchers", "accept-join", "abort-join", "leave", "peer-gc",
@@ -145,6 +145,7 @@ class ClusterState:
             "started": {str(s): {c: list(o) for c, o in offs.items()} for s, offs in self.started.items()},
             # a clock's parts apart, as snapshots have held them since before there were clocks
             "marks": {str(s): c.watermark for s, c in self.clocks.items() if c.watermark is not None},
+            "befores": {str(s): c.before for s, c in self.clocks.items() if c.watermark is not None},
             "times": {str(s): c.now for s, c in self.clocks.items() if c.now is not None},
             "tables": {str(s): dict(c.tables) for s, c in self.clocks.items() if c.tables},
             "frontier": dict(self.frontier), "checkpoint": dict(self.checkpoint) if self.checkpoint else None,
@@ -227,9 +228,9 @@ def _accept(s: ClusterState, peer: str) -> ClusterState:
 
 def _clocks(d: Mapping[str, Any]) -> dict[int, StepClock]:
     """The clocks of a snapshot's started steps, from their parts (see ``to_json``)."""
-    marks, times, tables = d.get("marks", {}), d.get("times", {}), d.get("tables", {})
+    marks, times, tables, befores = d.get("marks", {}), d.get("times", {}), d.get("tables", {}), d.get("befores", {})
     return {int(s): StepClock(int(marks[s]) if s in marks else None, int(times[s]) if s in times else None,
-                              dict(tables.get(s) or {}))
+                              dict(tables.get(s) or {}), before_of(befores, marks.get(s), s))
             for s in d["started"]}
 
 

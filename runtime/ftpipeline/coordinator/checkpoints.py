@@ -261,6 +261,7 @@ class CheckpointManager:
                              for s, r in steps.items() if r is not None}
         if self.spec.event_time:  # each step's watermark, and the channels' event times up to the boundary
             manifest["watermarks"] = {str(s): r.watermark for s, r in steps.items() if r is not None}
+            manifest["befores"] = {str(s): r.clock.before for s, r in steps.items() if r is not None}
             manifest["event_time"] = self.event_time_at(cur.boundary)
         if self.spec.lookups:  # each step's lookup tables' versions
             manifest["tables"] = {str(s): r.tables for s, r in steps.items() if r is not None and r.tables}

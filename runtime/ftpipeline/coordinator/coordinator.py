@@ -82,6 +82,7 @@ from ftpipeline.coordinator.trigger import Reason, StepTrigger
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.lookup import TableVersions
 from ftpipeline.eventtime.columns import END_OF_INPUT
+from ftpipeline.eventtime.watch import EventTimeWatch
 from ftpipeline.eventtime.watermarks import Watermarks
 from ftpipeline.lineage.naming import Channel, Slot, Task, TaskKind, WorkerId
 from ftpipeline.lineage.planner import PlanningError
@@ -158,6 +159,8 @@ class Coordinator:
         self.ckpt.on_aborted = self.observer.on_checkpoint_aborted
         self.ckpt.tally_at = lambda boundary: self.tally.up_to(boundary)
         self.watermarks = Watermarks(self.graph.sources(), clock)  # each step's, recorded with it (eventtime/)
+        self.event_watch = EventTimeWatch(spec, lambda *said: self.observer.on_event_time(*said),
+                                          self.metrics.held_back)  # eventtime/watch.py: late drops, held back
         self.table_versions = TableVersions(spec.lookups)  # each lookup table's, recorded with each step
         self.ckpt.event_time_at = self.watermarks.cut
         self.owner = f"coordinator-{uuid.uuid4().hex[:8]}"
@@ -244,10 +247,17 @@ class Coordinator:
                     self.metrics.source_rows.inc(event["rows_in"])
                 if first:
                     self.metrics.late_records.inc(int(event.get("late", 0)))
+                if first and event["kind"] == "aggregate":
+                    self.event_watch.task_done(task.stage, task.step, event["rows_in"], int(event.get("late", 0)))
+                for said in event.get("warnings", []):  # a keyed function's timer far behind the watermark, ...
+                    self.event_watch.warned(task.stage, said)
                 if source:
                     tmax = event.get("tmax")
                     self.watermarks.observe(task.ref, task.step, int(tmax) if tmax is not None else None,
                                             event["rows_in"])
+                    if first:  # a re-run reads an older step again: not the channel's time going back
+                        self.event_watch.read(task.ref, task.step, event.get("tmin"), tmax,
+                                              self.watermarks.bound.get(task.ref, 0))
                 if event["recovery"] or task.step <= self._replay_until:
                     self.metrics.replayed.inc(event["rows_in"])
                     self.stats.recomputed_rows += event["rows_in"]
@@ -382,13 +392,15 @@ class Coordinator:
         reason = trigger.due(now)
         if reason is None and self._force_step:
             reason = Reason.CHECKPOINT
-        watermark = self.watermarks.next()
+        finished = self.sources.finished()
+        watermark = self.watermarks.next(finished)
         if reason is None and watermark != self.watermarks.current and trigger.idle_for(now, self.spec.trigger.timer_ms):
             reason = Reason.WATERMARK  # no records, but windows may close (a channel went idle)
         if reason is Reason.CHECKPOINT and plan.rows == 0 and watermark == self.watermarks.current:
             self.ckpt.idle_step(step)
         if reason is not None:
             self._trigger(trigger, step, reason, plan.offsets, watermark)
+            self.event_watch.decided(self.watermarks, finished)
 
     def _trigger(self, trigger: StepTrigger, step: int, reason: Reason, offsets: dict[Channel, tuple[int, int]],
                  watermark: int | None, recorded: StepClock | None = None) -> None:
@@ -397,7 +409,8 @@ class Coordinator:
         now = self.clock()
         self.phases.mark(step, "trigger", now)
         wall = time.time_ns() // 1000
-        clock = StepClock(watermark, wall, self.table_versions.now()) if recorded is None else (
+        clock = StepClock(watermark, wall, self.table_versions.now(), before=self.watermarks.before(step)) \
+            if recorded is None else (
             recorded if recorded.now is not None else replace(recorded, now=wall))  # recorded before clocks were
         self.store.record_step(StepRecord(step, offsets, reason.value, clock))  # before it runs
         # in the command log while the tasks run; settled before anything else is logged (journal.py)
@@ -528,7 +541,7 @@ class Coordinator:
             committed=self.committed,
             source_rows=self.tally.source_rows,
             dead_letters=self.tally.dead_letters,
-            late_records=self.tally.late,
+            late_records=self.tally.late, late_by_stage=self.tally.late_by_stage(),
             watermark=self.watermarks.current,
             rollbacks=list(self.rollbacks),
             seconds=self.clock() - self._started_at if self._started_at else 0.0,

@@ -96,6 +96,32 @@ class SourceOffsets:
     def _all_listed(self, stage: StageSpec) -> bool:
         return all(Channel(stage.name, i) in self.listed for i in range(stage.parallelism))
 
+    def finished(self) -> set[Channel]:
+        """Source channels with nothing more to read, as of the newest reports: each of their slots reported
+        from where the next step starts, nothing readable and the input ended (a directory's channel read to
+        its end, or with no file; a bounded topic's partitions at their ends), or a topic's channel that listed
+        no partition of its own."""
+        out = set()
+        for stage in self.graph.sources():
+            for i in range(stage.parallelism):
+                channel = Channel(stage.name, i)
+                if stage.kafka is not None:
+                    if channel not in self.listed:
+                        continue
+                    slots = [Slot(stage.name, p) for p in self.listed[channel]]
+                elif stage.generator is None:
+                    slots = [Slot(stage.name, i)]
+                else:
+                    continue
+                if all(self._ended(s) for s in slots):
+                    out.add(channel)
+        return out
+
+    def _ended(self, slot: Slot) -> bool:
+        seen = self.reports.get(slot)
+        return (seen is not None and seen.exhausted and seen.n == 0
+                and seen.start == self.next.get(slot, seen.start))
+
     def recorded(self, offsets: dict[Slot, tuple[int, int]]) -> None:
         """A step with these offsets is in the step log: the next one reads from where they end."""
         for slot, (_, hi) in offsets.items():

@@ -33,6 +33,7 @@ class Observer:
     def on_rollback(self, record: RecoveryRecord) -> None: ...  # the run rolled back by itself (Redis came back empty)
     def on_evacuated(self, record: RecoveryRecord) -> None: ...  # a leaving worker handed its channels over
     def on_nondeterministic(self, stage: str, task: str, objects: int) -> None: ...  # lineage/determinism.py
+    def on_event_time(self, kind: str, about: str, message: str) -> None: ...  # eventtime/watch.py: late, held back
 
 
 @dataclass
@@ -52,6 +53,7 @@ class RunResult:
     outages: list[dict[str, Any]] = field(default_factory=list)   # ZooKeeper/Redis out of reach: how long, outcome
     dead_letters: int = 0                                         # each malformed record once (tally.py)
     late_records: int = 0                                         # each record behind the watermark once
+    late_by_stage: dict[str, int] = field(default_factory=dict)   # the same, per stage
     watermark: int | None = None                                  # the last step's (eventtime/), us
     rollbacks: list[RecoveryRecord] = field(default_factory=list)  # rolled back by itself (Redis came back empty)
     phases: dict[str, Any] = field(default_factory=dict)          # where a step's time goes (obs/phases.py)

@@ -40,6 +40,7 @@ class Tally:
     _dead: dict[Key, int] = field(default_factory=dict)
     base_late: int = 0
     _late: dict[Key, int] = field(default_factory=dict)  # records behind the watermark (eventtime/)
+    base_late_by: dict[str, int] = field(default_factory=dict)  # ``base_late`` per stage
 
     def done(self, stage: str, channel: int, step: int, source_rows: int, dead_letters: int, late: int = 0) -> bool:
         """A task completed: ``source_rows`` it read (0 unless a source), ``dead_letters`` it found. Whether it
@@ -66,29 +67,41 @@ class Tally:
     def late(self) -> int:
         return self.base_late + sum(self._late.values())
 
-    def up_to(self, boundary: int) -> dict[str, int]:
+    def late_by_stage(self, boundary: int | None = None) -> dict[str, int]:
+        """Each stage's late records (of the steps up to ``boundary``; None: all)."""
+        out = dict(self.base_late_by)
+        for (stage, _, s), n in self._late.items():
+            if boundary is None or s <= boundary:
+                out[stage] = out.get(stage, 0) + n
+        return out
+
+    def up_to(self, boundary: int) -> dict[str, Any]:
         """The counts of the steps up to ``boundary``: what a checkpoint cut there carries."""
         rows = self.base_rows + sum(n for (_, _, s), n in self._rows.items() if s <= boundary)
         dead = self.base_dead + sum(n for (_, _, s), n in self._dead.items() if s <= boundary)
         late = self.base_late + sum(n for (_, _, s), n in self._late.items() if s <= boundary)
-        return {"source_rows": rows, "dead_letters": dead, "late_records": late, "step": boundary}
+        return {"source_rows": rows, "dead_letters": dead, "late_records": late, "step": boundary,
+                "late_by_stage": self.late_by_stage(boundary)}
 
     def restore(self, manifest: dict[str, Any] | None) -> None:
         """Counting again from a checkpoint (None: the very beginning): every step after it is counted anew."""
         counts = (manifest or {}).get("tally") or {}
         boundary = int((manifest or {}).get("boundary", 0))
         self._rebase(int(counts.get("source_rows", 0)), int(counts.get("dead_letters", 0)),
-                     boundary if counts else 0, int(counts.get("late_records", 0)))  # an older version's: none
+                     boundary if counts else 0, int(counts.get("late_records", 0)),  # an older version's: none
+                     {str(k): int(v) for k, v in (counts.get("late_by_stage") or {}).items()})
 
     def settle(self, boundary: int) -> None:
         """A checkpoint at ``boundary`` committed: no step up to it runs again for the run's figures (a
         rollback goes back to it at the earliest), so its keys fold into the base and the tally stays as
         small as the steps after the newest checkpoint."""
         counts = self.up_to(boundary)
-        self._rebase(counts["source_rows"], counts["dead_letters"], boundary, counts["late_records"])
+        self._rebase(counts["source_rows"], counts["dead_letters"], boundary, counts["late_records"],
+                     counts["late_by_stage"])
 
-    def _rebase(self, rows: int, dead: int, step: int, late: int = 0) -> None:
+    def _rebase(self, rows: int, dead: int, step: int, late: int = 0, late_by: dict[str, int] | None = None) -> None:
         self.base_rows, self.base_dead, self.base_step, self.base_late = rows, dead, step, late
+        self.base_late_by = dict(late_by or {})
         self._rows = {k: n for k, n in self._rows.items() if k[2] > step}
         self._dead = {k: n for k, n in self._dead.items() if k[2] > step}
         self._late = {k: n for k, n in self._late.items() if k[2] > step}

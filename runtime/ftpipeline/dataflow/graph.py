@@ -32,6 +32,11 @@ _TASK_KIND = {
 }
 
 
+def _own_hold(stage: StageSpec) -> int:
+    join = stage.join
+    return max(join.upper_us, -join.lower_us, 0) if join is not None else 0
+
+
 class Graph:
     def __init__(self, spec: PipelineSpec) -> None:
         self.spec = spec
@@ -89,6 +94,35 @@ class Graph:
         s = self._stages[stage]
         return (s.aggregate is not None and s.aggregate.window is not None) or s.deduplicate is not None or (
             s.join is not None) or s.process is not None
+
+    def orders_downstream(self, stage: str) -> bool:
+        """Does an operator with event time take ``stage``'s rows, directly or through stateless stages, so
+        that which of them came before a step's advance matters (``eventtime/order.py``)?"""
+        return self._ordered[stage]
+
+    @cached_property
+    def _ordered(self) -> dict[str, bool]:
+        out: dict[str, bool] = {}
+        for name in reversed(self.order):
+            out[name] = any(self.on_event_time(e.downstream) or (not self.is_stateful(e.downstream)
+                                                                 and out[e.downstream])
+                            for e in self._down[name])
+        return out
+
+    def held_back_us(self, stage: str) -> int:
+        """How far behind the step's watermark the watermark ``stage`` takes is (us): each interval join
+        upstream holds the watermark it passes on back by how long a row may wait there for its partner,
+        ``max(upper, -lower)`` (Flink's interval join does), so the rows it emits are not behind it downstream;
+        over several paths, the longest hold."""
+        return self._holds[stage]
+
+    @cached_property
+    def _holds(self) -> dict[str, int]:
+        holds: dict[str, int] = {}
+        for name in self.order:
+            holds[name] = max((holds[e.upstream] + _own_hold(self._stages[e.upstream])
+                               for e in self._stages[name].inputs), default=0)
+        return holds
 
     def on_processing_time(self, stage: str) -> bool:
         """Does a task of ``stage`` need the processing time of its step (a keyed function)?"""

@@ -2,7 +2,7 @@
 
 A source that declares ``eventTime`` reads a column of event time with its
 records. Every source task reports the largest event time its channel read
-in its step (``columns.largest``); the coordinator folds those reports into
+in its step (``columns.span``: the smallest too, to tell when a channel's time goes back); the coordinator folds those reports into
 the pipeline's watermark (``watermarks.Watermarks``) and records the
 watermark of each step in the step log and the command log *before* the
 step's tasks go out, as it records the step's offsets. So a step re-run by
@@ -17,6 +17,6 @@ so in step S the watermark comes before S's records: a record of S is late
 when its window closed at or before S's watermark (``operators/window.py``).
 """
 
-from ftpipeline.eventtime.columns import END_OF_INPUT, EventTimeError, largest, micros
+from ftpipeline.eventtime.columns import END_OF_INPUT, EventTimeError, micros, span
 
-__all__ = ["END_OF_INPUT", "EventTimeError", "largest", "micros"]
+__all__ = ["END_OF_INPUT", "EventTimeError", "micros", "span"]

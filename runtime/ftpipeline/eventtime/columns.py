@@ -32,9 +32,10 @@ def micros(table: pa.Table, column: str, where: str) -> pa.Array:
                          f"milliseconds since the epoch")
 
 
-def largest(table: pa.Table, column: str, where: str) -> int | None:
-    """The largest event time in ``table`` (None when it has no row with one)."""
+def span(table: pa.Table, column: str, where: str) -> tuple[int | None, int | None]:
+    """The smallest and the largest event time in ``table`` (None when it has no row with one)."""
     if table.num_rows == 0:
-        return None
-    value = pc.max(micros(table, column, where)).as_py()
-    return int(value) if value is not None else None
+        return None, None
+    found = pc.min_max(micros(table, column, where)).as_py()
+    low, high = found["min"], found["max"]
+    return (int(low) if low is not None else None), (int(high) if high is not None else None)

@@ -23,6 +23,8 @@ One channel's view::
     any     --no record for idleTimeout since it last read one (or since the
               coordinator first planned a step with it)--> idle (ignored by the minimum)
     idle    --a report with rows--> active again
+    any     --read to the end of a bounded input, or no slot of its own (no file, no partition)-->
+              finished (ignored by the minimum, as Flink's finished and split-less readers)
 
 The pipeline's::
 
@@ -37,7 +39,7 @@ and their reports rebuild the rest.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from ftpipeline.eventtime.columns import END_OF_INPUT
@@ -88,31 +90,67 @@ class Watermarks:
         return out
 
     # --- the watermark of the next step -------------------------------------------
-    def next(self) -> int | None:
-        """The watermark the next step runs with, as of the reports so far (never below the last one)."""
+    def next(self, finished: Collection[Channel] = ()) -> int | None:
+        """The watermark the next step runs with, as of the reports so far (never below the last one).
+        ``finished``: source channels with nothing more to read (read to the end of a bounded input, or
+        none of its own): as Flink's finished or split-less readers, they hold nothing back."""
         if self.current == END_OF_INPUT:
             return END_OF_INPUT
-        maxima, now = self.maxima(), self.clock()
-        marks: list[int] = []
-        idle: list[int] = []
-        for ch, bound in self.bound.items():
-            limit = self.idle_after[ch]
-            is_idle = limit > 0 and now - self.active_at.setdefault(ch, now) >= limit
-            if ch not in maxima:
-                if is_idle:
-                    continue
-                return self.current  # a channel that has read nothing yet holds the watermark where it is
-            (idle if is_idle else marks).append(maxima[ch] - bound)
-        candidate = min(marks) if marks else (max(idle) if idle else None)
+        marks, idle, done, _ = self._marks(finished)
+        if marks is None:
+            return self.current  # a channel that has read nothing yet holds the watermark where it is
+        candidate = min(marks.values()) if marks else (max(idle) if idle else (max(done) if done else None))
         if candidate is None:
             return self.current
         return candidate if self.current is None else max(self.current, candidate)
+
+    def holder(self, finished: Collection[Channel] = ()) -> tuple[Channel, int | None] | None:
+        """The channel the next watermark comes from and how far it is behind the newest channel (us; None: it
+        has read nothing yet and holds the watermark where it is); None when no one channel holds it."""
+        maxima = self.maxima()
+        marks, _, _, waiting = self._marks(finished)
+        if marks is None:
+            return (waiting, None) if waiting is not None and maxima else None
+        if len(marks) < 2:
+            return None
+        channel = min(marks, key=lambda c: (marks[c], c.key()))
+        return channel, max(maxima.values()) - maxima[channel]
+
+    def _marks(self, finished: Collection[Channel]) -> tuple[dict[Channel, int] | None, list[int], list[int],
+                                                            Channel | None]:
+        """The marks (maximum less bound) of the active channels (None: one has read nothing yet, and which),
+        of the idle ones, of the finished ones."""
+        maxima, now = self.maxima(), self.clock()
+        marks: dict[Channel, int] = {}
+        idle: list[int] = []
+        done: list[int] = []
+        for ch, bound in self.bound.items():
+            limit = self.idle_after[ch]
+            is_idle = limit > 0 and now - self.active_at.setdefault(ch, now) >= limit
+            if ch in finished:
+                if ch in maxima:
+                    done.append(maxima[ch] - bound)
+                continue
+            if ch not in maxima:
+                if is_idle:
+                    continue
+                return None, idle, done, ch
+            if is_idle:
+                idle.append(maxima[ch] - bound)
+            else:
+                marks[ch] = maxima[ch] - bound
+        return marks, idle, done, None
 
     def record(self, step: int, watermark: int | None) -> None:
         """``step`` runs with ``watermark`` (decided now, or recorded before and replayed)."""
         self.steps[step] = watermark
         if watermark is not None and (self.current is None or watermark > self.current):
             self.current = watermark
+
+    def before(self, step: int) -> int | None:
+        """The watermark of the step before ``step``, which rows its advance emits are judged against
+        downstream (``eventtime/order.py``); recorded with ``step``."""
+        return self.steps.get(step - 1, self.current)
 
     def end(self) -> bool:
         """Every source ended: does one more step have to run to make every window final?"""

@@ -65,6 +65,10 @@ class _Families:
                                         registry=registry)
         self.watermark = Gauge("ftpipeline_watermark_seconds", "Event time (seconds since the epoch) of the newest "
                                "step's watermark.", labels, registry=registry)
+        self.held_back = Gauge("ftpipeline_watermark_held_back_seconds", "How far behind the newest source channel "
+                               "the channel holding the pipeline's watermark back is, while it holds it far behind "
+                               "(eventtime/watch.py); 0 once it no longer does.", [*labels, "channel"],
+                               registry=registry)
         self.event_time_lag = Gauge("ftpipeline_event_time_lag_seconds", "How far the watermark is behind the newest "
                                     "event time the sources read.", labels, registry=registry)
         self.checkpoints = Counter("ftpipeline_checkpoints_total", "Checkpoints, by outcome (committed, aborted, commit_failed).",
@@ -136,6 +140,7 @@ class RunMetrics:
         self.late_records = f.late_records.labels(pipeline)
         self.watermark = f.watermark.labels(pipeline)
         self.event_time_lag = f.event_time_lag.labels(pipeline)
+        self._held_back = f.held_back
         self.checkpoints = f.checkpoints
         self.checkpoint_seconds = f.checkpoint_seconds.labels(pipeline)
         self.checkpoint_bytes = f.checkpoint_bytes.labels(pipeline)
@@ -166,6 +171,9 @@ class RunMetrics:
 
     def lag(self, source: str, partition: int, records: int) -> None:
         self._source_lag.labels(self._pipeline, source, str(partition)).set(records)
+
+    def held_back(self, channel: str, seconds: float) -> None:
+        self._held_back.labels(self._pipeline, channel).set(seconds)
 
 
 class WorkerMetrics:

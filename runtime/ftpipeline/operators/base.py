@@ -1,4 +1,9 @@
-"""The contract between the executor and a keyed stateful operator (``operators/__init__.py``)."""
+"""The contract between the executor and a keyed stateful operator (``operators/__init__.py``).
+
+An operator with event time is called twice in a step whose input holds rows that came before the
+watermark's advance (``eventtime/order.py``): with those, ``ctx.advance`` False and the watermark before;
+then with the rest and the step's watermark. What its advance emits (windows fired, sessions closed, an outer
+join's rows released, timers' output) it returns as ``Emitted.fired``, apart from ``Emitted.rows``."""
 
 from __future__ import annotations
 
@@ -21,11 +26,16 @@ class StepContext:
     # the step's rows of each input stage, for an operator that reads them apart (``by_input``: a join)
     inputs: Mapping[str, pa.Table] = field(default_factory=dict)
     now: int | None = None     # the step's recorded processing time, us (a keyed function's clock)
+    # False: these are the rows that came before the step's advance, ``watermark`` is the one before it and
+    # nothing new may fire (``eventtime/order.py``; a second call takes the rest and advances)
+    advance: bool = True
+    first: bool = True         # the step's first call (False: the second, after the rows before the advance)
 
 
 @dataclass
 class Emitted:
-    rows: pa.Table | None = None                       # what goes downstream
+    rows: pa.Table | None = None                       # what goes downstream (after the watermark's advance)
+    fired: pa.Table | None = None                      # what the advance emitted: downstream takes it before
     dead: list[DeadLetter] = field(default_factory=list)
     late: pa.Table | None = None                       # records behind the watermark, with why
     evicted: int = 0                                   # rows the state let go this step

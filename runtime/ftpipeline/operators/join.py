@@ -85,7 +85,8 @@ class IntervalJoin:
         self._check_keys(sides)
         row_schemas = [t.schema for t in sides]
         held = state.get()
-        gone: list[list[pa.Table]] = [[], []]  # rows that left the state (or never entered it) this step
+        gone: list[list[pa.Table]] = [[], []]  # rows that left the state as the watermark advanced
+        passed: list[list[pa.Table]] = [[], []]  # rows of this step that never entered it (already expired)
         if held is not None and w is not None:
             taken = held.expire(min(w, _LAST))
             for side in (LEFT, RIGHT):
@@ -116,12 +117,12 @@ class IntervalJoin:
             rows = pa.concat_tables([old[side], sides[side]])
             if w is not None:
                 expired = pc.less(self._expiry(side, rows), w)
-                gone[side].append(rows.filter(expired))
+                passed[side].append(rows.filter(expired))
                 rows = rows.filter(pc.invert(expired))
             if held is not None and touched.num_rows:
                 self._replace(held, side, touched, rows, ctx.step)
         if ctx.emit:
-            out.rows = self._output(pairs, gone, row_schemas)
+            out.rows, out.fired = self._output(pairs, passed, row_schemas), self._output([], gone, row_schemas)
             if late and (late[LEFT].num_rows or late[RIGHT].num_rows):  # both sides' columns, whichever is late
                 out.late = pa.concat_tables(late, promote_options="permissive")
         return out
@@ -162,8 +163,9 @@ class IntervalJoin:
 
     def _output(self, pairs: list[tuple[pa.Table, pa.Table]], gone: list[list[pa.Table]],
                 schemas: list[pa.Schema]) -> pa.Table:
-        """The step's rows: its pairs, then each unmatched row of an outer side that left, with nulls for the
-        other side; columns: the keys, the left's others, the right's others (a name both have, prefixed)."""
+        """Rows of the step: ``pairs``, then each unmatched row of an outer side among ``gone``, with nulls for
+        the other side; columns: the keys, the left's others, the right's others (a name both have, prefixed).
+        What the watermark's advance released goes downstream ahead of it (``Emitted.fired``), the rest after."""
         keys = list(self.op.keys)
         columns = [[f.name for f in schemas[s] if f.name not in (*keys, TS, MATCHED)] for s in (LEFT, RIGHT)]
         both = set(columns[LEFT]) & set(columns[RIGHT])

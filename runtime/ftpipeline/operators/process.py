@@ -13,13 +13,16 @@ The user writes a class of the entry point::
             ...                                 # (sets state and timers before the first step)
 
 and ``ctx`` (:class:`Context`) gives it ``step``, ``watermark`` and ``now`` (the
-step's recorded watermark and processing time, us), ``rng`` (a generator
+step's recorded watermark and processing time; every time of this API, timers
+included, is **milliseconds since the epoch**, as a ``long`` event-time column
+is, and as Flink's and Spark's are), ``rng`` (a generator
 seeded by the stage, step and key), state handles ``value(name, ttl=)``,
 ``list(name, ttl=)`` and ``map(name, ttl=)`` (``ttl``: a duration such as
-``"10m"``, counted in processing time from each entry's last write; an
-expired entry reads as absent) and ``timers`` (event-time timers fire when
-the watermark reaches them, processing-time timers at the first step whose
-processing time does).
+``"10m"`` or milliseconds, counted in processing time from each entry's last
+write; an expired entry reads as absent) and ``timers`` (event-time timers
+fire when the watermark reaches them, processing-time timers at the first
+step whose processing time does; one set more than a day behind the
+watermark, a unit mistake most likely, is said once in a warning).
 
 **Determinism contract.** A replay after a lost worker hands the function
 the same rows, watermarks and processing times (recorded with each step),
@@ -38,6 +41,9 @@ A step, the watermark W and processing time T coming before its records:
    is loaded; per key, in key order: expired entries dropped, then its due
    event-time timers fired in time order, then its due processing-time
    timers, then ``process`` with its rows in arrival order;
+   rows an operator upstream emitted before the step's advance (``eventtime/order.py``)
+   come first, in a call of their own with the watermark before it, which fires
+   no timer; what the timers return goes downstream ahead of the advance;
 3. the key's state and timers are written back (or deleted when none).
 
 One key's state is two rows of the channel's state (``KEY_KIND``): its
@@ -52,7 +58,7 @@ from __future__ import annotations
 import hashlib
 import pickle
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,7 +84,7 @@ TYPES = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(), "boo
 
 @dataclass(frozen=True, order=True)
 class Timer:
-    time: int   # us
+    time: int   # ms since the epoch
     kind: str   # "event" | "processing"
 
 
@@ -96,6 +102,14 @@ class ProcessOperator:
         self.index: str | None = DUE
         self.output = pa.schema([(name, TYPES[kind]) for name, kind in op.output])
         self.function: Any = getattr(module, op.class_name)() if module is not None else None
+        self.warnings: list[str] = []  # said once each, with the task's result (eventtime/watch.py)
+        self._warned: set[str] = set()
+
+    def warn(self, kind: str, message: str) -> None:
+        """Say ``message`` with the next task's result, the first time this operator finds a ``kind``."""
+        if kind not in self._warned:
+            self._warned.add(kind)
+            self.warnings.append(f"stage {self.stage!r}: {self.op.class_name}: {message}")
 
     def evict(self, state: KeyedState, step: int) -> int:
         return 0  # entries leave by their TTL, when their key is due
@@ -107,14 +121,14 @@ class ProcessOperator:
         now = ctx.now if ctx.now is not None else 0
         held = state.get()
         loaded: dict[tuple[Any, ...], list[Any]] = {}  # key -> [state dict, processing timers, event timers]
-        if held is not None:
+        if held is not None and ctx.advance:  # the rows before the advance fire nothing (eventtime/order.py)
             due = []
             if ctx.watermark is not None:
                 due.append(held.expire(min(ctx.watermark, PROCESSING - 1) + 1))
             due.append(held.expire(PROCESSING + now + 1, since=PROCESSING))
             for found in due:
                 self._load(found, loaded)
-        if ctx.step == 1 and (self.op.initial_delta or self.op.initial_parquet) is not None:
+        if ctx.step == 1 and ctx.first and (self.op.initial_delta or self.op.initial_parquet) is not None:
             self._initial(rows.schema, ctx, loaded)  # before a fresh run's first rows (and in its replays)
         groups = _groups(rows, keys)
         touched = sorted(set(groups) | set(loaded), key=_order)  # both rows of each: expire took one at most
@@ -124,14 +138,15 @@ class ProcessOperator:
                                                                               pa.field(KEY_KIND, pa.int8())]))
             self._load(held.get(wanted), loaded)
         emitted: list[pa.Table] = []
+        fired: list[pa.Table] = []  # the timers' rows: the advance emitted them
         puts: list[tuple[tuple[Any, ...], int, bytes | None, int]] = []
         deletes: list[tuple[tuple[Any, ...], int, bytes | None, int]] = []
         for key in sorted(set(loaded) | set(groups), key=_order):
             entries, ptimers, etimers = loaded.get(key, [{}, [], []])
             call = Context(self, key, ctx, entries, ptimers, etimers)
             call.drop_expired()
-            for timer in call.due_timers():
-                emitted += self._call(lambda: self._on_timer(key, timer, call), key)
+            for timer in (call.due_timers() if ctx.advance else ()):
+                fired += self._call(lambda: self._on_timer(key, timer, call), key)
             if key in groups:
                 part = groups[key]
                 handed = part.to_pandas() if self.op.rows == "pandas" else part
@@ -147,6 +162,7 @@ class ProcessOperator:
             self._write(held, puts, deletes, ctx.step)
         if ctx.emit:
             out.rows = pa.concat_tables(emitted) if emitted else self.output.empty_table()
+            out.fired = pa.concat_tables(fired) if fired else self.output.empty_table()
         return out
 
     def _initial(self, schema: pa.Schema, ctx: StepContext, loaded: dict[tuple[Any, ...], list[Any]]) -> None:
@@ -243,17 +259,25 @@ class ProcessOperator:
                  for k, kind, value, due in puts], schema=held.schema))
 
 
+def to_ms(us: int | None) -> int | None:
+    """A time of the API (milliseconds) from the runtime's (microseconds); the end of input stays the end."""
+    return us if us is None or us == NEVER else us // 1000
+
+
 class Context:
-    """What the user's function sees of one key in one step (or one timer's firing)."""
+    """What the user's function sees of one key in one step (or one timer's firing). Its times are milliseconds
+    since the epoch, as a ``long`` event-time column's, Flink's and Spark's: ``watermark`` (None before there is
+    one; 2**63 - 1 at the end of input), ``now``, and every timer; inside, microseconds, as the runtime's."""
 
     def __init__(self, operator: ProcessOperator, key: tuple[Any, ...], step: StepContext,
                  entries: dict[str, Any], ptimers: list[int], etimers: list[int]) -> None:
-        self.key, self.step, self.watermark = key, step.step, step.watermark
-        self.now = step.now if step.now is not None else 0
+        self.key, self.step = key, step.step
+        self._watermark_us, self._now_us = step.watermark, step.now if step.now is not None else 0
+        self.watermark, self.now = to_ms(self._watermark_us), self._now_us // 1000
         seed = hashlib.blake2b(repr((operator.stage, step.step, key)).encode(), digest_size=8).digest()
         self.rng = random.Random(int.from_bytes(seed, "big"))
         self._entries = entries
-        self.timers = Timers(set(etimers), set(ptimers))
+        self.timers = Timers(set(etimers), set(ptimers), self._watermark_us, operator.warn)
 
     # state handles
     def value(self, name: str, ttl: str | int | None = None) -> ValueState:
@@ -274,16 +298,16 @@ class Context:
         return held
 
     def _expires(self, ttl: int | None) -> int | None:
-        return self.now + ttl if ttl else None
+        return self._now_us + ttl if ttl else None
 
     def drop_expired(self) -> None:
         for name, (kind, data) in list(self._entries.items()):
-            if kind == "value" and data is not None and _gone(data[1], self.now):
+            if kind == "value" and data is not None and _gone(data[1], self._now_us):
                 data = None
             elif kind == "list":
-                data = [e for e in data if not _gone(e[1], self.now)]
+                data = [e for e in data if not _gone(e[1], self._now_us)]
             elif kind == "map":
-                data = {k: e for k, e in data.items() if not _gone(e[1], self.now)}
+                data = {k: e for k, e in data.items() if not _gone(e[1], self._now_us)}
             if data in (None, [], {}):
                 del self._entries[name]
             else:
@@ -293,16 +317,17 @@ class Context:
         """Due event-time timers, then due processing-time ones, in time order; one set during a firing and
         already due fires too."""
         while True:
-            events = sorted(t for t in self.timers.event if self.watermark is not None and t <= self.watermark)
+            mark = self._watermark_us
+            events = sorted(t for t in self.timers.event if mark is not None and t <= mark)
             if events:
                 self.timers.event.discard(events[0])
-                yield Timer(events[0], "event")
+                yield Timer(events[0] // 1000, "event")
                 continue
-            times = sorted(t for t in self.timers.processing if t <= self.now)
+            times = sorted(t for t in self.timers.processing if t <= self._now_us)
             if not times:
                 return
             self.timers.processing.discard(times[0])
-            yield Timer(times[0], "processing")
+            yield Timer(times[0] // 1000, "processing")
 
     def rows(self, step: int) -> tuple[bytes | None, int, bytes | None, int]:
         """The key's two state rows (None: nothing to keep) and their index values."""
@@ -316,23 +341,36 @@ class Context:
 
 
 class Timers:
-    def __init__(self, event: set[int], processing: set[int]) -> None:
+    """A key's timers; times in milliseconds since the epoch (kept in microseconds)."""
+
+    FAR_BEHIND_US = 86_400_000_000  # a timer set more than a day behind the watermark is likely a unit mistake
+
+    def __init__(self, event: set[int], processing: set[int], watermark_us: int | None = None,
+                 warn: Callable[[str, str], None] = lambda kind, message: None) -> None:
         self.event, self.processing = event, processing
+        self._watermark_us, self._warn = watermark_us, warn
 
-    def register_event_time(self, time_us: int) -> None:
-        self.event.add(int(time_us))
+    def register_event_time(self, time_ms: int) -> None:
+        at = int(time_ms) * 1000
+        mark = self._watermark_us
+        if mark is not None and mark != NEVER and at < mark - self.FAR_BEHIND_US:
+            self._warn("timer-behind", f"an event-time timer was set at {int(time_ms)} ms, {(mark - at) / 86_400e6:,.1f} days "
+                       f"behind the watermark ({mark // 1000} ms): it fires at once; timers are milliseconds since "
+                       "the epoch")
+        self.event.add(at)
 
-    def register_processing_time(self, time_us: int) -> None:
-        self.processing.add(int(time_us))
+    def register_processing_time(self, time_ms: int) -> None:
+        self.processing.add(int(time_ms) * 1000)
 
-    def delete_event_time(self, time_us: int) -> None:
-        self.event.discard(int(time_us))
+    def delete_event_time(self, time_ms: int) -> None:
+        self.event.discard(int(time_ms) * 1000)
 
-    def delete_processing_time(self, time_us: int) -> None:
-        self.processing.discard(int(time_us))
+    def delete_processing_time(self, time_ms: int) -> None:
+        self.processing.discard(int(time_ms) * 1000)
 
     def all(self) -> list[Timer]:
-        return sorted([Timer(t, "event") for t in self.event] + [Timer(t, "processing") for t in self.processing])
+        return sorted([Timer(t // 1000, "event") for t in self.event]
+                      + [Timer(t // 1000, "processing") for t in self.processing])
 
 
 class ValueState:
@@ -341,7 +379,7 @@ class ValueState:
 
     def get(self, default: Any = None) -> Any:
         held = self._ctx._entries.get(self._name)
-        if held is None or held[1] is None or _gone(held[1][1], self._ctx.now):
+        if held is None or held[1] is None or _gone(held[1][1], self._ctx._now_us):
             return default
         return held[1][0]
 
@@ -361,7 +399,7 @@ class ListState:
 
     def get(self) -> list[Any]:
         held = self._ctx._entries.get(self._name)
-        return [] if held is None else [v for v, e in held[1] if not _gone(e, self._ctx.now)]
+        return [] if held is None else [v for v, e in held[1] if not _gone(e, self._ctx._now_us)]
 
     def append(self, value: Any) -> None:
         self._ctx._slot(self._name, "list", [])[1].append((value, self._ctx._expires(self._ttl)))
@@ -384,7 +422,7 @@ class MapState:
 
     def _data(self) -> dict[Any, Any]:
         held = self._ctx._entries.get(self._name)
-        return {} if held is None else {k: v for k, (v, e) in held[1].items() if not _gone(e, self._ctx.now)}
+        return {} if held is None else {k: v for k, (v, e) in held[1].items() if not _gone(e, self._ctx._now_us)}
 
     def get(self, key: Any, default: Any = None) -> Any:
         return self._data().get(key, default)
@@ -425,9 +463,10 @@ def _expiries(kind: str, data: Any) -> list[int]:
 
 
 def _ttl(ttl: str | int | None) -> int | None:
-    if ttl is None or isinstance(ttl, int):
-        return ttl
-    return micros(ttl)
+    """A TTL in microseconds: a duration (``"10m"``) or milliseconds."""
+    if ttl is None:
+        return None
+    return int(ttl) * 1000 if isinstance(ttl, int) else micros(ttl)
 
 
 def _order(key: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -45,3 +45,15 @@ def _apart(table: pa.Table, bad: pa.Array, keys: Sequence[str], column: str, whe
         why = f"null key in {', '.join(missing)}" if missing else f"null event time in {column}"
         dead.append(DeadLetter(json.dumps(row, default=str), why, where))
     return pc.invert(bad), dead
+
+
+def without(rows: pa.Table, names: Sequence[str], used: Sequence[str], field: str) -> pa.Table:
+    """``rows`` without the columns ``names`` (those an operator's output gives its own meaning, such as a
+    window's ``window_start``: a window fed by a window), unless one is ``used`` (a key or an aggregation's
+    column), which is refused naming the field."""
+    clash = [n for n in names if n in rows.column_names and n in used]
+    if clash:
+        raise ValueError(f"{field}: {clash[0]!r} is also a column of this stage's output (its own window's); "
+                         "rename it upstream")
+    gone = [n for n in names if n in rows.column_names]
+    return rows.drop_columns(gone) if gone else rows

@@ -30,8 +30,12 @@ A step with watermark W:
    merged session's rows are combined into one (at the earliest start) and
    the sessions it absorbed are deleted;
 4. ``append``: the sessions that fire at or before W leave the state and
-   are emitted, once, final. ``update``: the sessions the step touched are
-   emitted as they stand; a session absorbed by a merge is not retracted
+   are emitted, once, final. They leave *before* the step's rows are merged
+   (steps 2 and 3 come after this one), as W comes before the step's records:
+   a row that would have touched a session firing now opens a new one, as in
+   Flink (Spark merges it into the session first, in its micro-batch).
+   ``update``: the sessions the step touched are emitted as they stand
+   (those that fire leave unemitted); a session absorbed by a merge is not retracted
    (its successor, with the merged start, is emitted), as in Spark's update
    mode.
 
@@ -53,9 +57,9 @@ import pyarrow.compute as pc
 
 from ftpipeline.operators.base import Emitted, Holder, StepContext
 from ftpipeline.operators.late import late_rows
-from ftpipeline.operators.rows import usable
-from ftpipeline.operators.window import (FIRE, START, TS, avg_n, chosen, finals, output_schema, partials,
-                                        picked_at)
+from ftpipeline.operators.rows import usable, without
+from ftpipeline.operators.window import (END, FIRE, START, TS, avg_n, chosen, emitted, finals, output_schema,
+                                        partials, picked_at)
 from ftpipeline.spec.model import Aggregation, AggregateOp, WindowSpec
 from ftpipeline.state.backend import STEP, KeyedState
 
@@ -87,34 +91,36 @@ class SessionOperator:
         self.index: str | None = FIRE
         self.folds_at_once = False  # what fires and what is late depends on each step's watermark
         self.by_input = False
+        self.used = [*op.key_by, *(str(a.column) for a in op.aggregations if a.column)]
 
     def evict(self, state: KeyedState, step: int) -> int:
         return 0  # sessions leave the state when they fire
 
     def process(self, state: Holder, table: pa.Table, ctx: StepContext) -> Emitted:
         out = Emitted()
-        rows, ts, out.dead = usable(table, self.key_by, self.window.time_column,
-                                    f"stage {self.stage!r} window.timeColumn", ctx.where)
+        whole, ts, out.dead = usable(table, self.key_by, self.window.time_column,
+                                     f"stage {self.stage!r} window.timeColumn", ctx.where)
+        rows = without(whole, (START, END), self.used, f"stage {self.stage!r} aggregate")  # a session's own names
         rows = rows.append_column(TS, ts)
         if ctx.watermark is not None and rows.num_rows:
             late = pc.less_equal(pc.add(ts, self.gap + self.window.allowed_lateness_us), ctx.watermark)
             if ctx.emit and pc.any(late).as_py():
-                out.late = late_rows(rows.filter(late).drop_columns([TS]), ctx.watermark, self._reason())
+                out.late = late_rows(whole.filter(late), ctx.watermark, self._reason())
             rows = rows.filter(pc.invert(late))
         schema = output_schema(table, self._partial(self._cut(rows.slice(0, 0))), self.op)
         finals: pa.Table | None = None
-        if rows.num_rows:
-            touched = self._merge(state, self._partial(self._cut(rows)), ctx.step)
-            if self.window.emit == "update":
-                finals = self._finals(touched, schema)
         held = state.get()
-        if held is not None and ctx.watermark is not None:
+        if held is not None and ctx.watermark is not None:  # the watermark comes before the step's rows (Flink)
             fired = self._fire(held, ctx.watermark)
             out.evicted = fired.num_rows
             if self.window.emit == "append":
                 finals = self._finals(fired, schema)
+        if rows.num_rows:
+            touched = self._merge(state, self._partial(self._cut(rows)), ctx.step)
+            if self.window.emit == "update":
+                finals = self._finals(touched, schema)
         if ctx.emit:
-            out.rows = finals if finals is not None else schema.empty_table()
+            out.rows, out.fired = emitted(finals, self.window, schema)
         return out
 
     def _reason(self) -> str:

@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 
 from ftpipeline.operators.base import Emitted, Holder, StepContext
 from ftpipeline.operators.late import late_rows
-from ftpipeline.operators.rows import usable
+from ftpipeline.operators.rows import usable, without
 from ftpipeline.spec.model import Aggregation, AggregateOp, WindowSpec
 from ftpipeline.state.backend import STEP, KeyedState
 
@@ -75,6 +75,7 @@ class WindowOperator:
         self.index: str | None = FIRE
         self.folds_at_once = False  # what fires and what is late depends on each step's watermark
         self.by_input = False
+        self.used = [*op.key_by, *(str(a.column) for a in op.aggregations if a.column)]
 
     def evict(self, state: KeyedState, step: int) -> int:
         return 0  # windows leave the state when they fire
@@ -82,8 +83,9 @@ class WindowOperator:
     # --- one step -------------------------------------------------------------
     def process(self, state: Holder, table: pa.Table, ctx: StepContext) -> Emitted:
         out = Emitted()
-        rows, ts, out.dead = usable(table, self.op.key_by, self.window.time_column,
-                                    f"stage {self.stage!r} window.timeColumn", ctx.where)
+        whole, ts, out.dead = usable(table, self.op.key_by, self.window.time_column,
+                                     f"stage {self.stage!r} window.timeColumn", ctx.where)
+        rows = without(whole, (START, END), self.used, f"stage {self.stage!r} aggregate")  # a window's own names
         rows = rows.append_column(TS, ts).append_column(ROW, pa.array(np.arange(rows.num_rows), pa.int64()))
         pairs = self._pairs(rows)
         fires = pc.add(pairs.column(START), self.window.size_us + self.window.allowed_lateness_us)
@@ -91,9 +93,9 @@ class WindowOperator:
             on_time = pc.greater(fires, ctx.watermark)
             if ctx.emit:
                 kept = pc.unique(pairs.filter(on_time).column(ROW))
-                late = rows.filter(pc.invert(pc.is_in(rows.column(ROW), value_set=kept)))
+                late = whole.filter(pc.invert(pc.is_in(rows.column(ROW), value_set=kept)))
                 if late.num_rows:
-                    out.late = self._late(late.drop_columns([TS, ROW]), ctx.watermark)
+                    out.late = self._late(late, ctx.watermark)
             pairs = pairs.filter(on_time)
         part = self._partial(pairs)
         merged = self._merge(state, part, pairs, ctx.step)
@@ -110,7 +112,7 @@ class WindowOperator:
             if self.window.emit == "append":
                 finals = self._finals(fired, schema)
         if ctx.emit:
-            out.rows = finals if finals is not None else schema.empty_table()
+            out.rows, out.fired = emitted(finals, self.window, schema)
         return out
 
     def _pairs(self, rows: pa.Table) -> pa.Table:
@@ -204,6 +206,15 @@ class WindowOperator:
     # --- what leaves -------------------------------------------------------------
     def _finals(self, rows: pa.Table, schema: pa.Schema) -> pa.Table:
         return finals(rows, self.op, pc.add(rows.column(START), self.window.size_us), schema)
+
+
+def emitted(finals: pa.Table | None, window: WindowSpec, schema: pa.Schema) -> tuple[pa.Table, pa.Table]:
+    """A window's (or session's) output of a step as (rows after the watermark's advance, rows it fired):
+    ``append`` emits only what the advance fired, ``update`` what the step's rows changed."""
+    empty = schema.empty_table()
+    if finals is None:
+        return empty, empty
+    return (empty, finals) if window.emit == "append" else (finals, empty)
 
 
 def partials(rows: pa.Table, group: list[str], op: AggregateOp, lead: tuple[Any, str, str],

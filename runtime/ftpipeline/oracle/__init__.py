@@ -6,7 +6,11 @@
 - ``kafka.py``: Kafka topics read again: a source's records by step, a sink's released rows;
 - ``delta.py``: a Delta table read again, by another implementation of Delta;
 - ``compare.py``: multiset comparison, floats within a documented tolerance;
-- ``buckets.py``: the same comparison for outputs too large to collect.
+- ``buckets.py``: the same comparison for outputs too large to collect;
+- ``truth.py``: the batch truth, which shares no rule of the watermark with
+  the runtime (the oracle above recomputes the run's lateness from its own
+  recorded watermarks: it proves the run self-consistent, the truth that it
+  is right).
 
 :func:`verify` is what ``ftpipeline run --verify`` and ``ftpipeline verify``
 print; :func:`compare` checks the sinks alone.
@@ -36,6 +40,7 @@ from ftpipeline.oracle.compare import (
 from ftpipeline.oracle.expected import Expected, expected, expected_outputs
 from ftpipeline.oracle.delta import released_table
 from ftpipeline.oracle.kafka import released_rows
+from ftpipeline.oracle.truth import WHAT, ended, truth_frames
 from ftpipeline.objectstore.base import ObjectStore
 from ftpipeline.spec.model import PipelineSpec
 
@@ -107,6 +112,18 @@ def _late(spark: Any, spec: PipelineSpec, expect: Expected, steps: int, work: Pa
     return out
 
 
+def _truth(spark: Any, spec: PipelineSpec, expect: Expected, steps: int, work: Path) -> list[Comparison]:
+    """Each sink against the batch truth (``truth.py``); a difference fails only where nothing was late."""
+    frames, skipped = truth_frames(spark, spec, steps, work, expect)
+    late = sum(f.count() for f in expect.late.values())
+    note = (f"the run found {late:,} late records, so its input is not within its declared bounds; what "
+            "differs is theirs" if late else "")
+    out = [dataclasses.replace(c, what=WHAT, note=note, binding=not late)
+           for c in _released(spark, spec, Expected(frames), steps, work)]
+    return out + [Comparison(name, 0, 0, 0, 0, 0, what=WHAT, note=f"not compared: {why}", binding=False)
+                  for name, why in skipped.items()]
+
+
 def compare(spark: Any, spec: PipelineSpec, steps: int, history: ObjectStore | Path | None = None) -> list[Comparison]:
     """Compare every sink's released output for steps 1..``steps`` with the oracle (``history``: the run's
     step history, for a Kafka source)."""
@@ -121,6 +138,8 @@ def verify(spark: Any, spec: PipelineSpec, steps: int, dead_letter_root: Path | 
         expect = expected(spark, spec, steps, Path(work), history)
         out = _released(spark, spec, expect, steps, Path(work))
         out += _late(spark, spec, expect, steps, Path(work))
+        if spec.event_time and ended(expect, steps):
+            out += _truth(spark, spec, expect, steps, Path(work))
     sources = {s.name for s in spec.stages if s.file is not None or s.kafka is not None}
     if sources or any(s.keeps_state for s in spec.stages):
         out.append(compare_letters(expect.letters, read_dead_letters(dead_letter_root, steps), sources))

@@ -19,7 +19,9 @@ source from the offsets the run recorded for each step, then:
   rows with a null key are its dead letters;
 - an event-time window, or a deduplication, becomes the batch job
   ``windows.py`` (``dedup.py``) describes, with the watermark of each step
-  the run recorded;
+  the run recorded; a row an operator upstream emitted before its step's
+  advance (a window fired, ...) carries ``_early`` and is judged against the
+  watermark before (``eventtime/order.py``);
 - a sink's expected rows are those of its input, per step.
 """
 
@@ -36,6 +38,7 @@ import pyarrow.parquet as pq
 from ftpipeline.dataflow.graph import Graph
 from ftpipeline.dataflow.plans import scannable
 from ftpipeline.dataflow.sources import channel_share, make_reader, rows_per_step
+from ftpipeline.eventtime.columns import END_OF_INPUT
 from ftpipeline.oracle.files import STEP, Letter, read_file_stage
 from ftpipeline.oracle.kafka import read_kafka_stage
 from ftpipeline.oracle.dedup import deduplicated
@@ -43,8 +46,9 @@ from ftpipeline.oracle.joins import joined
 from ftpipeline.oracle.lookup import looked_up
 from ftpipeline.oracle.process import processed
 from ftpipeline.oracle.sessions import sessionized
-from ftpipeline.oracle.windows import windowed
+from ftpipeline.oracle.windows import EARLY, Marks, held_marks, windowed
 from ftpipeline.control import history as step_history
+from ftpipeline.lineage.stepclock import StepClock
 from ftpipeline.spec.load import load_entry_module
 from ftpipeline.objectstore.base import ObjectStore
 from ftpipeline.spec.model import PipelineSpec, StageKind
@@ -64,6 +68,8 @@ class Expected:
     sinks: dict[str, Any]                             # sink -> DataFrame with a ``step`` column
     letters: list[Letter] = field(default_factory=list)
     late: dict[str, Any] = field(default_factory=dict)  # window stage -> its late rows, with a ``step`` column
+    sources: dict[str, Any] = field(default_factory=dict)  # source stage -> its rows read (for the batch truth)
+    clocks: dict[int, StepClock] = field(default_factory=dict)  # the run's, from its step history
 
 
 def _generated_rows(spec: PipelineSpec, stage_name: str, module: Any, steps: int) -> pa.Table:
@@ -84,13 +90,15 @@ def _generated_rows(spec: PipelineSpec, stage_name: str, module: Any, steps: int
 
 
 def expected(spark: Any, spec: PipelineSpec, steps: int, work: Path | None = None,
-             history: ObjectStore | Path | None = None) -> Expected:
+             history: ObjectStore | Path | None = None, batch_of: Expected | None = None) -> Expected:
     """The expected DataFrame of every sink and the expected dead letters of steps 1..``steps``.
 
     With ``work`` (a directory that outlives the frames' use), a source's rows
     larger than ``LARGE_ROWS_BYTES`` reach Spark as a Parquet file written there,
     not through ``createDataFrame``, which would hold them in Spark's driver. A Kafka
-    source needs the run's step ``history`` (``oracle/kafka.py``)."""
+    source needs the run's step ``history`` (``oracle/kafka.py``). ``batch_of``: the
+    batch truth (``truth.py``) of what that run's expectation read (its sources, its clocks, not read again):
+    no watermark in any step but the last, which ends the input."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -99,13 +107,25 @@ def expected(spark: Any, spec: PipelineSpec, steps: int, work: Path | None = Non
     frames: dict[str, Any] = {}
     letters: list[Letter] = []
     late: dict[str, Any] = {}  # a window's expected late rows (oracle/windows.py)
-    clocks = step_history.clocks(history) if history is not None else {}
-    marks = {s: c.watermark for s, c in clocks.items() if s <= steps}
+    if batch_of is not None:
+        clocks = batch_of.clocks
+    else:
+        clocks = step_history.clocks(history) if history is not None else {}
+    marks = Marks({s: c.watermark for s, c in clocks.items() if s <= steps},
+                  {s: c.before for s, c in clocks.items() if s <= steps})
+    if batch_of is not None:  # nothing is late, nothing fires before the input's end, and then everything does
+        marks = Marks({**{s: None for s in range(1, steps)}, steps: END_OF_INPUT},
+                      {s: None for s in range(1, steps + 1)})
     times = {s: c.now for s, c in clocks.items()}
     versions = {s: dict(c.tables) for s, c in clocks.items()}
+    base = marks
     for name in graph.order:
         stage = spec.stage(name)
+        marks = held_marks(base, graph.held_back_us(name))  # the joins upstream hold this stage's watermark back
         if stage.kind is StageKind.SOURCE:
+            if batch_of is not None:
+                frames[name] = batch_of.sources[name]
+                continue
             if stage.file is not None:
                 rows, dead = read_file_stage(stage, steps)
                 letters.extend(dead)
@@ -169,7 +189,8 @@ def expected(spark: Any, spec: PipelineSpec, steps: int, work: Path | None = Non
             df = partial.select(*keys, STEP, *[merge[a.op](F.col(a.name)).over(running).alias(a.name) for a in op.aggregations])
         frames[name] = df
     return Expected({s.name: _union_inputs(frames, s) for s in graph.sinks()}, letters,
-                    {n: df.withColumnRenamed(STEP, "step") for n, df in late.items()})
+                    {n: df.withColumnRenamed(STEP, "step") for n, df in late.items()},
+                    {s.name: frames[s.name] for s in graph.sources()}, dict(clocks))
 
 
 def expected_outputs(spark: Any, spec: PipelineSpec, steps: int) -> dict[str, Any]:
@@ -189,4 +210,4 @@ def _union_inputs(frames: dict[str, Any], sink: Any) -> Any:
     df = frames[sink.inputs[0].upstream]
     for edge in sink.inputs[1:]:
         df = df.unionByName(frames[edge.upstream], allowMissingColumns=True)
-    return df.withColumnRenamed(STEP, "step")
+    return (df.drop(EARLY) if EARLY in df.columns else df).withColumnRenamed(STEP, "step")

@@ -8,7 +8,7 @@ This module reads each file whole, front to back, with the standard library
 and pyarrow only, and derives everything from the documented rules of the
 source, not from the runtime's code:
 
-- a file belongs to channel ``crc32(name) % parallelism``; a channel's files
+- the i-th file by name belongs to channel ``i % parallelism``; a channel's files
   are read in name order (names starting with ``.`` or ``_`` are ignored);
 - a channel's records are numbered 0, 1, 2, ... across its files; step ``k``
   holds records ``[(k-1)*share, k*share)`` where ``share`` is the channel's
@@ -23,7 +23,6 @@ from __future__ import annotations
 import csv
 import json
 import re
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,7 +179,7 @@ def read_file_stage(stage: StageSpec, steps: int) -> tuple[pa.Table, list[Letter
         share = spec.rows_per_step // p + (1 if channel < spec.rows_per_step % p else 0)
         offset = 0
         columns = declared  # Parquet without a schema: the channel's first file's columns
-        for name in (n for n in names if zlib.crc32(n.encode()) % p == channel):
+        for name in names[channel::p]:  # the i-th file by name belongs to channel i mod p
             path = spec.path / name
             if spec.format == "parquet":
                 table = pq.read_table(path)

@@ -5,7 +5,10 @@ For each key and each step 1..N, as the runtime's contract says: entries
 whose TTL ran out by the step's processing time are gone; the key's
 event-time timers at or before the step's watermark fire in time order, then
 its processing-time timers at or before the step's processing time; then
-``process`` gets the key's rows of the step; before step 1, ``init_state``
+``process`` gets the key's rows of the step (those that came before the
+step's advance first, in a call of their own with the watermark before it,
+and what that call and the timers return is early downstream:
+``eventtime/order.py``); before step 1, ``init_state``
 gets the key's rows of ``process.initialState`` (read by delta-rs or
 pyarrow, not the runtime's reader). The rows a call returns are
 expected in that step. ``ctx.rng`` is seeded as the contract says (the
@@ -20,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import io
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -28,10 +31,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ftpipeline.eventtime.columns import END_OF_INPUT
 from ftpipeline.objectstore.base import is_remote, open_store
 from ftpipeline.objectstore.config import storage_options
 from ftpipeline.operators.process import TYPES  # the spec's type names: the contract, not the runtime's work
 from ftpipeline.oracle.files import STEP, Letter
+from ftpipeline.oracle.windows import EARLY, befores
 from ftpipeline.spec.durations import micros
 from ftpipeline.spec.model import StageSpec
 
@@ -43,6 +48,8 @@ class _Timer:
 
 
 class _Timers:
+    """Times in milliseconds, as the contract says; kept so too (the step's times are compared in them)."""
+
     def __init__(self) -> None:
         self.event: set[int] = set()
         self.processing: set[int] = set()
@@ -67,12 +74,12 @@ class _Handle:
     """One named state of one key: entries with an expiry each (None: never)."""
 
     def __init__(self, ctx: _Context, name: str, kind: str, ttl: str | int | None) -> None:
-        self.ctx, self.name, self.kind = ctx, name, kind
-        self.ttl = micros(ttl) if isinstance(ttl, str) else ttl
+        self.ctx, self.name, self.kind = ctx, name, kind  # a TTL in us: a duration, or milliseconds
+        self.ttl = micros(ttl) if isinstance(ttl, str) else (ttl * 1000 if ttl else None)
 
     def _live(self) -> Any:
         store = self.ctx.store.get(self.name)
-        now = self.ctx.now
+        now = self.ctx.now_us
         if store is None:
             return {} if self.kind == "map" else ([] if self.kind == "list" else None)
         if self.kind == "value":
@@ -82,7 +89,7 @@ class _Handle:
         return {k: e for k, e in store.items() if e[1] is None or e[1] > now}
 
     def _exp(self) -> int | None:
-        return self.ctx.now + self.ttl if self.ttl else None
+        return self.ctx.now_us + self.ttl if self.ttl else None
 
     # value
     def get(self, *args: Any) -> Any:
@@ -133,12 +140,15 @@ class _Handle:
 class _Context:
     def __init__(self, stage: str, key: tuple[Any, ...], store: dict[str, Any], timers: _Timers) -> None:
         self.stage, self.key, self.store, self.timers = stage, key, store, timers
-        self.step, self.now = 0, 0
+        self.step, self.now, self.now_us = 0, 0, 0
         self.watermark: int | None = None
         self.rng = random.Random(0)
 
-    def at(self, step: int, watermark: int | None, now: int) -> None:
-        self.step, self.watermark, self.now = step, watermark, now
+    def at(self, step: int, watermark_us: int | None, now_us: int) -> None:
+        """The step's times, recorded in us, as the function sees them: milliseconds (the end of input's
+        watermark stays 2**63 - 1)."""
+        self.step, self.now_us, self.now = step, now_us, now_us // 1000
+        self.watermark = watermark_us if watermark_us is None or watermark_us == END_OF_INPUT else watermark_us // 1000
         seed = hashlib.blake2b(repr((self.stage, step, self.key)).encode(), digest_size=8).digest()
         self.rng = random.Random(int.from_bytes(seed, "big"))
 
@@ -165,7 +175,7 @@ class _Context:
             yield _Timer(times[0], "processing")
 
 
-def processed(module: Any, rows: pa.Table, stage: StageSpec, marks: dict[int, int | None], times: dict[int, int | None],
+def processed(module: Any, rows: pa.Table, stage: StageSpec, marks: Mapping[int, int | None], times: dict[int, int | None],
               steps: int, letters: list[Letter]) -> pa.Table:
     """The stage's expected output of steps 1..``steps``, with a ``STEP`` column; ``rows``: its input, with one."""
     import json
@@ -173,12 +183,13 @@ def processed(module: Any, rows: pa.Table, stage: StageSpec, marks: dict[int, in
     op = stage.process
     assert op is not None
     keys = list(op.keys)
+    before = befores(marks)
     instance = getattr(module, op.class_name)()
     by_key: dict[tuple[Any, ...], dict[int, list[dict[str, Any]]]] = {}
     for row in rows.to_pylist():
         if any(row.get(k) is None for k in keys):
             letters.append(Letter(stage.name, int(row[STEP]), stage.name, json.dumps(
-                {c: v for c, v in row.items() if c != STEP}, default=str)))
+                {c: v for c, v in row.items() if c not in (STEP, EARLY)}, default=str)))
             continue
         by_key.setdefault(tuple(row[k] for k in keys), {}).setdefault(int(row[STEP]), []).append(row)
     initial = _initial(stage, rows.schema, times.get(1) or 0) if steps else {}
@@ -189,20 +200,34 @@ def processed(module: Any, rows: pa.Table, stage: StageSpec, marks: dict[int, in
         ctx = _Context(stage.name, key, store, _Timers())
         mine = by_key.get(key, {})
         for step in range(1, steps + 1):
-            ctx.at(step, marks.get(step), times.get(step) or 0)
+            now = times.get(step) or 0
+            early = [r for r in mine.get(step, []) if r.get(EARLY)]
+            after = [r for r in mine.get(step, []) if not r.get(EARLY)]
+            results: list[tuple[Any, bool]] = []
             if step == 1 and key in initial:
+                ctx.at(step, before.get(step, marks.get(step)) if early else marks.get(step), now)
                 instance.init_state(key, initial[key].to_pandas() if op.rows == "pandas" else initial[key], ctx)
-            results = [instance.on_timer(key, timer, ctx) for timer in ctx.due()]
-            if step in mine:
-                part = pa.Table.from_pylist([{c: v for c, v in r.items() if c != STEP} for r in mine[step]])
-                handed = part.to_pandas() if op.rows == "pandas" else part
-                results.append(instance.process(key, handed, ctx))
-            for result in results:
+            if early:  # rows that came before the step's advance: a call of their own, no timer fires
+                ctx.at(step, before.get(step, marks.get(step)), now)
+                results.append((instance.process(key, _handed(early, op.rows), ctx), True))
+            ctx.at(step, marks.get(step), now)
+            results += [(instance.on_timer(key, timer, ctx), True) for timer in ctx.due()]
+            if after:
+                results.append((instance.process(key, _handed(after, op.rows), ctx), False))
+            for result, kind in results:
                 table = _table(result)
                 if table is not None and table.num_rows:
                     table = table.select(schema.names).cast(schema)
-                    out.append(table.append_column(STEP, pa.array([step] * table.num_rows, pa.int32())))
-    return pa.concat_tables(out) if out else schema.append(pa.field(STEP, pa.int32())).empty_table()
+                    out.append(table.append_column(STEP, pa.array([step] * table.num_rows, pa.int32()))
+                               .append_column(EARLY, pa.array([kind] * table.num_rows, pa.bool_())))
+    return pa.concat_tables(out) if out else schema.append(pa.field(STEP, pa.int32())).append(
+        pa.field(EARLY, pa.bool_())).empty_table()
+
+
+def _handed(rows: list[dict[str, Any]], kind: str) -> Any:
+    """A key's rows of a call, as the user's function takes them (without the oracle's columns)."""
+    part = pa.Table.from_pylist([{c: v for c, v in r.items() if c not in (STEP, EARLY)} for r in rows])
+    return part.to_pandas() if kind == "pandas" else part
 
 
 def _initial(stage: StageSpec, schema: pa.Schema, at_us: int) -> dict[tuple[Any, ...], pa.Table]:

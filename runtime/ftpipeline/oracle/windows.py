@@ -21,13 +21,49 @@ firing is used.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ftpipeline.eventtime.order import held
 from ftpipeline.oracle.files import STEP, Letter
 from ftpipeline.spec.model import StageSpec
 
 WM, TS, LAST, START, RID = "_wm", "_ts", "_last", "_start", "_rid"
+EARLY = "_early"   # the row came before its step's advance (``eventtime/order.py``): judged by the watermark before
+BEFORE = "_before"
+
+
+class Marks(dict[int, "int | None"]):
+    """Each step's recorded watermark, and (``before``) the watermark of the step before it, which a row that
+    came before the step's advance is judged against (``eventtime/order.py``)."""
+
+    def __init__(self, at: Mapping[int, int | None], before: Mapping[int, int | None] | None = None) -> None:
+        super().__init__(at)
+        self.before: dict[int, int | None] = dict(before) if before is not None else dict(at)
+
+
+def held_marks(marks: Mapping[int, int | None], by_us: int) -> Marks:
+    """``marks`` as a stage takes them whose watermark the joins upstream hold back by ``by_us``."""
+    return Marks({s: held(m, by_us) for s, m in marks.items()},
+                 {s: held(m, by_us) for s, m in befores(marks).items()})
+
+
+def befores(marks: Mapping[int, int | None]) -> Mapping[int, int | None]:
+    return marks.before if isinstance(marks, Marks) else marks
+
+
+def phase(step: Any, early: Any) -> Any:
+    """Where a row falls in the run: a step's early rows, then its rows after the advance (a Spark column)."""
+    from pyspark.sql import functions as F
+
+    return F.col(step) * 2 + F.when(early, 0).otherwise(1)
+
+
+def kinded(df: Any) -> Any:
+    """``df`` with ``EARLY`` (false where an operator upstream did not set it)."""
+    from pyspark.sql import functions as F
+
+    return df if EARLY in df.columns else df.withColumn(EARLY, F.lit(False))
 
 
 def windowed(spark: Any, df: Any, stage: StageSpec, marks: dict[int, int | None],
@@ -47,38 +83,48 @@ def windowed(spark: Any, df: Any, stage: StageSpec, marks: dict[int, int | None]
     pairs = pairs.withColumn(START, F.col(LAST) - F.col("_j") * w.slide_us)
     pairs = pairs.filter(F.col(WM).isNull() | (F.col(START) + reach > F.col(WM)))
     keys = [*op.key_by, START]
-    if w.emit == "append":
+    if w.emit == "append":  # what the watermark's advance emits: early downstream
         windows = pairs.groupBy(*keys).agg(*[_whole(a.op, a.name, a.column) for a in op.aggregations])
         fired = steps.filter(F.col(WM).isNotNull())
         firing = windows.join(F.broadcast(fired), F.col(WM) >= F.col(START) + reach) \
             .groupBy(*keys).agg(F.min(STEP).alias(STEP))
-        out = windows.join(firing, keys)
+        out = windows.join(firing, keys).withColumn(EARLY, F.lit(True))
         aggs = [F.col(a.name) for a in op.aggregations]
-    else:
+    else:  # per step, the windows its early rows touched (early), then those its rows after touched
         from pyspark.sql import Window
 
-        partial = pairs.groupBy(*keys, STEP).agg(*[p for a in op.aggregations for p in _parts(a.op, a.name, a.column)])
-        running = Window.partitionBy(*keys).orderBy(STEP).rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        out = partial.select(*keys, STEP, *[_running(a.op, a.name, running).alias(a.name) for a in op.aggregations])
+        pairs = pairs.withColumn("_phase", phase(STEP, F.col(EARLY)))
+        partial = pairs.groupBy(*keys, "_phase").agg(*[p for a in op.aggregations
+                                                       for p in _parts(a.op, a.name, a.column)])
+        running = Window.partitionBy(*keys).orderBy("_phase").rowsBetween(Window.unboundedPreceding,
+                                                                          Window.currentRow)
+        out = partial.select(*keys, (F.col("_phase") / 2).cast("int").alias(STEP),
+                             (F.col("_phase") % 2 == 0).alias(EARLY),
+                             *[_running(a.op, a.name, running).alias(a.name) for a in op.aggregations])
         aggs = [F.col(a.name) for a in op.aggregations]
     out = out.select(*op.key_by, F.timestamp_micros(F.col(START)).alias("window_start"),
-                     F.timestamp_micros(F.col(START) + w.size_us).alias("window_end"), *aggs, STEP)
+                     F.timestamp_micros(F.col(START) + w.size_us).alias("window_end"), *aggs, STEP, EARLY)
     return out, late
 
 
-def marked(spark: Any, df: Any, marks: dict[int, int | None]) -> tuple[Any, Any]:
-    """``df`` with each row's step's watermark (``WM``), and the steps with theirs."""
+def marked(spark: Any, df: Any, marks: Mapping[int, int | None]) -> tuple[Any, Any]:
+    """``df`` (with ``EARLY``) with the watermark each row is judged against (``WM``): its step's, or for a
+    row before the step's advance the one before; and the steps with their watermarks."""
     from pyspark.sql import functions as F
 
-    steps = spark.createDataFrame([(int(s), m) for s, m in sorted(marks.items())], f"{STEP} int, {WM} long")
-    return df.join(F.broadcast(steps), STEP, "left"), steps
+    before = befores(marks)
+    steps = spark.createDataFrame([(int(s), m, before.get(s, m)) for s, m in sorted(marks.items())],
+                                  f"{STEP} int, {WM} long, {BEFORE} long")
+    df = kinded(df).join(F.broadcast(steps), STEP, "left")
+    df = df.withColumn(WM, F.when(F.col(EARLY), F.col(BEFORE)).otherwise(F.col(WM))).drop(BEFORE)
+    return df, steps.drop(BEFORE)
 
 
 def late_of(df: Any, is_late: Any) -> Any:
     """The late rows as the late-data output holds them: their columns and the watermark they missed."""
     from pyspark.sql import functions as F
 
-    originals = [c for c in df.columns if c not in (TS, LAST, WM)]
+    originals = [c for c in df.columns if c not in (TS, LAST, WM, EARLY)]
     return df.filter(is_late).select(*originals, F.timestamp_micros(F.col(WM)).alias("late_watermark"))
 
 
@@ -94,7 +140,7 @@ def placed(df: Any, keys: Sequence[str], time_column: str, stage: str, letters: 
     bad = F.col(TS).isNull()
     for k in keys:
         bad = bad | F.col(k).isNull()
-    for row in df.filter(bad).drop(TS).toArrow().to_pylist():
+    for row in df.filter(bad).drop(TS, EARLY).toArrow().to_pylist():
         letters.append(Letter(stage, int(row[STEP]), stage, json.dumps(row, default=str)))
     return df.filter(~bad)
 

@@ -62,6 +62,7 @@ def problems(stages: list[Mapping[str, Any]], index: Mapping[str, int]) -> list[
             if agg["op"] in WINDOW_ONLY and window is None:
                 found.append(Problem(f"{at}.aggregate.aggregations[{j}].op",
                                      f"{agg['op']} needs a window (aggregate.window)"))
+        found += _repeated_names(aggregate, window is not None, f"{at}.aggregate")
         if window is None:
             continue
         if "ttl" in aggregate:
@@ -77,6 +78,27 @@ def problems(stages: list[Mapping[str, Any]], index: Mapping[str, int]) -> list[
                 if micros(value) == 0:
                     found.append(Problem(f"{at}.aggregate.window.{kind}.{name}", "must be above 0"))
         found += _needs_event_time(stages, index, i, window, f"{at}.aggregate.window")
+    return found
+
+
+BOUNDS = ("window_start", "window_end")  # the columns a window adds to its output
+
+
+def _repeated_names(aggregate: Mapping[str, Any], windowed: bool, at: str) -> list[Problem]:
+    """An aggregate's output is its keys, a window's bounds, one column per aggregation: a name twice is refused."""
+    found = []
+    keys = list(aggregate.get("keyBy", []))
+    for j, key in enumerate(keys):
+        if windowed and key in BOUNDS:
+            found.append(Problem(f"{at}.keyBy[{j}]", f"{key!r} is the name of the window's own "
+                                                     f"{key.split('_')[1]} in its output: rename it upstream"))
+    taken = set(keys) | (set(BOUNDS) if windowed else set())
+    for j, agg in enumerate(aggregate.get("aggregations", [])):
+        if agg["name"] in taken:
+            found.append(Problem(f"{at}.aggregations[{j}].name", f"{agg['name']!r} is already a column of the "
+                                                                 "output (a key, a window's bound or another "
+                                                                 "aggregation)"))
+        taken.add(agg["name"])
     return found
 
 

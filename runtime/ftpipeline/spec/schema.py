@@ -332,7 +332,7 @@ SPEC_SCHEMA: Schema = obj(
 LIFECYCLE = ["Created", "Deploying", "Running", "Upgrading", "RolledBack", "Suspended", "Succeeded", "Failed"]
 PHASES = ["Pending", "Starting", "Running", "Recovering", "Paused", "Retrying", "Suspended", "Succeeded", "Failed"]
 CONDITIONS = ["Ready", "Progressing", "Degraded", "Stalled", "Paused", "CheckpointFailing", "Nondeterministic",
-              "Failed"]
+              "EventTimeDegraded", "Failed"]
 
 _TIME = {"type": "string", "format": "date-time"}
 

@@ -34,9 +34,10 @@ _GENERATOR = obj(
 )
 
 _FILE = obj(
-    "A directory of files read in deterministic per-step offset ranges. Each file "
-    "belongs to one channel (stable hash of its name); rows are numbered in file-name "
-    "order within a channel, and each step reads the next rowsPerStep/parallelism rows.",
+    "A directory of files read in deterministic per-step offset ranges. The files, sorted by name, are "
+    "dealt to the channels in turn (the i-th to channel i mod parallelism: two files share a channel only "
+    "when every channel has one); rows are numbered in file-name order within a channel, and each step reads "
+    "the next rowsPerStep/parallelism rows.",
     {
         "path": string("Directory to read; relative paths are resolved against the pipeline file.", minLength=1),
         "format": string("File format.", enum=["jsonl", "csv", "parquet"]),
@@ -295,7 +296,8 @@ STAGE_SCHEMA: Schema = obj(
             "(ctx.value/list/map(name, ttl=...)) and timers (ctx.timers), and on_timer(key, timer, ctx) called when "
             "one fires. Its state lives in the state backend, is checkpointed and re-partitioned by key, and a "
             "replay hands it the same rows, watermark and clock: the function must read time only from ctx "
-            "(ctx.now, ctx.watermark) and draw randomness only from ctx.rng.",
+            "(ctx.now, ctx.watermark) and draw randomness only from ctx.rng. Every time of this API (ctx.now, "
+            "ctx.watermark, timers, timer.time, a ttl given as a number) is milliseconds since the epoch.",
             {
                 "class": string("Name of the class in the entry point module.", pattern=FUNCTION_PATTERN),
                 "keys": {"type": "array", "description": "Key columns (the input is hashed on them).",

@@ -65,7 +65,8 @@ from ftpipeline.dataflow.lookup import LookupTables, joined
 from ftpipeline.dataflow.partition import split, wanted
 from ftpipeline.dataflow.plans import Plans
 from ftpipeline.dataflow.sources import DeadLetter, SourceReader, make_reader, read_ranges
-from ftpipeline.eventtime.columns import largest
+from ftpipeline.eventtime.columns import span
+from ftpipeline.eventtime.order import apart, early_only, has_early, plain, together
 from ftpipeline.operators.late import write_late
 from ftpipeline.lineage.determinism import rows_digest
 from ftpipeline.lineage.naming import Task, TaskKind
@@ -185,8 +186,8 @@ class TaskRunner:
             batch = read_ranges(self.readers[task.stage], task.step, task.ranges)
             head.table, head.dead, head.rows_in = batch.table, batch.dead_letters, task.source_rows
             if stage.event_time is not None:  # what the watermark is made of (eventtime/)
-                head.event_max = largest(head.table, stage.event_time.column,
-                                         f"stage {stage.name!r} source.eventTime.column")
+                head.event_min, head.event_max = span(head.table, stage.event_time.column,
+                                                      f"stage {stage.name!r} source.eventTime.column")
         elif task.kind in (TaskKind.AGGREGATE, TaskKind.REBUILD):  # a rebuild returns none: its chain ran
             head.table, head.dead, late = self.keyed.operate(task, inputs, clocks, self._inputs)
             head.late = self._late(task, late)
@@ -199,7 +200,9 @@ class TaskRunner:
             version = clocks.get(task.step, StepClock()).tables.get(stage.name)
             if version is None:
                 raise RuntimeError(f"{task.id}: the step recorded no version of {stage.name!r}'s table")
-            head.table = joined(stage, head.table, self.lookups.table(stage, version))
+            parts = [joined(stage, t, self.lookups.table(stage, version)) if t.num_rows or i else None
+                     for i, t in enumerate(apart(head.table))]
+            head.table = together(*parts)
         else:
             assert head.table is not None  # a transform: its function opens the chain's program
         return head
@@ -217,14 +220,18 @@ class TaskRunner:
             finally:
                 table.remove()
         elif table is not None:
+            if not self.graph.orders_downstream(task.stage):  # no one downstream tells early rows apart
+                table = plain(table)
             objects = split(self.graph, task, table, self.spark)
             if self.graph.stage(task.stage).process is not None:  # a user's keyed function: its re-runs are checked
                 digests = {name: rows_digest(part) for name, part in objects.items()}
             outputs = self.buffer.put_bundle(key, objects)
         evicted, self.keyed.evicted = self.keyed.evicted, 0
+        warnings, self.keyed.warnings = self.keyed.warnings, []
         staged, self.staged = self.staged, []
         return {"task": task.to_json(), "outputs": outputs, "rows_in": head.rows_in, "dead_letters": len(head.dead),
                 "evicted": evicted, "staged": staged, "late": head.late, "event_max": head.event_max,
+                "event_min": head.event_min, **({"warnings": warnings} if warnings else {}),
                 **({"digests": digests} if digests else {})}
 
     def _chains(self, tasks: list[Task], tables: list[pa.Table | None]) -> list[pa.Table | spill.Written | None]:
@@ -233,9 +240,15 @@ class TaskRunner:
         functions, sink = _program_of(stage)
         ready = [t for t in tables if t is not None]
         limit = self.spec.max_in_memory_bytes  # 0: every task goes through files
+        early = all(early_only(t) for t in ready)  # all the advance's output: one kind, run as one (eventtime/order.py)
+        if early:
+            ready = [apart(t)[0] for t in ready]
         if (len(tasks) > 1 and functions and len(ready) == len(tables) and limit > 0 and sum(t.nbytes for t in ready) <= limit
+                and (early or not any(has_early(t) for t in ready))
                 and (sink is not None or all(wanted(self.graph, t) for t in tasks))):
             outs = self.plans.run_many(stage.name, _compose([self._function(m) for m in functions]), ready)
+            if outs is not None and early:
+                outs = [together(o, None) for o in outs]
             if outs is not None:
                 if sink is None:
                     return list(outs)
@@ -253,6 +266,12 @@ class TaskRunner:
         if sink is None and not wanted(self.graph, task):
             return None  # nothing downstream asks for this output (a recovery re-run for other objects)
         program = [self._function(m) for m in functions]
+        if program and has_early(table):  # each kind apart, in memory (eventtime/order.py)
+            early, after = apart(table)
+            ran = self.plans.run(task.stage, _compose(program), early) if early.num_rows else None
+            table = together(ran, self.plans.run(task.stage, _compose(program), after)
+                             if after.num_rows or ran is None else None)
+            program = []
         if program and spill.through_files(table, self.spec.max_in_memory_bytes):
             return self._through_files(task, sink, _compose(program), table)
         if program:
@@ -292,9 +311,11 @@ class TaskRunner:
             return out
         return call
 
-    def _sink(self, task: Task, stage: StageSpec, table: pa.Table | spill.Written) -> None:
+    def _sink(self, task: Task, stage: StageSpec, table: pa.Table | spill.Written | None) -> None:
         if not self.may_write():
             raise Fenced(f"sink write of {task.id} ({stage.name}) refused: this worker was fenced off")
+        if table is None or isinstance(table, pa.Table):  # both kinds as one (eventtime/order.py)
+            table = plain(table if table is not None else pa.table({}))
         if stage.kafka_sink is not None:  # its sidecar stages the part in Redis; the release produces it
             self._stage_part(stage.name, task, table, f"sink {stage.name!r}")
         else:  # a Parquet directory's or a Delta table's staging, beside the output
@@ -339,6 +360,7 @@ class _Head:
     dead: list[DeadLetter] = field(default_factory=list)
     late: int = 0
     event_max: int | None = None
+    event_min: int | None = None
     parts: dict[str, float] = field(default_factory=dict)  # seconds per part of its work (obs/phases.py)
 
 

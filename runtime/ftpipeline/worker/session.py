@@ -20,21 +20,35 @@ from ftpipeline.worker import jvmarchive
 # cores) took 0.15-0.17 s instead of 0.21-0.22 s after 60 steps, and 0.21-0.23 s instead of
 # 0.33-0.35 s over the first 20. FTPIPELINE_WORKER_JAVA_OPTIONS replaces them.
 WORKER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# The oracle's JVM (``--verify``, ``ftpipeline verify``) lives for one comparison: a dozen jobs over small
+# plans, which C2 never pays back either. With these options verifying examples/page-views took 13.0-13.3 s
+# instead of 16.7-16.8 s (two runs of each, alternated, on two cores).
+ORACLE_JAVA_OPTIONS = WORKER_JAVA_OPTIONS
 
 
 def build_session(master: str, conf: dict[str, str], work_dir: Path, app: str, java_options: str = "") -> Any:
     """A local SparkSession tuned for many small jobs (one per task)."""
-    from pyspark.sql import SparkSession
-
-    # JVM options must be given at launch: the builder's settings arrive too late.
+    # JVM options must be given at launch: the builder's settings arrive too late. PySpark reads them from the
+    # environment when it starts the JVM; they are taken out again afterwards, so a process this one starts (a
+    # run's workers, the CLI's oracle) launches its JVM with its own options, not this one's. A value the user set
+    # is used as it is and left.
     java_options = " ".join(filter(None, [java_options, jvmarchive.java_options()]))
     log4j = Path(__file__).resolve().parent.parent / "obs" / "log4j2.properties"
-    os.environ.setdefault(
-        "PYSPARK_SUBMIT_ARGS",
+    users = os.environ.get("PYSPARK_SUBMIT_ARGS")
+    os.environ["PYSPARK_SUBMIT_ARGS"] = users if users is not None else (
         f'--driver-java-options "-Dlog4j2.configurationFile=file:{log4j} -Dderby.system.home={work_dir / "derby"}'
-        f'{" " + java_options if java_options else ""}" pyspark-shell',
-    )
+        f'{" " + java_options if java_options else ""}" pyspark-shell')
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    try:
+        return _session(master, conf, work_dir, app)
+    finally:
+        if users is None:
+            os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
+
+
+def _session(master: str, conf: dict[str, str], work_dir: Path, app: str) -> Any:
+    from pyspark.sql import SparkSession
+
     builder = (
         SparkSession.builder.master(master)
         .appName(app)

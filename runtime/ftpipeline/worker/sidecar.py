@@ -391,6 +391,8 @@ class Sidecar:
                        "rows_in": rows_in, "rows_out": sum(r for _, r, *_ in body["outputs"]), "recovery": task.recovery,
                        "dead": int(body.get("dead_letters", 0)), "late": int(body.get("late", 0)),
                        **({"tmax": body["event_max"]} if body.get("event_max") is not None else {}),
+                       **({"tmin": body["event_min"]} if body.get("event_min") is not None else {}),
+                       **({"warnings": body["warnings"]} if body.get("warnings") else {}),
                        # the executor's parts of the task, and this sidecar's last lineage write (this one's
                        # is not known until the event it travels in is written: obs/phases.py)
                        "parts": {**body.get("parts", {}), "record": round(self._record_s, 6)}},

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -27,7 +28,8 @@ from ftpipeline.dataflow.sources import DeadLetter
 from ftpipeline.lineage.naming import Channel, ObjectName, Task, TaskKind
 from ftpipeline.obs.errors import one_line
 from ftpipeline.operators import make_operator
-from ftpipeline.operators.base import Operator, StepContext
+from ftpipeline.eventtime.order import apart, held, plain, together
+from ftpipeline.operators.base import Holder, Operator, StepContext
 from ftpipeline.spec.model import PipelineSpec
 from ftpipeline.state.backend import KeyedState, StateBackend
 from ftpipeline.worker.rekey import restore_rescaled
@@ -46,6 +48,7 @@ class ChannelStates:
         self.states: dict[Channel, KeyedState | None] = {}
         self.state_steps: dict[Channel, int] = {}
         self.evicted = 0  # keys forgotten by TTL since the last task reported
+        self.warnings: list[str] = []  # what operators said since the last task reported
 
     def snapshot(self, epoch: int, done: Callable[[list[dict[str, Any]]], None],
                  failed: Callable[[str], None]) -> threading.Thread:
@@ -129,33 +132,92 @@ class ChannelStates:
             if old is not None:
                 old.close()
             self.states[task.ref] = self.restore(task.ref, task.base, 0) if task.base else None
-        holder = _Holder(self, task.ref, operator.keys, operator.index)
+        holder: Holder = _Holder(self, task.ref, operator.keys, operator.index)
         by_step: dict[int, list[list[Any]]] = {}
         for entry in inputs:
             by_step.setdefault(ObjectName.parse(entry[0]).seq, []).append(entry)
         steps = list(task.steps)
         if operator.folds_at_once and task.kind is TaskKind.REBUILD:  # merging is associative: one fold
             by_step, steps = {task.step: list(inputs)}, [task.step] if inputs else []
-        emitted = None
+        timed = self.graph.on_event_time(task.stage)
+        emitted: _Step | None = None
         for step in steps:
             objects = by_step.get(step, [])
             assert objects, f"{task.id}: no input objects for step {step}"
             if operator.by_input:  # each input's rows apart (a join's two sides), by the input's own name
                 edges = zip(self.graph.stage(task.stage).inputs, self.spec.stage(task.stage).inputs)
-                apart = {named.upstream: read([o for o in objects if ObjectName.parse(o[0]).actor
+                parts = {named.upstream: read([o for o in objects if ObjectName.parse(o[0]).actor
                                                        == head.upstream])[0] for head, named in edges}
-                table, parts = pa.table({}), {u: t for u, t in apart.items() if t is not None}
+                tables = {u: t for u, t in parts.items() if t is not None}
             else:
-                table, parts = read(objects)[0], {}
+                table = read(objects)[0]
+                tables = {"": table if table is not None else pa.table({})}
             clock = clocks.get(step, StepClock())
-            ctx = StepContext(step, clock.watermark, emit=task.kind is not TaskKind.REBUILD, where=task.ref.key(),
-                              inputs=parts, now=clock.now)
-            emitted = operator.process(holder, table, ctx)
-            self.evicted += emitted.evicted if ctx.emit else 0
+            hold = self.graph.held_back_us(task.stage)  # the joins upstream hold the watermark back
+            clock = replace(clock, watermark=held(clock.watermark, hold), before=held(clock.before, hold))
+            emitted = _step(operator, holder, tables, clock, StepContext(
+                step, clock.watermark, emit=task.kind is not TaskKind.REBUILD, where=task.ref.key(), now=clock.now),
+                timed)
+            self.evicted += emitted.evicted if task.kind is not TaskKind.REBUILD else 0
+            said: list[str] = getattr(operator, "warnings", [])  # a keyed function's, once each (operators/process.py)
+            if said:
+                self.warnings += said
+                said.clear()
         self.state_steps[task.ref] = task.step
         if emitted is None or task.kind is TaskKind.REBUILD:
             return None, [], None
-        return emitted.rows, emitted.dead, emitted.late
+        return together(emitted.early, emitted.after), emitted.dead, emitted.late
+
+
+@dataclass
+class _Step:
+    """What a step of an operator emitted, in Flink's order (``eventtime/order.py``)."""
+
+    early: pa.Table | None = None  # before the watermark's advance, as the operator downstream takes it
+    after: pa.Table | None = None
+    dead: list[DeadLetter] = field(default_factory=list)
+    late: pa.Table | None = None
+    evicted: int = 0
+
+
+def _step(operator: Operator, holder: Holder, tables: dict[str, pa.Table], clock: StepClock, ctx: StepContext,
+          timed: bool) -> _Step:
+    """One step of ``operator`` over its input ``tables`` (by input name; "" the union of all). An operator with
+    event time whose input holds rows from before the step's advance takes those first, judged against the
+    watermark before (``clock.before``), and then the rest with the step's (``eventtime/order.py``)."""
+    early = {u: apart(t)[0] for u, t in tables.items()}
+    after = {u: apart(t)[1] for u, t in tables.items()}
+    calls: list[tuple[dict[str, pa.Table], StepContext]] = []
+    if timed and any(t.num_rows for t in early.values()):
+        calls.append((early, replace(ctx, watermark=clock.before, advance=False)))
+        calls.append((after, replace(ctx, first=False)))
+    else:
+        calls.append(({u: plain(t) for u, t in tables.items()}, ctx))
+    out = _Step()
+    lates: list[pa.Table] = []
+    for i, (given, call) in enumerate(calls):
+        by_name = "" not in given
+        done = operator.process(holder, pa.table({}) if by_name else given[""],
+                                replace(call, inputs=given if by_name else {}))
+        out.dead += done.dead
+        out.evicted += done.evicted
+        if done.late is not None and done.late.num_rows:
+            lates.append(done.late)
+        last = i == len(calls) - 1
+        kinds = [done.fired] + ([] if last else [done.rows])  # all a call before the advance emits is early
+        out.early = _concat([out.early, *kinds])
+        if last:
+            out.after = done.rows if timed else _concat([done.fired, done.rows])
+    out.late = pa.concat_tables(lates, promote_options="permissive") if lates else None
+    return out
+
+
+def _concat(tables: list[pa.Table | None]) -> pa.Table | None:
+    found = [t for t in tables if t is not None]
+    if not found:
+        return None
+    kept = [t for t in found if t.num_rows] or found[:1]
+    return kept[0] if len(kept) == 1 else pa.concat_tables(kept, promote_options="permissive")
 
 
 class _Holder:

@@ -124,12 +124,16 @@ def describe(exc: BaseException, members: tuple[StageSpec, ...], module: ModuleT
     return UserError(kind, message, last.file, last.line, last.function, stage, function)
 
 
+RUNTIME = Path(__file__).resolve().parents[1]  # the ftpipeline package: never the user's code
+
+
 def _under(file: str, root: Path) -> bool:
-    """Whether ``file`` is the user's: under ``root``, and not an installed package (a virtualenv kept
-    beside the pipeline's code)."""
+    """Whether ``file`` is the user's: under ``root``, and neither an installed package (a virtualenv kept
+    beside the pipeline's code) nor the runtime itself (a pipeline kept in a checkout of it)."""
     if "site-packages" in file or "dist-packages" in file:
         return False
     try:
-        return Path(file).resolve().is_relative_to(root)
+        path = Path(file).resolve()
+        return path.is_relative_to(root) and not path.is_relative_to(RUNTIME)
     except (OSError, ValueError):
         return False

@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 import redis
 from confluent_kafka import KafkaException
 
+from ftpipeline.barrier import kafka as kafka_barrier
 from ftpipeline.barrier.existing import prepare_outputs
 from ftpipeline.barrier.kafka import KafkaBarrier, KafkaReleaseError, write_part
 from ftpipeline.barrier.late import LateTopicBarrier
@@ -118,6 +120,81 @@ def test_a_worker_releasing_again_after_another_did_reads_the_released_step_afre
     assert one.release(3, 2)  # fenced on its remembered step 1: a new producer reads 2, and releases 3
     assert not other.release(3, 2) and not one.release(2, 2)
     assert released(kafka_bootstrap, topic) == [("a", 1, b"a"), ("b", 1, b"b"), ("c", 2, b"c"), ("d", 3, b"d")]
+
+
+class _Misled:
+    """A producer whose broker answers one commit as done and then keeps the group's offset where it was
+    (seen after a broker killed mid-commit came back: ``barrier/kafka.py``): the offset is lost once, and
+    with ``records`` False the records too (aborted, answered as committed)."""
+
+    def __init__(self, inner: Any, records: bool) -> None:
+        self.inner, self.records, self.times = inner, records, 1
+
+    def send_offsets_to_transaction(self, *args: Any) -> None:
+        if not self.times:
+            self.inner.send_offsets_to_transaction(*args)
+
+    def commit_transaction(self, *args: Any) -> None:
+        if self.times:
+            self.times -= 1
+            if not self.records:
+                self.inner.abort_transaction(*args)
+                return
+        self.inner.commit_transaction(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("records", [True, False], ids=["records-in", "records-lost"])
+def test_a_commit_answered_as_done_that_did_not_move_the_released_step_is_finished_once(
+        kafka_bootstrap: str, topic: str, redis_client: redis.Redis, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, records: bool) -> None:
+    """A slow commit's GT_last is read again; when it did not move, the step is finished: the offset alone when
+    its records are in, else the records again. Each record once, the released step moved, and a release by
+    another worker afterwards takes the step as done."""
+    monkeypatch.setattr(kafka_barrier, "COMMIT_CHECK_S", -1.0)  # every commit counts as slow
+    spec = pipeline(kafka_bootstrap, topic)
+    b, other = barrier(spec, redis_client), barrier(spec, redis_client)
+    stage_step(b, 1, tmp_path, {0: ["a"], 1: ["b"]})
+    assert b.release(1, 2)
+    stage_step(b, 2, tmp_path, {0: ["c", "d"], 1: ["e"]})
+    state = b._channel(0)
+    state._producer = _Misled(state.producer, records)  # type: ignore[assignment]
+    assert b.release(2, 2)
+    assert barrier(spec, redis_client).gt_last() == 2
+    assert not other.release(2, 2)
+    stage_step(other, 3, tmp_path, {0: ["f"]})
+    assert other.release(3, 2)
+    assert released(kafka_bootstrap, topic) == [("a", 1, b"a"), ("b", 1, b"b"), ("c", 2, b"c"), ("d", 2, b"d"),
+                                                ("e", 2, b"e"), ("f", 3, b"f")]
+    assert not redis_client.hkeys(b._in), "the mark of records in goes with the step's release"
+
+
+def test_a_records_in_mark_keeps_another_worker_from_writing_them_again(
+        kafka_bootstrap: str, topic: str, redis_client: redis.Redis, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker that found a step's records in but its GT_last not moved dies before it commits the offset
+    alone: the next worker's release commits the offset alone too, not the records again."""
+    monkeypatch.setattr(kafka_barrier, "COMMIT_CHECK_S", -1.0)
+    spec = pipeline(kafka_bootstrap, topic)
+    dying, survivor = barrier(spec, redis_client), barrier(spec, redis_client)
+    stage_step(dying, 1, tmp_path, {0: ["a"], 1: ["b"]})
+    state = dying._channel(0)
+    state._producer = _Misled(state.producer, True)  # type: ignore[assignment]
+
+    def dies(*args: Any, **kwargs: Any) -> None:
+        raise SystemExit("killed")  # after marking its records in, before the offset alone
+
+    monkeypatch.setattr(kafka_barrier._Channel, "visible", lambda self: True)
+    with monkeypatch.context() as m:
+        m.setattr(kafka_barrier.log, "warning", dies)
+        with pytest.raises(SystemExit):
+            dying.release_channel(1, 0)
+    assert redis_client.hkeys(dying._in) == [b"1:0"]
+    assert survivor.release(1, 2)
+    assert survivor.gt_last() == 1
+    assert released(kafka_bootstrap, topic) == [("a", 1, b"a"), ("b", 1, b"b")]
 
 
 def test_a_zombie_workers_late_commit_is_fenced_by_kafka(

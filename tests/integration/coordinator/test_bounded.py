@@ -159,7 +159,11 @@ def test_five_hundred_windowed_steps_keep_state_and_checkpoints_flat(tmp_path: P
     run, samples = run_sampled(pipeline, tmp_path / "run", redis_url, zookeeper)
     for c in run.summary["checkpoints"]:
         samples.append({"step": c["boundary"], "checkpoint_bytes": c["bytes"]})
-    flat([s for s in samples if "buffer_bytes" in s], HELD)
+    # the buffers are a sawtooth between checkpoints whose peak is a matter of when a sample fell (349 and 438 KB
+    # in a run on a loaded machine): what the samples hold most of the time, as for the join's
+    held = [s for s in samples if "buffer_bytes" in s]
+    flat(held, ("buffer_bytes",), stat=median)
+    flat(held, tuple(m for m in HELD if m != "buffer_bytes"))  # Redis and ZooKeeper: their peaks, as before
     # a checkpoint's bytes are what it uploaded: RocksDB's compactions make them vary more than what it holds
     # (1.18x between the two halves in one run); state that grew with the run would double them and more
     flat([s for s in samples if "checkpoint_bytes" in s], ("checkpoint_bytes",), growth=1.5)

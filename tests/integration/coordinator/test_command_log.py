@@ -135,7 +135,7 @@ def test_a_killed_coordinator_resumes_from_the_log(
                 for f in (*run_dir.glob("workers/*/pgid"), *run_dir.glob("workers/*/spid"), *run_dir.glob("workers/*/epid"),
                           *run_dir.glob("*/*.pid"))}
         assert len(pids) == 3 * len(workers) + 2, pids  # each worker's group, sidecar and Spark process, Redis, ZooKeeper
-        resumed = run_cli(pipeline, run_dir, "--resume")
+        resumed = run_cli(pipeline, run_dir, "--resume", private=True)
         assert resumed.code == 0, resumed.output
         said = f"taking over the workers the earlier run left running ({', '.join(workers)})"
         assert said in " ".join(resumed.output.split()), resumed.output

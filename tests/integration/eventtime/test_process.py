@@ -131,7 +131,7 @@ def test_the_fraud_alerts_example_equals_the_oracle_through_a_killed_worker(tmp_
     pipeline = tmp_path / "fraud-alerts.yaml"
     pipeline.write_text(yaml.safe_dump(doc, sort_keys=False))
     run = run_cli(pipeline, tmp_path / "run", "--produce", f"payments={example / 'payments.jsonl.gz'}", "--verify",
-                  "--kill-at-step", "8")
+                  "--kill-at-step", "8", private=True)
     assert run.code == 0, run.output[-4000:]
     verified(run.output, run.summary)
     assert run.summary["recoveries"] and "alerts: output equals the oracle: 240 rows" in run.output, run.output[-2000:]

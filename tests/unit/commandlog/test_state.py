@@ -181,7 +181,10 @@ def test_a_steps_watermark_is_part_of_its_start_and_survives_a_snapshot() -> Non
         ("step-started", {"step": 2, "offsets": {"src.0": [10, 20]}, "watermark": 5_000}),  # a replay: the same
         ("step-started", {"step": 3, "offsets": {"src.0": [20, 30]}, "watermark": 9_000}),
         ("step-started", {"step": 3, "offsets": {"src.0": [20, 30]}, "watermark": 9_001}),  # another: counted
+        ("step-started", {"step": 4, "offsets": {"src.0": [30, 40]}, "watermark": 9_500, "before": 9_000}),
         ("checkpoint-committed", {"epoch": 1, "boundary": 2}),
     ))
-    assert s.clocks == {3: StepClock(9_000)} and s.conflicting_starts == 1
+    # a step recorded before there was a watermark before it judged every row by its own: it still does
+    assert s.clocks == {3: StepClock(9_000, before=9_000), 4: StepClock(9_500, before=9_000)}
+    assert s.conflicting_starts == 1
     assert ClusterState.from_json(s.to_json()) == s

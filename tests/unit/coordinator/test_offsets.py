@@ -151,3 +151,26 @@ def test_a_topic_knows_its_steps_left_only_when_read_to_its_end() -> None:
     endless = SourceOffsets(graph(KAFKA))
     endless.received(Slot("in", 0), 0, 250, False)
     assert endless.steps_left() is None
+
+
+def test_a_channel_with_nothing_left_to_read_is_finished() -> None:
+    """What holds no watermark back: a directory's channel read to its end (or with no file of its own), a
+    bounded topic's channel whose partitions are at their ends, a topic's channel with no partition."""
+    o = SourceOffsets(graph(FILES))
+    o.received(Slot("in", 0), 0, 50, True)
+    o.received(Slot("in", 1), 0, 0, True)  # no file of its own
+    assert o.finished() == {Channel("in", 1)}
+    o.recorded({Slot("in", 0): (0, 50)})
+    assert o.finished() == {Channel("in", 1)}  # its report is from before the step: not known yet
+    o.received(Slot("in", 0), 50, 0, True)
+    assert o.finished() == {Channel("in", 0), Channel("in", 1)}
+    topic = SourceOffsets(graph(KAFKA_ALL))
+    topic.found(Channel("in", 0), [0])
+    topic.received(Slot("in", 0), 4, 3, True)
+    assert topic.finished() == set()  # channel 1 has not listed its partitions
+    topic.found(Channel("in", 1), [])
+    assert topic.finished() == {Channel("in", 1)}
+    unbounded = SourceOffsets(graph(KAFKA))
+    unbounded.found(Channel("in", 0), [0])
+    unbounded.received(Slot("in", 0), 4, 0, False)  # at its end, but more may come
+    assert unbounded.finished() == set()

@@ -20,7 +20,8 @@ def test_a_checkpoint_carries_the_counts_up_to_its_boundary_and_a_resume_starts_
     for step in range(1, 6):
         before.done("src", 0, step, 10, step % 2)
     manifest = {"boundary": 3, "tally": before.up_to(3)}
-    assert manifest["tally"] == {"source_rows": 30, "dead_letters": 2, "late_records": 0, "step": 3}
+    assert manifest["tally"] == {"source_rows": 30, "dead_letters": 2, "late_records": 0, "step": 3,
+                                 "late_by_stage": {}}
     resumed = Tally()
     resumed.restore(manifest)
     assert not resumed.done("src", 0, 3, 10, 1)    # before the cut: already counted in the manifest
@@ -44,7 +45,8 @@ def test_a_committed_checkpoint_folds_its_steps_into_the_base_and_the_counts_sta
     assert len(tally._rows) == 2  # steps 5 and 6 only
     assert not tally.done("src", 0, 3, 10, 1)  # a step up to the checkpoint never counts again
     assert not tally.done("src", 0, 5, 10, 1)
-    assert tally.up_to(5) == {"source_rows": 50, "dead_letters": 5, "late_records": 0, "step": 5}
+    assert tally.up_to(5) == {"source_rows": 50, "dead_letters": 5, "late_records": 0, "step": 5,
+                              "late_by_stage": {}}
 
 
 def test_late_records_are_counted_once_per_step_and_travel_with_a_checkpoint() -> None:
@@ -56,4 +58,8 @@ def test_late_records_are_counted_once_per_step_and_travel_with_a_checkpoint() -
     resumed = Tally()
     resumed.restore(manifest)
     assert resumed.done("win", 0, 2, 0, 0, late=1)
-    assert (tally.late, resumed.late) == (4, 4)
+    assert resumed.done("other", 1, 2, 0, 0, late=2)
+    assert (tally.late, resumed.late) == (4, 6)
+    assert resumed.late_by_stage() == {"win": 4, "other": 2}  # each stage's, through the checkpoint too
+    resumed.settle(2)
+    assert resumed.late_by_stage() == {"win": 4, "other": 2} == resumed.up_to(2)["late_by_stage"]

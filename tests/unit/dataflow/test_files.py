@@ -1,10 +1,9 @@
-"""The file source: channels by name hash, offsets across files, dead letters, index cache."""
+"""The file source: files dealt to channels in name order, offsets across files, dead letters, index cache."""
 
 from __future__ import annotations
 
 import json
 import os
-import zlib
 from pathlib import Path
 
 import pyarrow as pa
@@ -27,8 +26,8 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def names_in_channel(channel: int, parallelism: int, count: int, suffix: str = ".jsonl") -> list[str]:
-    names = [f"part-{i:04d}{suffix}" for i in range(1000)]
-    return [n for n in names if zlib.crc32(n.encode()) % parallelism == channel][:count]
+    """Names that land in ``channel`` when ``count`` files of every channel are written (dealt in name order)."""
+    return [f"part-{k * parallelism + channel:04d}{suffix}" for k in range(count)]
 
 
 def ids(table: pa.Table) -> list[int]:
@@ -38,7 +37,7 @@ def ids(table: pa.Table) -> list[int]:
 # -- layout --------------------------------------------------------------------
 
 
-def test_channels_by_name_hash_cover_every_file_once(tmp_path: Path) -> None:
+def test_files_are_dealt_to_the_channels_in_name_order_each_once(tmp_path: Path) -> None:
     names = [f"events-{i}.jsonl" for i in range(25)] + ["x.json"]
     for name in names:
         write_jsonl(tmp_path / name, [{"id": 1}])
@@ -51,8 +50,8 @@ def test_channels_by_name_hash_cover_every_file_once(tmp_path: Path) -> None:
     for channel in range(4):
         channel_files = reader.files(channel)
         assert [p.name for p in channel_files] == sorted(p.name for p in channel_files)
-        for path in channel_files:
-            assert zlib.crc32(path.name.encode()) % 4 == channel
+        everything = sorted(names)
+        assert [p.name for p in channel_files] == everything[channel::4]  # the i-th by name: channel i mod 4
         seen += [p.name for p in channel_files]
     assert sorted(seen) == sorted(names)
     # stable: a fresh reader (another process) agrees
@@ -60,6 +59,18 @@ def test_channels_by_name_hash_cover_every_file_once(tmp_path: Path) -> None:
     assert all(again.files(c) == reader.files(c) for c in range(4))
     with pytest.raises(ValueError):
         reader.files(4)
+
+
+def test_two_files_never_share_a_channel_while_another_has_none(tmp_path: Path) -> None:
+    """Two files of the same hours (two regions, say) in a source of two channels: one each, whatever their names
+    hash to (by a hash of the name both went to one channel, which read them one after the other, six hours and
+    then the same six hours again, while the other channel read nothing)."""
+    for name in ("east.jsonl", "west.jsonl"):
+        write_jsonl(tmp_path / name, [{"id": 1}])
+    reader = FileSourceReader(source(tmp_path), parallelism=2)
+    assert [[p.name for p in reader.files(c)] for c in range(2)] == [["east.jsonl"], ["west.jsonl"]]
+    assert [[p.name for p in FileSourceReader(source(tmp_path), parallelism=3).files(c)] for c in range(3)] == [
+        ["east.jsonl"], ["west.jsonl"], []]
 
 
 def test_offsets_run_across_files_in_name_order(tmp_path: Path) -> None:

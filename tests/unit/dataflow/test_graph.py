@@ -209,3 +209,36 @@ def test_direct_construction_with_a_cycle_is_refused() -> None:
     g = Graph(replace(spec, stages=(looped, *spec.stages[1:])))
     with pytest.raises(ValueError, match="cycle"):
         _ = g.order
+
+
+JOINED = """
+apiVersion: ftpipeline.io/v1alpha1
+kind: FTPipeline
+metadata: {name: j}
+spec:
+  entryPoint: m.py
+  workers: 1
+  stages:
+    - {name: a, source: {file: {path: d, format: jsonl, rowsPerStep: 10, schema: {k: string, ts: long}},
+       eventTime: {column: ts, watermark: {maxOutOfOrderness: 1s}}}}
+    - {name: b, source: {file: {path: e, format: jsonl, rowsPerStep: 10, schema: {k: string, ts: long}},
+       eventTime: {column: ts, watermark: {maxOutOfOrderness: 1s}}}}
+    - {name: ab, inputs: [{stage: a}, {stage: b}], join: {keys: [k], within: {lower: -15m, upper: 10m}}}
+    - {name: again, inputs: [{stage: ab}, {stage: b}], join: {keys: [k], timeColumn: left_ts,
+       within: {lower: 0s, upper: 1m}}}
+    - {name: out, inputs: [{stage: again}], sink: {parquet: {path: o}}}
+"""
+
+
+def test_each_interval_join_holds_the_watermark_it_passes_on_back_by_how_long_a_row_waits() -> None:
+    """As Flink's interval join: by max(upper, -lower); over paths, the longest hold."""
+    g = Graph(parse_pipeline(JOINED, Path("/tmp"), check_entry_point=False))
+    minute = 60_000_000
+    assert [g.held_back_us(s) for s in ("a", "b", "ab", "again", "out")] == [0, 0, 0, 15 * minute, 16 * minute]
+
+
+def test_the_rows_kind_travels_only_where_an_event_time_operator_downstream_tells_it_apart() -> None:
+    """``ab``'s rows reach the join ``again`` (an event-time operator): their kind matters; ``again``'s reach only
+    a sink; a source's are all after the advance anyway, but its downstream join takes them."""
+    g = Graph(parse_pipeline(JOINED, Path("/tmp"), check_entry_point=False))
+    assert [g.orders_downstream(s) for s in ("a", "b", "ab", "again", "out")] == [True, True, True, False, False]

@@ -93,3 +93,28 @@ def test_a_checkpoint_carries_the_maxima_through_its_boundary_and_a_restore_star
     restored = Watermarks([source()], Clock())
     restored.restore(cut, 2)
     assert restored.current == 0 and restored.next() == 15 * S  # min(30, 25) - 10
+
+
+def test_a_finished_channel_holds_nothing_back_and_the_holder_is_named() -> None:
+    """A channel with nothing to read (no file of its own, or read to its end) is left out of the minimum, as
+    Flink leaves out a finished or split-less reader; the channel the watermark comes from is named with how far
+    behind the newest it is."""
+    marks = Watermarks([source()], Clock())
+    marks.observe(A, 1, 100 * S, rows=5)
+    assert marks.next() is None and marks.holder() == (B, None)  # B has read nothing: it holds the watermark
+    assert marks.next(finished={B}) == 90 * S  # ... unless it has nothing to read
+    marks.observe(B, 2, 20 * S, rows=5)
+    assert marks.next() == 10 * S and marks.holder() == (B, 80 * S)
+    assert marks.next(finished={B}) == 90 * S and marks.holder(finished={B}) is None
+    assert marks.next(finished={A, B}) == 90 * S  # every one finished: the furthest (the end step follows)
+
+
+def test_the_watermark_before_a_step_is_the_one_the_step_before_ran_with() -> None:
+    marks = Watermarks([source()], Clock())
+    assert marks.before(1) is None
+    marks.record(1, None)
+    marks.record(2, 40 * S)
+    assert marks.before(2) is None and marks.before(3) == 40 * S
+    marks.settle(2)
+    marks.record(3, 50 * S)
+    assert marks.before(3) == 40 * S and marks.before(4) == 50 * S

@@ -20,13 +20,18 @@ def test_a_record_keeps_only_what_its_step_has_and_reads_back_equal() -> None:
 
 
 def test_a_manifest_and_a_snapshot_written_with_the_parts_apart_read_as_clocks() -> None:
-    manifest = {"steps": {"3": {}, "4": {}}, "watermarks": {"3": 9_000, "4": None}, "times": {"3": 11, "4": 12},
-                "tables": {"4": {"ads": "v2"}}}
-    assert from_manifest(manifest) == {3: StepClock(9_000, 11), 4: StepClock(None, 12, {"ads": "v2"})}
+    manifest = {"steps": {"3": {}, "4": {}, "5": {}}, "watermarks": {"3": 9_000, "4": None, "5": 9_500},
+                "befores": {"5": 9_000}, "times": {"3": 11, "4": 12}, "tables": {"4": {"ads": "v2"}}}
+    # a step written before the watermark before it was recorded (3) judged every row by its own: it still does
+    assert from_manifest(manifest) == {3: StepClock(9_000, 11, before=9_000), 4: StepClock(None, 12, {"ads": "v2"}),
+                                       5: StepClock(9_500, before=9_000)}
     assert from_manifest(None) == {}
     snapshot = json.loads(ClusterState().to_json())
-    snapshot.update(started={"3": {"src.0": [0, 5]}, "4": {"src.0": [5, 9]}}, marks={"3": 9_000},
-                    times={"3": 11, "4": 12}, tables={"4": {"ads": 2}})
+    snapshot.update(started={"3": {"src.0": [0, 5]}, "4": {"src.0": [5, 9]}, "5": {"src.0": [9, 12]}},
+                    marks={"3": 9_000, "5": 9_500}, befores={"5": None}, times={"3": 11, "4": 12},
+                    tables={"4": {"ads": 2}})
     state = ClusterState.from_json(json.dumps(snapshot))
-    assert state.clocks == {3: StepClock(9_000, 11), 4: StepClock(None, 12, {"ads": 2})}
-    assert json.loads(state.to_json())["marks"] == {"3": 9_000}  # written back with the parts apart
+    assert state.clocks == {3: StepClock(9_000, 11, before=9_000), 4: StepClock(None, 12, {"ads": 2}),
+                            5: StepClock(9_500)}
+    written = json.loads(state.to_json())  # written back with the parts apart
+    assert written["marks"] == {"3": 9_000, "5": 9_500} and written["befores"] == {"3": 9_000, "5": None}

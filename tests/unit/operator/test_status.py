@@ -258,3 +258,14 @@ def test_each_phase_sets_every_condition_to_what_is_true_then() -> None:
         assert last["workers"] == {"ready": 0, "total": 3}
         assert (last["message"] != "") == (phase in ("Failed", "Retrying"))
         jsonschema.validate(last, STATUS_SCHEMA)
+
+
+def test_event_time_going_wrong_is_a_warning_event_and_a_condition() -> None:
+    """A stage's late share above 1%, a watermark held back (``eventtime/watch.py``): each a Warning Event
+    with its own reason, and the EventTimeDegraded condition saying the newest."""
+    r, patches, events, _ = reporter()
+    r.on_event_time("late-share", "per-minute", "stage 'per-minute': 30 of the 1,000 rows it took were late (3.0%)")
+    r.on_event_time("held-back", "views.1", "source channel views.1 has held the watermark back for 10 steps")
+    assert [e[:2] for e in events] == [("Warning", "LateRecords"), ("Warning", "WatermarkHeldBack")]
+    degraded = cond(patches[-1], "EventTimeDegraded")
+    assert degraded["status"] == "True" and degraded["reason"] == "WatermarkHeldBack" and "views.1" in degraded["message"]

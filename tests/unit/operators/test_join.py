@@ -19,7 +19,7 @@ from ftpipeline.operators.join import IntervalJoin
 from ftpipeline.spec.model import JoinOp
 from ftpipeline.state.backend import make_backend
 
-from .holder import Holder
+from .holder import Holder, output_of
 
 MS = 1000
 LOWER, UPPER = -3_000 * MS, 5_000 * MS
@@ -89,7 +89,7 @@ def run(op: IntervalJoin, holder: Holder, i: int, step: Step, emit: bool = True)
 
 
 def rows_of(out: Any) -> Counter[tuple[Any, ...]]:
-    return Counter((r["k"], r["left_ts"], r["l"], r["right_ts"], r["r"]) for r in out.rows.to_pylist())
+    return Counter((r["k"], r["left_ts"], r["l"], r["right_ts"], r["r"]) for r in output_of(out).to_pylist())
 
 
 @pytest.mark.parametrize("backend_name", ["memory", "rocksdb"])
@@ -102,7 +102,7 @@ def test_each_step_emits_what_the_model_says(tmp_path: Path, backend_name: str, 
     holder = Holder(make_backend(backend_name, tmp_path), op.keys, op.index)
     for i, step in enumerate(steps, start=1):
         out = run(op, holder, i, step)
-        assert out.rows.column_names == ["k", "left_ts", "l", "right_ts", "r"]
+        assert output_of(out).column_names == ["k", "left_ts", "l", "right_ts", "r"]
         assert rows_of(out) == want[i - 1], i
         late = out.late.to_pylist() if out.late is not None else []
         assert sorted(r.get("l") or r.get("r") for r in late) == want_late[i - 1], i

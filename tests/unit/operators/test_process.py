@@ -25,9 +25,10 @@ from ftpipeline.oracle.process import processed
 from ftpipeline.spec.model import ProcessOp, StageKind, StageSpec
 from ftpipeline.state.backend import make_backend
 
-from .holder import Holder
+from .holder import Holder, output_of
 
-S = 1_000_000
+S = 1_000_000   # a second of the steps' clocks (us, as the runtime records them)
+MS = 1_000      # a second of the function's API (ms)
 OUTPUT = (("k", "string"), ("what", "string"), ("n", "long"), ("at", "long"))
 
 
@@ -40,12 +41,12 @@ class Counting:
         n = ctx.value("n")
         recent, tags = ctx.list("recent", ttl="3s"), ctx.map("tags")
         if not n.exists():
-            ctx.timers.register_processing_time(ctx.now + 2 * S)
+            ctx.timers.register_processing_time(ctx.now + 2 * MS)
         n.update(n.get(0) + rows.num_rows)
         for row in sorted(rows.to_pylist(), key=lambda r: (r["ts"], r["tag"])):
             recent.append(row["ts"])
             tags.put(row["tag"], tags.get(row["tag"], 0) + 1)
-            ctx.timers.register_event_time(row["ts"] + 5 * S)
+            ctx.timers.register_event_time(row["ts"] // 1000 + 5 * MS)  # the rows' ts here are us
         return [{"k": key[0], "what": "rows", "n": n.get(), "at": len(recent.get())}]
 
     def on_timer(self, key: tuple[Any, ...], timer: Any, ctx: Any) -> list[dict[str, Any]]:
@@ -88,7 +89,7 @@ def expected(steps: list[tuple[list[dict[str, Any]], int | None, int]]) -> dict[
 
 
 def got(out: Any) -> Counter[tuple[Any, ...]]:
-    return Counter((r["k"], r["what"], r["n"], r["at"]) for r in out.rows.to_pylist())
+    return Counter((r["k"], r["what"], r["n"], r["at"]) for r in output_of(out).to_pylist())
 
 
 @pytest.mark.parametrize("backend_name", ["memory", "rocksdb"])
@@ -169,7 +170,8 @@ def test_an_initial_state_seeds_each_channels_keys_before_the_first_step(tmp_pat
     """Two channels, each handed the rows its keys hash to (as the input edge hashes them): together they emit
     what the class run alone emits from the whole initial table, including keys the stream never has."""
     (tmp_path / "init").mkdir()
-    pq.write_table(pa.table({"k": ["a", "b", "quiet", "a"], "n0": [10, 20, 30, 5], "t0": [3 * S, 1 * S, 2 * S, 9 * S]}),
+    pq.write_table(pa.table({"k": ["a", "b", "quiet", "a"], "n0": [10, 20, 30, 5],
+                             "t0": [3 * MS, 1 * MS, 2 * MS, 9 * MS]}),  # timers: ms
                    tmp_path / "init" / "part-0.parquet")
     module = types.ModuleType("seeded")
     module.Counting = Seeded  # type: ignore[attr-defined]
@@ -219,3 +221,34 @@ def test_an_initial_state_the_class_or_table_gets_wrong_is_named(tmp_path: Path,
     with pytest.raises(UserFunctionError) as info:
         op.process(holder, table_of([{"k": "b", "ts": 1, "tag": "x"}]), StepContext(1, None, where="p.0", now=1))
     assert words in str(info.value)
+
+
+def test_the_api_speaks_milliseconds_and_a_timer_far_behind_the_watermark_is_said_once(tmp_path: Path) -> None:
+    """ctx.watermark, ctx.now and every timer are milliseconds since the epoch (the steps record us); a timer set
+    more than a day behind the watermark (microseconds by mistake, or seconds) fires at once, and is said once."""
+    seen: list[tuple[Any, ...]] = []
+
+    class Clocked:
+        def process(self, key: tuple[Any, ...], rows: pa.Table, ctx: Any) -> None:
+            seen.append((ctx.watermark, ctx.now))
+            ctx.timers.register_event_time(ctx.watermark + 5 * MS)
+            ctx.timers.register_event_time(ctx.watermark // 1000)  # seconds by mistake: far behind
+
+        def on_timer(self, key: tuple[Any, ...], timer: Any, ctx: Any) -> list[dict[str, Any]]:
+            return [{"k": key[0], "what": "event", "n": 0, "at": timer.time}]
+
+    module = types.ModuleType("clocked")
+    module.Counting = Clocked  # type: ignore[attr-defined]
+    op = ProcessOperator("p", STAGE.process, module)  # type: ignore[arg-type]
+    holder = Holder(make_backend("memory", tmp_path), op.keys, op.index)
+    day = 86_400 * S
+    for i in (1, 2):
+        op.process(holder, table_of([{"k": "a", "ts": 1, "tag": "x"}]), StepContext(i, 1_700_000_000 * S + i * day,
+                                                                                    now=1_800_000_000 * S))
+    assert seen[0] == (1_700_000_000_000 + 86_400_000, 1_800_000_000_000)
+    fired = op.process(holder, table_of([]), StepContext(3, 1_700_000_000 * S + 4 * day, now=1_800_000_000 * S))
+    # step 2's two timers, in ms: the one seconds by mistake, and its watermark plus 5 s
+    assert sorted(r["at"] for r in output_of(fired).to_pylist()) == [1_700_000_000 + 2 * 86_400,
+                                                                     1_700_000_000_000 + 2 * 86_400_000 + 5_000]
+    [warning] = op.warnings
+    assert warning.startswith("stage 'p': Counting: an event-time timer was set at 1700086400 ms") and "days" in warning

@@ -15,7 +15,7 @@ from ftpipeline.operators.session import SessionOperator
 from ftpipeline.spec.model import AggregateOp, WindowSpec
 from ftpipeline.state.backend import make_backend
 
-from .holder import Holder
+from .holder import Holder, output_of
 from .test_window import AGGS, S, emitted_rows, steps_of, table_of
 
 
@@ -25,7 +25,14 @@ def model(steps: list[tuple[list[dict[str, Any]], int | None]], gap: int, latene
     held: dict[str, list[dict[str, Any]]] = {}   # key -> its open sessions {start, end, rows, step}
     emitted, lates = [], []
     for step, (rows, mark) in enumerate(steps):
-        late = []
+        late: list[int] = []
+        out = []
+        for k in list(held):  # the watermark comes before the step's rows: what it closes takes none of them
+            for s in list(held[k]):
+                if mark is not None and s["end"] + lateness <= mark:
+                    held[k].remove(s)
+                    if emit == "append":
+                        out.append(summary(k, s))
         for r in rows:
             t = r["ts"] * 1000
             if mark is not None and t + gap + lateness <= mark:
@@ -40,15 +47,8 @@ def model(steps: list[tuple[list[dict[str, Any]], int | None]], gap: int, latene
                 else:
                     kept.append(s)
             held[r["k"]] = [*kept, mine]
-        out = []
         if emit == "update":
             out = [summary(k, s) for k, ss in held.items() for s in ss if s["step"] == step]
-        for k in list(held):
-            for s in list(held[k]):
-                if mark is not None and s["end"] + lateness <= mark:
-                    held[k].remove(s)
-                    if emit == "append":
-                        out.append(summary(k, s))
         emitted.append(sorted(out))
         lates.append(sorted(late))
     return emitted, lates
@@ -82,8 +82,7 @@ def test_each_step_emits_what_the_model_of_sessions_says(tmp_path: Path, backend
     want_rows, want_late = model(steps, gap_s * S, lateness_s * S, emit)
     for i, (rows, mark) in enumerate(steps, start=1):
         out = op.process(holder, table_of(rows), StepContext(i, mark, where="s.0"))
-        assert out.rows is not None
-        check(out.rows, want_rows[i - 1], i)
+        check(output_of(out), want_rows[i - 1], i)
         late = sorted(out.late.column("ts").to_pylist()) if out.late is not None else []
         assert late == want_late[i - 1], i
     assert any(want_late), "the input has late rows"
@@ -99,10 +98,9 @@ def test_a_record_between_two_sessions_merges_them(tmp_path: Path) -> None:
     one = {"k": "a", "v": 1, "u": "x"}
     op.process(holder, table_of([{**one, "ts": 0}, {**one, "ts": 18_000}]), StepContext(1, None))
     out = op.process(holder, table_of([{**one, "ts": 9_000, "v": 5}]), StepContext(2, 0))
-    assert out.rows is not None and out.rows.num_rows == 0
+    assert output_of(out).num_rows == 0
     out = op.process(holder, table_of([]), StepContext(3, 28 * S))
-    assert out.rows is not None
-    assert [(r[1], r[2], r[3], r[4]) for r in emitted_rows(out.rows)] == [(0, 28 * S, 3, 7)]
+    assert [(r[1], r[2], r[3], r[4]) for r in emitted_rows(output_of(out))] == [(0, 28 * S, 3, 7)]
 
 
 @pytest.mark.parametrize("backend_name", ["memory", "rocksdb"])
@@ -118,6 +116,6 @@ def test_a_session_state_rebuilt_step_by_step_goes_on_as_the_one_that_never_stop
         for i, (rows, mark) in enumerate(steps, start=1):
             out = op.process(holder, table_of(rows), StepContext(i, mark, emit=i > rebuild_until))
             if i > rebuild_until:
-                emitted.append(emitted_rows(out.rows))
+                emitted.append(emitted_rows(output_of(out)))
         outputs.append(emitted[-(len(steps) - 7):])
     assert outputs[0] == outputs[1] and any(outputs[0])

@@ -18,7 +18,7 @@ from ftpipeline.operators.window import WindowOperator
 from ftpipeline.spec.model import AggregateOp, Aggregation, WindowSpec
 from ftpipeline.state.backend import make_backend
 
-from .holder import Holder
+from .holder import Holder, output_of
 
 S = 1_000_000
 EPOCH, MICRO = datetime(1970, 1, 1, tzinfo=timezone.utc), timedelta(microseconds=1)
@@ -110,8 +110,7 @@ def test_each_step_emits_what_the_model_of_windows_says(tmp_path: Path, backend_
     want_rows, want_late = model(steps, size_s * S, slide_s * S, emit)
     for i, (rows, mark) in enumerate(steps, start=1):
         out = op.process(holder, table_of(rows), StepContext(i, mark, where="w.0"))
-        assert out.rows is not None
-        got = emitted_rows(out.rows)
+        got = emitted_rows(output_of(out))
         assert [g[:6] + g[7:] for g in got] == [w[:6] + w[7:] for w in want_rows[i - 1]], i
         assert [g[6] for g in got] == pytest.approx([w[6] for w in want_rows[i - 1]]), i
         late = sorted(out.late.column("ts").to_pylist()) if out.late is not None else []
@@ -134,9 +133,9 @@ def test_a_state_rebuilt_step_by_step_goes_on_as_the_one_that_never_stopped(tmp_
         for i, (rows, mark) in enumerate(steps, start=1):
             out = op.process(holder, table_of(rows), StepContext(i, mark, emit=i > rebuild_until))
             if i > rebuild_until:
-                emitted.append(emitted_rows(out.rows))
+                emitted.append(emitted_rows(output_of(out)))
             else:
-                assert out.rows is None and out.late is None
+                assert out.rows is None and out.fired is None and out.late is None
         outputs.append(emitted[-(len(steps) - 6):])
     assert outputs[0] == outputs[1] and any(outputs[0])
 
@@ -151,4 +150,4 @@ def test_rows_without_a_key_or_an_event_time_are_dead_letters(tmp_path: Path) ->
     assert sorted(d.reason for d in out.dead) == ["null event time in ts", "null key in k"]
     assert all(d.location == "w.0" for d in out.dead)
     out = op.process(holder, table_of([]), StepContext(2, 10 * S))
-    assert out.rows is not None and out.rows.column("n").to_pylist() == [1]
+    assert output_of(out).column("n").to_pylist() == [1]

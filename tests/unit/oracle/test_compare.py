@@ -65,3 +65,25 @@ def test_dead_letters_compare_as_multisets() -> None:
     assert "dead letters: DIFFERS from the oracle: 3 records (expected 2)" in str(twice)
     moved = compare_letters([src], [Letter("orders", 3, src.location, src.record)], {"orders"})
     assert (moved.missing, moved.extra) == (1, 1)
+
+
+def test_a_late_record_missed_at_the_end_of_input_compares_without_an_overflow() -> None:
+    """A record judged against the end-of-input watermark (2^63 - 1 us: no date Python holds) is compared by its
+    value, not turned into a datetime (that ended ``--verify`` in a traceback)."""
+    end = pa.array([2**63 - 1, 5], pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+    table = pa.table({"k": ["a", "b"], "late_watermark": end})
+    assert compare_tables("late", table, table).equal
+    other = table.set_column(1, "late_watermark", pa.array([2**63 - 2, 5], pa.int64()).cast(end.type))
+    assert compare_tables("late", table, other).missing == 1
+
+
+def test_the_batch_truth_says_equal_differs_or_why_it_was_not_compared() -> None:
+    equal = Comparison("out", 5, 5, 0, 0, 0, what="batch truth")
+    assert str(equal) == ("out: output equals the batch truth (the same query as one batch, no watermark): 5 rows "
+                          "(expected 5), 0 missing, 0 extra")
+    differs = Comparison("out", 5, 5, 1, 1, 0, what="batch truth", note="the run found 3 late records", binding=False)
+    assert "DIFFERS from the batch truth" in str(differs) and str(differs).endswith("; the run found 3 late records")
+    assert differs.holds and not differs.equal
+    skipped = Comparison("out", 0, 0, 0, 0, 0, what="batch truth", note="not compared: stage 'u' deduplicates",
+                         binding=False)
+    assert str(skipped) == "out: not compared with the batch truth: stage 'u' deduplicates"

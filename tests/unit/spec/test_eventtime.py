@@ -126,3 +126,19 @@ def test_a_deduplication_becomes_its_model_and_needs_event_time() -> None:
     doc["spec"]["stages"][2]["aggregate"]["aggregations"].pop()
     assert ("spec.stages[1].deduplicate", "no source upstream declares eventTime, so no watermark would ever "
                                           "move") in problems(doc)
+
+
+def test_a_window_whose_output_would_repeat_a_column_is_refused_naming_the_field() -> None:
+    """A window's output is its keys, window_start, window_end and one column per aggregation: a key named after
+    a bound (a window fed by a window, keyed on the first one's start), or an aggregation named as a key or a
+    bound, would repeat a column."""
+    doc = copy.deepcopy(DOC)
+    doc["spec"]["stages"][0]["source"]["file"]["schema"]["window_start"] = "long"
+    window = doc["spec"]["stages"][1]["aggregate"]
+    window["keyBy"] = ["page", "window_start"]
+    window["aggregations"] = [{"name": "page", "op": "count"}, {"name": "window_end", "op": "count"}]
+    found = problems(doc)
+    assert ("spec.stages[1].aggregate.keyBy[1]", "'window_start' is the name of the window's own start in its "
+            "output: rename it upstream") in found
+    assert {p for p, _ in found} >= {"spec.stages[1].aggregate.aggregations[0].name",
+                                     "spec.stages[1].aggregate.aggregations[1].name"}

@@ -91,3 +91,17 @@ def test_an_error_outside_the_users_code_is_not_theirs(module: ModuleType, tmp_p
     assert describe(raised.value, chain(), module, Path(str(module.__file__)).parent) is None
     elsewhere = PythonException(_worker_text("/opt/somewhere/else.py"))
     assert describe(elsewhere, chain(), module, Path(str(module.__file__)).parent) is None
+
+
+def test_an_error_inside_the_runtime_is_not_the_users_even_where_the_pipeline_sits_above_it(
+        module: ModuleType) -> None:
+    """A pipeline kept in a checkout of ftpipeline: its entry point's directory holds the runtime's files too,
+    and an error raised in those is the runtime's (no user line to blame), not the pipeline's code."""
+    import ftpipeline.worker.user_errors as mine
+
+    try:
+        mine.frames_of(None)  # type: ignore[arg-type]  # raises inside the runtime
+    except Exception as exc:
+        raised = exc
+    above = Path(mine.__file__).resolve().parents[2]  # a directory that holds the ftpipeline package
+    assert describe(raised, chain(), module, above) is None

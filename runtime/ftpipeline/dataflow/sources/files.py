@@ -4,14 +4,19 @@ Why it is built this way: a step is replayed by re-reading the offset range
 ``[lo, hi)`` the coordinator recorded for it, perhaps in another process after
 a failure, so "offset -> row" must be a pure function of what is on disk:
 
-* A file belongs to channel ``zlib.crc32(name.encode()) % parallelism``, a
-  stable hash of its *name* (never of listing or discovery order), so every
-  process puts it in the same channel.
+* The directory's files, sorted by *name*, are dealt to the channels in
+  turn: the i-th belongs to channel ``i % parallelism`` (a function of the
+  names, never of listing or discovery order, so every process puts a file
+  in the same channel). So two files share a channel only when every channel
+  has one — a channel with none would read nothing and, with event time,
+  say so (``eventtime/watch.py``) — and where names follow time (dated
+  files), each channel's event time moves forward from one file to its next,
+  as Flink's file source hands files out one per reader in order.
 * Within a channel files are ordered by name, and its rows are numbered
   0, 1, 2, ... across them in that order. A file, once seen, is assumed
   immutable: appending to or rewriting a file already read is *not* supported
   (it renumbers rows). New files may appear between calls (``follow``) but
-  must sort after every file already in their channel (e.g. timestamped
+  must sort after every file already in the directory (e.g. timestamped
   names); a reader that sees its channel's file list change otherwise raises
   ``ValueError`` instead of silently shifting offsets. Writers should write
   to a name starting with ``.`` or ``_`` (ignored) and rename it into place.
@@ -51,7 +56,6 @@ import csv
 import json
 import os
 import re
-import zlib
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -249,10 +253,8 @@ class FileSourceReader(OneSlotPerChannel):
         suffixes = SUFFIXES[self.spec.format]
         chosen = sorted(
             name for name in names
-            if not name.startswith((".", "_")) and name.endswith(suffixes)
-            and zlib.crc32(name.encode()) % self.parallelism == channel
-            and (self.spec.path / name).is_file()
-        )
+            if not name.startswith((".", "_")) and name.endswith(suffixes) and (self.spec.path / name).is_file()
+        )[channel::self.parallelism]  # dealt in turn, in name order
         paths = [self.spec.path / name for name in chosen]
         before = self._listed.get(channel, [])
         if paths[: len(before)] != before:
