@@ -28,6 +28,7 @@ from ..pipelines import CliRun, clickstream, identity_of, run_cli
 STEPS = 500
 EARLY, LATE = (150, 300), (350, STEPS + 1)  # committed steps of the two windows compared
 GROWTH = 1.25  # what the late window's peak may exceed the early one's by (a sawtooth's teeth vary)
+FILES_EVERY_S = 0.05  # how often the workers' files are sampled
 
 
 def _bytes(run_dir: Path, held: str, skip: tuple[str, ...] = ()) -> int:
@@ -87,46 +88,70 @@ def znodes(zk: KazooClient, path: str) -> tuple[int, int]:
     return count, total
 
 
+def _of(samples: list[dict[str, int]], metric: str, window: tuple[int, int]) -> list[int]:
+    return [s[metric] for s in samples if metric in s and window[0] <= s["step"] < window[1]]
+
+
 def peak(samples: list[dict[str, int]], metric: str, window: tuple[int, int]) -> int:
-    return max(s[metric] for s in samples if window[0] <= s["step"] < window[1])
+    return max(_of(samples, metric, window))
 
 
 def median(samples: list[dict[str, int]], metric: str, window: tuple[int, int]) -> int:
     """What a window's samples hold most of the time: where the peak is a matter of when a sample fell (RocksDB's
     files on disk, a level's worth before each compaction), a leak still moves this."""
-    return int(statistics.median(s[metric] for s in samples if window[0] <= s["step"] < window[1]))
+    return int(statistics.median(_of(samples, metric, window)))
 
 
 def run_sampled(pipeline: Path, run_dir: Path, redis_url: str, zookeeper: str) -> tuple[CliRun, list[dict[str, int]]]:
-    """The run, and what it held every half second: buffers, Redis entries, znodes."""
+    """The run, and what it held: the workers' files every FILES_EVERY_S, Redis entries and znodes every half
+    second, each sample with the committed step it fell at."""
     identity = identity_of(pipeline)
     done: list[CliRun] = []
     runner = threading.Thread(target=lambda: done.append(run_cli(pipeline, run_dir, "--redis-url", redis_url,
                                                                  "--zookeeper", zookeeper, timeout_s=1500)))
-    runner.start()
     r = redis.Redis.from_url(redis_url)
+
+    def step() -> int:
+        return int(r.get(f"ftp:{{{identity}}}:committed") or 0)
+
+    files: list[dict[str, int]] = []
+
+    def sample_files() -> None:
+        # its own thread, and often: the buffers are a sawtooth of a checkpoint interval's steps, and samples
+        # taken at the pace of the slower ones below fell at one phase of it for a whole window (a step every
+        # 70 ms, a sample every 10 steps or so)
+        while runner.is_alive():
+            at = step()
+            files.append({"step": at, "buffer_bytes": buffer_bytes(run_dir), "state_bytes": state_bytes(run_dir)})
+            time.sleep(FILES_EVERY_S)
+
+    runner.start()
+    filer = threading.Thread(target=sample_files)
+    filer.start()
     zk = KazooClient(hosts=zookeeper)
     zk.start(timeout=30)
     samples: list[dict[str, int]] = []
     try:
         while runner.is_alive():
-            step = int(r.get(f"ftp:{{{identity}}}:committed") or 0)
+            at = step()
             keys, entries = redis_entries(r, identity)
             nodes, node_bytes = znodes(zk, base_path(identity))
-            samples.append({"step": step, "buffer_bytes": buffer_bytes(run_dir), "state_bytes": state_bytes(run_dir),
-                            "redis_keys": keys,
-                            "redis_entries": entries, "znodes": nodes, "znode_bytes": node_bytes})
+            samples.append({"step": at, "redis_keys": keys, "redis_entries": entries, "znodes": nodes,
+                            "znode_bytes": node_bytes})
             time.sleep(0.5)
     finally:
         runner.join()
+        filer.join()
         r.close()
         zk.stop()
         zk.close()
+    samples += files
     [run] = done
     assert run.code == 0, run.output[-3000:]
     assert len(run.summary["checkpoints"]) >= STEPS // 10 - 2, "the default interval checkpoints every 10 steps"
     assert "checkpoints are off" not in run.output
-    assert sum(1 for s in samples if LATE[0] <= s["step"] < LATE[1]) >= 10, "too few samples in the late window"
+    for metric in ("buffer_bytes", "redis_entries"):
+        assert len(_of(samples, metric, LATE)) >= 10, f"too few samples of {metric} in the late window"
     return run, samples
 
 
@@ -139,14 +164,16 @@ def flat(samples: list[dict[str, int]], metrics: tuple[str, ...], growth: float 
         assert late <= early * growth + 16, f"{metric} grew from {early:,} to {late:,} over the run"
 
 
-HELD = ("buffer_bytes", "redis_keys", "redis_entries", "znodes", "znode_bytes")
+KEPT = ("redis_keys", "redis_entries", "znodes", "znode_bytes")  # the pipeline's Redis and ZooKeeper
+HELD = ("buffer_bytes", *KEPT)
 
 
 def test_five_hundred_steps_with_default_settings_stay_flat(tmp_path: Path, redis_url: str, zookeeper: str) -> None:
     pipeline = clickstream(tmp_path, "flat", steps=STEPS, workers=2, rows_per_step=300, checkpoint_every=None,
                            parallelism={"events": 2, "clean": 2, "per-user": 2, "output": 2})
     _, samples = run_sampled(pipeline, tmp_path / "run", redis_url, zookeeper)
-    flat(samples, HELD)
+    flat(samples, ("buffer_bytes",), stat=median)  # a sawtooth between checkpoints: what it holds most of the time
+    flat(samples, KEPT)
 
 
 def test_five_hundred_windowed_steps_keep_state_and_checkpoints_flat(tmp_path: Path, redis_url: str,
@@ -160,10 +187,10 @@ def test_five_hundred_windowed_steps_keep_state_and_checkpoints_flat(tmp_path: P
     for c in run.summary["checkpoints"]:
         samples.append({"step": c["boundary"], "checkpoint_bytes": c["bytes"]})
     # the buffers are a sawtooth between checkpoints whose peak is a matter of when a sample fell (349 and 438 KB
-    # in a run on a loaded machine): what the samples hold most of the time, as for the join's
-    held = [s for s in samples if "buffer_bytes" in s]
-    flat(held, ("buffer_bytes",), stat=median)
-    flat(held, tuple(m for m in HELD if m != "buffer_bytes"))  # Redis and ZooKeeper: their peaks, as before
+    # in a run on a loaded machine): what the samples hold most of the time, as for the join's (their medians came
+    # 356 and 467 KB apart too while the samples fell every 10 steps or so, at one phase of the sawtooth)
+    flat(samples, ("buffer_bytes",), stat=median)
+    flat(samples, KEPT)  # Redis and ZooKeeper: their peaks, as before
     # a checkpoint's bytes are what it uploaded: RocksDB's compactions make them vary more than what it holds
     # (1.18x between the two halves in one run); state that grew with the run would double them and more
     flat([s for s in samples if "checkpoint_bytes" in s], ("checkpoint_bytes",), growth=1.5)
@@ -209,8 +236,8 @@ def test_five_hundred_steps_of_a_join_and_a_keyed_function_keep_state_flat(tmp_p
         samples.append({"step": c["boundary"], "checkpoint_bytes": c["bytes"]})
     # the join buffers a checkpoint interval's steps, and RocksDB holds a level's files before it compacts: their
     # peaks came 1.5x and 1.8x apart in 2 runs of 5 with the state flat (the checkpoints 700 and 715 KB)
-    flat([s for s in samples if "buffer_bytes" in s], HELD, stat=median)
-    flat([s for s in samples if "state_bytes" in s], ("state_bytes",), growth=1.5, stat=median)
+    flat(samples, HELD, stat=median)
+    flat(samples, ("state_bytes",), growth=1.5, stat=median)
     flat([s for s in samples if "checkpoint_bytes" in s], ("checkpoint_bytes",), growth=1.5)
 
 
