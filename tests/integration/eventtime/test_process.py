@@ -12,6 +12,7 @@ its own, whose alert only the initial state can raise.
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 import yaml
 
 from ..pipelines import crashed_and_resumed, killed_and_recovered, rescaled_and_resumed, run_cli, sampled, verified
+from . import twins
 from .test_windows import checked
 
 HERE = Path(__file__).parent
@@ -136,6 +138,61 @@ def test_the_fraud_alerts_example_equals_the_oracle_through_a_killed_worker(tmp_
     verified(run.output, run.summary)
     assert run.summary["recoveries"] and "alerts: output equals the oracle: 240 rows" in run.output, run.output[-2000:]
     assert "not deterministic" not in run.output  # its re-runs emitted what it first did (lineage/determinism.py)
+
+
+def quiet_bursts(payments: list[dict[str, Any]]) -> set[tuple[str, int, int, int]]:
+    """The fraud example's alerts counted from its docstring, over all the input at once: per card, each decline
+    ending three or more within 5 minutes, with no payment in the 10 minutes after it (card, declines, first
+    decline, last decline)."""
+    minute, alerts = 60_000, set()
+    cards: dict[str, list[dict[str, Any]]] = {}
+    for p in payments:
+        cards.setdefault(p["card"], []).append(p)
+    for card, rows in cards.items():
+        declines = [r["ts_ms"] for r in rows if r["declined"]]
+        for last in set(declines):
+            burst = [t for t in declines if last - 5 * minute < t <= last]
+            if len(burst) >= 3 and not any(last < r["ts_ms"] <= last + 10 * minute for r in rows):
+                alerts.add((card, len(burst), min(burst), last))
+    return alerts
+
+
+def test_the_fraud_alerts_example_equals_a_plain_count_and_its_spark_twin(tmp_path: Path, redis_url: str,
+                                                                          spark: Any) -> None:
+    """The example's rule and bounds over its payments, read from a file 2,000 a step (as its topic is) into a
+    Parquet sink, a worker killed at step 8: its alerts equal a count written from the rule's docstring over all
+    the input at once, and ``transformWithStateInPandas``' (``twins.fraud_alerts``) on every alert SS emitted."""
+    example = HERE.parents[2] / "examples" / "fraud-alerts"
+    lines = gzip.decompress((example / "payments.jsonl.gz").read_bytes()).decode().splitlines(keepends=True)
+    (tmp_path / "payments").mkdir()
+    (tmp_path / "payments" / "payments.jsonl").write_text("".join(lines))
+    valid = [r for r in map(json.loads, lines) if isinstance(r.get("declined"), bool) and "ts_ms" in r]
+    doc = yaml.safe_load((example / "pipeline.yaml").read_text())
+    spec = doc["spec"]
+    spec.pop("kafka")
+    spec["entryPoint"] = str(example / "fraud.py")
+    spec["deadLetter"] = {"path": str(tmp_path / "dead-letters")}
+    spec["checkpoint"] = {"storage": {"path": str(tmp_path / "checkpoints")}}
+    payments, _, alerts = spec["stages"]
+    payments["source"]["file"] = {"path": str(tmp_path / "payments"), "format": "jsonl", "rowsPerStep": 2000,
+                                  "schema": payments["source"].pop("kafka")["schema"]}
+    alerts["sink"] = {"parquet": {"path": str(tmp_path / "alerts")}}
+    pipeline = tmp_path / "fraud-alerts-files.yaml"
+    pipeline.write_text(yaml.safe_dump(doc, sort_keys=False))
+    run = run_cli(pipeline, tmp_path / "run", "--kill-at-step", "8")
+    assert run.code == 0 and run.summary["recoveries"], run.output[-4000:]
+    fields = ("card", "declines", "first_decline_ms", "quiet_since_ms")
+    got = [tuple(r[f] for f in fields) for r in twins.released(tmp_path / "alerts")]
+    truth = quiet_bursts(valid)
+    assert len(got) == len(set(got)) and set(got) == truth and len(truth) > 200, (len(got), len(truth))
+
+    steps = [valid[i:i + 2000] for i in range(0, len(valid), 2000)]
+    source = twins.write_steps(tmp_path / "twin-steps", steps, twins.PAYMENTS)
+    twin = {tuple(r[f] for f in fields) for r in twins.fraud_alerts(spark, source, tmp_path / "twin", 60)}
+    # SS's input never ends: an alert whose quiet 10 minutes its last watermark has not passed is not emitted
+    last_watermark = max(r["ts_ms"] for r in valid) - 60_000
+    assert twin <= truth and all(a[3] + 600_000 > last_watermark for a in truth - twin), sorted(truth - twin)
+    assert len(twin) >= len(truth) - 3, (len(twin), len(truth))
 
 
 NOISY = '''"""A keyed function that breaks the contract: it draws from random, not ctx.rng."""

@@ -26,6 +26,10 @@ shows:
   (``EMITTING_ROWS_OLDER_THAN_WATERMARK_NOT_ALLOWED`` from ``transformWithStateInPandas``, tried on the
   timers -> window chain): Flink counts them, as the run does, so that chain's checks are the count written
   in its test and the reference interpreter (``oracle/reference.py``), not a twin;
+- SS runs a keyed function's rows of a batch before the timers the batch's watermark fires, Flink and the run
+  fire them first (at the advance, before the step's rows): the fraud rule's twin prunes no state (the example's
+  rule prunes what the watermark left behind, which its timers no longer need only in Flink's order), and the
+  distinct merchants an alert counts are those its card's rows read by then, so they are not compared;
 - SS never ends its input: what its last watermark has not passed is not emitted (behind a join, its interval
   more), where the run's end of input closes every window. So only the windows SS emitted are compared, and the
   run must hold each of them, equal.
@@ -143,6 +147,58 @@ def windows_of_unique_views(spark: Any, source: Path, work: Path, bound_s: int) 
     minutes = unique.groupBy(F.window("ts", "1 minute"), "page").agg(F.count(F.lit(1)).alias("views"))
     return _collected(spark, minutes.select("page", F.col("window.start").alias("window_start"), "views"), work,
                       "twin_unique")
+
+
+PAYMENTS = pa.schema([("payment_id", pa.string()), ("card", pa.string()), ("merchant", pa.string()),
+                      ("declined", pa.bool_()), ("ts_ms", pa.int64())])
+
+
+def fraud_alerts(spark: Any, source: Path, work: Path, bound_s: int) -> list[dict[str, Any]]:
+    """``examples/fraud-alerts``' rule with ``transformWithStateInPandas`` (event-time timers, list and map state):
+    three declines of a card within 5 minutes, then 10 quiet minutes, raise an alert when the watermark passes
+    them. The alerts SS emitted, without their ids (drawn at random) and merchants (see above)."""
+    import pandas as pd
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    minute = 60_000
+
+    class Rule(StatefulProcessor):  # type: ignore[misc]  # defined here: Spark's Python workers get it by value
+        def init(self, handle: Any) -> None:
+            self.handle = handle
+            self.paid = handle.getListState("paid", "t long")
+            self.declined = handle.getListState("declined", "t long")
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+            for part in rows:
+                for ts, declined in zip(part["ts_ms"], part["declined"]):
+                    self.paid.appendValue((int(ts),))
+                    if declined:
+                        self.declined.appendValue((int(ts),))
+                        self.handle.registerTimer(int(ts) + 10 * minute)
+            return iter([])
+
+        def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Any:
+            at = expiredTimerInfo.getExpiryTimeInMs()
+            last = at - 10 * minute
+            burst = [t for (t,) in self.declined.get() if last - 5 * minute < t <= last]
+            if len(burst) < 3 or any(last < t <= at for (t,) in self.paid.get()):
+                return iter([])
+            return iter([pd.DataFrame({"card": [key[0]], "declines": [len(burst)], "first_decline_ms": [min(burst)],
+                                       "quiet_since_ms": [last]})])
+
+        def close(self) -> None:
+            pass
+
+    payments = (spark.readStream.schema("payment_id STRING, card STRING, merchant STRING, declined BOOLEAN, "
+                                        "ts_ms BIGINT").option("maxFilesPerTrigger", 1).parquet(str(source))
+                .withColumn("ts", F.timestamp_millis("ts_ms")).withWatermark("ts", f"{bound_s} seconds"))
+    alerts = payments.groupBy("card").transformWithStateInPandas(
+        statefulProcessor=Rule(), outputStructType="card string, declines long, first_decline_ms long, "
+        "quiet_since_ms long", outputMode="Append", timeMode="EventTime")
+    return _collected(spark, alerts, work, "twin_alerts", {
+        "spark.sql.streaming.stateStore.providerClass":  # SS's keyed functions keep their state in RocksDB only
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"})
 
 
 def views_per_minute(spark: Any, source: Path, work: Path, bound_s: int, slide_s: int | None = None,
