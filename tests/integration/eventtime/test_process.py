@@ -123,16 +123,23 @@ def test_a_keyed_function_rescaled_from_a_checkpoint_keeps_every_cards_state(tmp
     rescaled_and_resumed(pipeline, tmp_path / "run", 1, LAST)
 
 
+EXAMPLE = HERE.parents[2] / "examples" / "fraud-alerts"
+
+
+def example_doc(directory: Path) -> dict[str, Any]:
+    """``examples/fraud-alerts``' pipeline, its code, dead letters and checkpoints where a test runs it."""
+    doc: dict[str, Any] = yaml.safe_load((EXAMPLE / "pipeline.yaml").read_text())
+    doc["spec"]["entryPoint"] = str(EXAMPLE / "fraud.py")
+    doc["spec"]["deadLetter"] = {"path": str(directory / "dead-letters")}
+    doc["spec"]["checkpoint"] = {"storage": {"path": str(directory / "checkpoints")}}
+    return doc
+
+
 def test_the_fraud_alerts_example_equals_the_oracle_through_a_killed_worker(tmp_path: Path) -> None:
     """The README's example as a user runs it: a private Kafka broker, the demo's payments produced first."""
-    example = HERE.parents[2] / "examples" / "fraud-alerts"
-    doc = yaml.safe_load((example / "pipeline.yaml").read_text())
-    doc["spec"]["entryPoint"] = str(example / "fraud.py")
-    doc["spec"]["deadLetter"] = {"path": str(tmp_path / "dead-letters")}
-    doc["spec"]["checkpoint"] = {"storage": {"path": str(tmp_path / "checkpoints")}}
     pipeline = tmp_path / "fraud-alerts.yaml"
-    pipeline.write_text(yaml.safe_dump(doc, sort_keys=False))
-    run = run_cli(pipeline, tmp_path / "run", "--produce", f"payments={example / 'payments.jsonl.gz'}", "--verify",
+    pipeline.write_text(yaml.safe_dump(example_doc(tmp_path), sort_keys=False))
+    run = run_cli(pipeline, tmp_path / "run", "--produce", f"payments={EXAMPLE / 'payments.jsonl.gz'}", "--verify",
                   "--kill-at-step", "8", private=True)
     assert run.code == 0, run.output[-4000:]
     verified(run.output, run.summary)
@@ -162,17 +169,13 @@ def test_the_fraud_alerts_example_equals_a_plain_count_and_its_spark_twin(tmp_pa
     """The example's rule and bounds over its payments, read from a file 2,000 a step (as its topic is) into a
     Parquet sink, a worker killed at step 8: its alerts equal a count written from the rule's docstring over all
     the input at once, and ``transformWithStateInPandas``' (``twins.fraud_alerts``) on every alert SS emitted."""
-    example = HERE.parents[2] / "examples" / "fraud-alerts"
-    lines = gzip.decompress((example / "payments.jsonl.gz").read_bytes()).decode().splitlines(keepends=True)
+    lines = gzip.decompress((EXAMPLE / "payments.jsonl.gz").read_bytes()).decode().splitlines(keepends=True)
     (tmp_path / "payments").mkdir()
     (tmp_path / "payments" / "payments.jsonl").write_text("".join(lines))
     valid = [r for r in map(json.loads, lines) if isinstance(r.get("declined"), bool) and "ts_ms" in r]
-    doc = yaml.safe_load((example / "pipeline.yaml").read_text())
+    doc = example_doc(tmp_path)
     spec = doc["spec"]
     spec.pop("kafka")
-    spec["entryPoint"] = str(example / "fraud.py")
-    spec["deadLetter"] = {"path": str(tmp_path / "dead-letters")}
-    spec["checkpoint"] = {"storage": {"path": str(tmp_path / "checkpoints")}}
     payments, _, alerts = spec["stages"]
     payments["source"]["file"] = {"path": str(tmp_path / "payments"), "format": "jsonl", "rowsPerStep": 2000,
                                   "schema": payments["source"].pop("kafka")["schema"]}

@@ -58,13 +58,17 @@ def at_ms(value: Any) -> int:
 VIEWS = pa.schema([("user", pa.string()), ("page", pa.string()), ("ts", pa.int64())])
 
 
-def _stream(spark: Any, source: Path, bound_s: int, schema: pa.Schema = VIEWS) -> Any:
-    """The steps' files as SS reads them: a file a micro-batch, ``ts`` (ms) its event time, ``bound_s`` its bound."""
+_SQL_TYPES = {pa.int64(): "BIGINT", pa.bool_(): "BOOLEAN", pa.string(): "STRING"}
+
+
+def _stream(spark: Any, source: Path, bound_s: int, schema: pa.Schema = VIEWS, time: str = "ts") -> Any:
+    """The steps' files as SS reads them: a file a micro-batch, ``ts`` its event time (a timestamp made of the
+    column ``time``, ms, which another name keeps), ``bound_s`` its bound."""
     from pyspark.sql import functions as F
 
-    ddl = ", ".join(f"{f.name} {'BIGINT' if f.type == pa.int64() else 'STRING'}" for f in schema)
+    ddl = ", ".join(f"{f.name} {_SQL_TYPES[f.type]}" for f in schema)
     return (spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1)
-            .parquet(str(source)).withColumn("ts", F.timestamp_millis("ts"))
+            .parquet(str(source)).withColumn("ts", F.timestamp_millis(time))
             .withWatermark("ts", f"{bound_s} seconds"))
 
 
@@ -154,11 +158,10 @@ PAYMENTS = pa.schema([("payment_id", pa.string()), ("card", pa.string()), ("merc
 
 
 def fraud_alerts(spark: Any, source: Path, work: Path, bound_s: int) -> list[dict[str, Any]]:
-    """``examples/fraud-alerts``' rule with ``transformWithStateInPandas`` (event-time timers, list and map state):
+    """``examples/fraud-alerts``' rule with ``transformWithStateInPandas`` (event-time timers, list state):
     three declines of a card within 5 minutes, then 10 quiet minutes, raise an alert when the watermark passes
     them. The alerts SS emitted, without their ids (drawn at random) and merchants (see above)."""
     import pandas as pd
-    from pyspark.sql import functions as F
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
     minute = 60_000
@@ -190,10 +193,7 @@ def fraud_alerts(spark: Any, source: Path, work: Path, bound_s: int) -> list[dic
         def close(self) -> None:
             pass
 
-    payments = (spark.readStream.schema("payment_id STRING, card STRING, merchant STRING, declined BOOLEAN, "
-                                        "ts_ms BIGINT").option("maxFilesPerTrigger", 1).parquet(str(source))
-                .withColumn("ts", F.timestamp_millis("ts_ms")).withWatermark("ts", f"{bound_s} seconds"))
-    alerts = payments.groupBy("card").transformWithStateInPandas(
+    alerts = _stream(spark, source, bound_s, PAYMENTS, time="ts_ms").groupBy("card").transformWithStateInPandas(
         statefulProcessor=Rule(), outputStructType="card string, declines long, first_decline_ms long, "
         "quiet_since_ms long", outputMode="Append", timeMode="EventTime")
     return _collected(spark, alerts, work, "twin_alerts", {
