@@ -6,7 +6,6 @@ Set FTPIPELINE_TEST_REDIS_URL or FTPIPELINE_TEST_ZOOKEEPER to use existing serve
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,13 +111,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     interpreter, which has the test extras (pandas, for the SS twin of a keyed function)."""
     from ftpipeline.worker.session import build_session
 
-    before = os.environ.get("PYSPARK_PYTHON")
-    os.environ["PYSPARK_PYTHON"] = before or sys.executable  # read as the context starts, then put back
-    try:
-        session = build_session("local[2]", {}, tmp_path_factory.mktemp("oracle-spark"), "ftpipeline-tests-oracle")
-    finally:
-        if before is None:
-            del os.environ["PYSPARK_PYTHON"]
+    session = build_session("local[2]", {}, tmp_path_factory.mktemp("oracle-spark"), "ftpipeline-tests-oracle")
     yield session
     session.stop()
 

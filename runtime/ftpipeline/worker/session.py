@@ -5,6 +5,7 @@ Delta tables itself; a Delta sink needs none: its sidecar commits the steps)."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +40,19 @@ def build_session(master: str, conf: dict[str, str], work_dir: Path, app: str, j
         f'--driver-java-options "-Dlog4j2.configurationFile=file:{log4j} -Dderby.system.home={work_dir / "derby"}'
         f'{" " + java_options if java_options else ""}" pyspark-shell')
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Spark's Python workers (a UDF, a keyed function) run this process's interpreter, which has the libraries
+    # the user's code imports; PySpark's default, the first python3 on the PATH, may be another one (outside a
+    # virtualenv that is not activated). Read as the context starts; a value the user set wins.
+    python = os.environ.get("PYSPARK_PYTHON")
+    if python is None and "spark.pyspark.python" not in conf:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
     try:
         return _session(master, conf, work_dir, app)
     finally:
         if users is None:
             os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
+        if python is None:
+            os.environ.pop("PYSPARK_PYTHON", None)
 
 
 def _session(master: str, conf: dict[str, str], work_dir: Path, app: str) -> Any:
