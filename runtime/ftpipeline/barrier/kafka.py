@@ -48,7 +48,8 @@ not write the records twice), else the whole part again::
 
 One release of a channel runs at a time in a worker: a call the coordinator
 gave up on that still runs (a broker gone mid-commit) holds the channel
-until it ends, and a second waits for it rather than use its producer.
+until it ends, and a second waits for it rather than use its producer; one
+stuck in the Kafka client for good is abandoned to new clients (``turns.py``).
 
 Steps are released in order, so a channel's GT_last is S-1 when S comes.
 A worker that the run fenced off but that still runs (a zombie) cannot
@@ -81,6 +82,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from confluent_kafka.admin import AdminClient
 
 from ftpipeline.barrier import jsonrows
+from ftpipeline.barrier.turns import Busy, Turns
 from ftpipeline.control.store import RunStore
 from ftpipeline.kafka.client import TIMEOUT_S, config, describe, reader_config, send, unreachable
 from ftpipeline.lineage.naming import store_user
@@ -277,7 +279,8 @@ class KafkaBarrier:
         self.bootstrap = spec.kafka_bootstrap
         self.prefix = f"{store_user(spec.store_key)}-{name}"  # the name Redis and ZooKeeper know the pipeline by
         self._channels: dict[int, _Channel] = {}
-        self._releasing: dict[int, threading.Lock] = {}  # one release of a channel at a time
+        # one release of a channel at a time; one that held it past any call's deadline is stuck (turns.py)
+        self._turns = Turns(wait_s=TIMEOUT_S, stuck_s=2 * TIMEOUT_S)
         self._lock = threading.Lock()
 
     def channel_id(self, channel: int) -> str:
@@ -376,20 +379,29 @@ class KafkaBarrier:
         return released
 
     def release_channel(self, step: int, channel: int) -> bool:
-        with self._lock:
-            releasing = self._releasing.setdefault(channel, threading.Lock())
-        if not releasing.acquire(timeout=TIMEOUT_S):
+        try:
+            turn = self._turns.take(channel)
+        except Busy as exc:
             # not an outage to wait out here: the coordinator asks another worker, whose producer fences this one's
             raise KafkaReleaseError(f"sink {self.name}: a release of channel {channel} is still under way in this "
-                                    f"worker (its cluster did not answer it)")
+                                    f"worker (its cluster did not answer it; {exc})") from None
         try:
+            if turn.took_over is not None:
+                log.warning("a release stuck in the Kafka client is abandoned: the channel gets a new producer, "
+                            "which fences the stuck one", extra={"sink": self.name, "channel": channel, "step": step,
+                                                                "stuck_s": round(turn.since - turn.took_over.since)})
+                with self._lock:
+                    self._channels.pop(channel, None)  # not closed: the stuck thread is still in one of its calls
             try:
                 return self._release_channel(step, channel)
             except _Stale:  # another releaser moved GT_last since this producer's own commit: a new one reads it
+                if turn.void:  # abandoned meanwhile: the channel's clients are the new turn's
+                    raise KafkaReleaseError(f"sink {self.name}: a release of channel {channel} was abandoned "
+                                            f"stuck in the Kafka client") from None
                 self._drop(channel)
                 return self._release_channel(step, channel)
         finally:
-            releasing.release()
+            self._turns.give_back(turn)
 
     # -- a commit Kafka answered late -----------------------------------------------
 

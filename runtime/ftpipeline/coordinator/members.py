@@ -66,6 +66,7 @@ class Members:
         self._clients: dict[WorkerId, SidecarClient] = {}
         self._spawned = 0
         self._replacements: list[tuple[float, int]] = []  # (not before, committed step at the loss)
+        self._answered: WorkerId | None = None  # the member that last did a call_any: asked first next time
 
     # --- reaching workers ----------------------------------------------------
     def client(self, worker: WorkerId) -> SidecarClient:
@@ -99,13 +100,18 @@ class Members:
         return max(2.0, self.spec.heartbeat_timeout_ms / 1000)
 
     def call_any(self, action: str, body: dict[str, Any], what: str) -> Any:
-        """Call ``action`` on the first member that answers: for idempotent work any worker can do."""
+        """Call ``action`` on the first member that answers: for idempotent work any worker can do. The one that
+        answered last is asked first: a member that answers its state but not the action (a sidecar whose
+        Kafka client hangs) would otherwise cost every step the action's whole deadline."""
         why = "no member"
-        for w in list(self.workers):
+        first = [self._answered] if self._answered in self.workers else []
+        for w in first + [m for m in self.workers if m not in first]:
             try:
                 # a worker whose node is gone would hold the call to its whole deadline: asked briefly first
                 self.client(w).call("state", timeout_s=2)
-                return self.client(w).call(action, body)
+                answer = self.client(w).call(action, body)
+                self._answered = w
+                return answer
             except Exception as exc:
                 log.warning("call failed", extra={"action": action, "worker": w, "error": str(exc)})
                 why = f"{w}: {one_line(exc)}"

@@ -27,7 +27,8 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -106,11 +107,17 @@ def ensure_k8s(paths: Paths, commands: list[str]) -> None:
     minor = KUBERNETES.split(".")[1]
     ldflags = (f"-s -w -X k8s.io/component-base/version.gitVersion=v{KUBERNETES} "
                f"-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor={minor}")
-    for cmd in wanted:
-        with phase(f"go build {cmd} v{KUBERNETES}"):
-            cgo = "1" if cmd == "kubelet" else "0"  # kubelet needs cgo (cadvisor, mount utilities)
-            run("go", "build", "-tags", "selinux,notest", "-ldflags", ldflags, "-o", paths.k8s_bin / cmd,
-                f"k8s.io/kubernetes/cmd/{cmd}", env={**env, "CGO_ENABLED": cgo}, cwd=src)
+    # The static commands in one go build, which links them side by side (a link is one long single-threaded
+    # step); kubelet needs cgo (cadvisor, mount utilities), so it is a build of its own.
+    static = [c for c in wanted if c != "kubelet"]
+    for group, cgo in ((static, "0"), ([c for c in wanted if c == "kubelet"], "1")):
+        if not group:
+            continue
+        with phase(f"go build {', '.join(group)} v{KUBERNETES}"):
+            paths.k8s_bin.mkdir(parents=True, exist_ok=True)
+            target = paths.k8s_bin / group[0] if len(group) == 1 else f"{paths.k8s_bin}/"
+            run("go", "build", "-tags", "selinux,notest", "-ldflags", ldflags, "-o", target,
+                *(f"k8s.io/kubernetes/cmd/{c}" for c in group), env={**env, "CGO_ENABLED": cgo}, cwd=src)
 
 
 def go_module_binary(paths: Paths, binary: Path, module: str, version: str, package: str = "", stamp: str = "",
@@ -141,18 +148,31 @@ def ensure_go_binaries(paths: Paths) -> None:
     kube_router = paths.bin("kube-router", KUBE_ROUTER) / "kube-router"
     if not wanted and all(b.exists() for b in (etcd, helm, coredns, local_path, kube_router)):
         return
-    ensure_k8s(paths, wanted)
-    for binary, module, version, stamp, package in (
-            (etcd, "go.etcd.io/etcd/server/v3", ETCD, "", ""),
-            (coredns, "github.com/coredns/coredns", COREDNS, "", ""),
-            (local_path, "github.com/rancher/local-path-provisioner", LOCAL_PATH_PROVISIONER,
-             f" -X main.VERSION=v{LOCAL_PATH_PROVISIONER}", ""),
-            (kube_router, "github.com/cloudnativelabs/kube-router/v2", KUBE_ROUTER, "", "/cmd/kube-router")):
-        go_module_binary(paths, binary, module, version, package, stamp)
-    if not helm.exists():
-        with phase(f"go install helm v{HELM}"):
-            run("go", "install", "-ldflags", "-s -w", f"helm.sh/helm/v3/cmd/helm@v{HELM}",
-                env={**_go_env(paths), "CGO_ENABLED": "0", "GOBIN": str(helm.parent)})
+
+    def modules() -> None:
+        for binary, module, version, stamp, package in (
+                (etcd, "go.etcd.io/etcd/server/v3", ETCD, "", ""),
+                (coredns, "github.com/coredns/coredns", COREDNS, "", ""),
+                (local_path, "github.com/rancher/local-path-provisioner", LOCAL_PATH_PROVISIONER,
+                 f" -X main.VERSION=v{LOCAL_PATH_PROVISIONER}", ""),
+                (kube_router, "github.com/cloudnativelabs/kube-router/v2", KUBE_ROUTER, "", "/cmd/kube-router")):
+            go_module_binary(paths, binary, module, version, package, stamp)
+        if not helm.exists():
+            with phase(f"go install helm v{HELM}"):
+                run("go", "install", "-ldflags", "-s -w", f"helm.sh/helm/v3/cmd/helm@v{HELM}",
+                    env={**_go_env(paths), "CGO_ENABLED": "0", "GOBIN": str(helm.parent)})
+
+    # Kubernetes and the other modules side by side: each go build leaves cores idle while it downloads modules
+    # and while it links, which the other fills (the build and module caches are safe to share).
+    together(lambda: ensure_k8s(paths, wanted), modules)
+
+
+def together(*steps: Callable[[], object]) -> None:
+    """``steps`` in threads of their own; the first failure is raised once all have ended."""
+    with ThreadPoolExecutor(len(steps)) as pool:
+        futures = [pool.submit(step) for step in steps]
+    for future in futures:
+        future.result()
 
 
 def _buildah_has(image: str) -> bool:

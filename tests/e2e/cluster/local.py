@@ -20,13 +20,13 @@ binaries and images stay in the cache.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import shutil
 import ssl
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 import time
 import urllib.request
 from pathlib import Path
@@ -192,9 +192,7 @@ oomScoreAdj: 0
         """The images into every node's containerd at once (each import mostly waits on the disk)."""
         archives = [(build.ensure_pause(self.paths), PAUSE_IMAGE), (build.ensure_project_image(self.paths), PROJECT_IMAGE)]
         targets: list[tuple[list[str] | None, str]] = [(None, ""), *((n.ctr(), n.node.name) for n in self.pool)]
-        with ThreadPoolExecutor(len(targets)) as imports:
-            for done in [imports.submit(self._import_images, archives, ctr, node) for ctr, node in targets]:
-                done.result()
+        build.together(*(functools.partial(self._import_images, archives, ctr, node) for ctr, node in targets))
 
     def _up_pool(self) -> None:
         """The pool nodes' kubelets, once the first node is Ready; then each Ready."""
@@ -215,11 +213,11 @@ oomScoreAdj: 0
         p, n, s = self.paths, self.net, self.state
         total = time.monotonic()
         build.ensure_apt()
-        with phase("binaries (Go modules)"):
-            build.ensure_go_binaries(p)
-        with phase("images (pause, project)"):
-            build.ensure_pause(p)
-            build.ensure_project_image(p)
+        # the project image (mostly apt, pip and the disk) is built while the Go builds keep the cores busy
+        with phase("binaries (Go modules) and the project image"):
+            build.together(lambda: build.ensure_go_binaries(p), lambda: build.ensure_project_image(p))
+        with phase("pause image"):
+            build.ensure_pause(p)  # from the Kubernetes module source, which the Go builds fetch
         with phase("network, certificates, configuration"):
             s.mkdir(parents=True, exist_ok=True)
             self._network()

@@ -184,6 +184,32 @@ def test_a_call_any_member_can_do_skips_a_silent_one_after_a_short_question(tmp_
     assert log == [("w0", "state", 2), ("w1", "state", 2), ("w1", "publish_checkpoint", None)]
 
 
+class _Hung(_Silent):
+    """A worker that answers its state but not the action (its sidecar's Kafka client hangs)."""
+
+    def call(self, action: str, body: dict[str, Any] | None = None, timeout_s: float | None = None) -> Any:
+        self.log.append((self.worker, action, timeout_s))
+        if self.silent and action != "state":
+            raise TimeoutError(f"{self.worker} did not answer {action!r}")
+        return {"bytes": 7}
+
+
+def test_a_call_any_member_can_do_asks_the_one_that_answered_last_first(tmp_path: Path) -> None:
+    """After w0 failed the action once, later calls go to w1 at once: w0 is not given each call's deadline again
+    (asked last, it is still asked once w1 is gone)."""
+    m, _ = members(tmp_path, Clock(), Cluster(), workers=2)
+    m.workers = [WorkerId("w0"), WorkerId("w1")]
+    log: list[tuple[str, str, float | None]] = []
+    m.client = lambda w: cast(Any, _Hung(log, w, silent=w == "w0"))  # type: ignore[method-assign]
+    for step in (1, 2, 3):
+        assert m.call_any("release", {"step": step}, f"release step {step}") == {"bytes": 7}
+    assert [(w, a) for w, a, _ in log if a == "release"] == [("w0", "release"), ("w1", "release"),
+                                                             ("w1", "release"), ("w1", "release")]
+    m.workers = [WorkerId("w0")]
+    with pytest.raises(PipelineFailed, match="no worker could release step 4"):
+        m.call_any("release", {"step": 4}, "release step 4")
+
+
 def test_a_fanned_out_call_waits_no_longer_than_a_heartbeat_timeout(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     import ftpipeline.coordinator.members as members_module
