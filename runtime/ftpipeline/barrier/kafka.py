@@ -70,7 +70,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -281,7 +280,6 @@ class KafkaBarrier:
         self._channels: dict[int, _Channel] = {}
         # one release of a channel at a time; one that held it past any call's deadline is stuck (turns.py)
         self._turns = Turns(wait_s=TIMEOUT_S, stuck_s=2 * TIMEOUT_S)
-        self._lock = threading.Lock()
 
     def channel_id(self, channel: int) -> str:
         """The transactional id and group id of a sink channel."""
@@ -390,8 +388,7 @@ class KafkaBarrier:
                 log.warning("a release stuck in the Kafka client is abandoned: the channel gets a new producer, "
                             "which fences the stuck one", extra={"sink": self.name, "channel": channel, "step": step,
                                                                 "stuck_s": round(turn.since - turn.took_over.since)})
-                with self._lock:
-                    self._channels.pop(channel, None)  # not closed: the stuck thread is still in one of its calls
+                self._channels.pop(channel, None)  # not closed: the stuck thread is still in one of its calls
             try:
                 return self._release_channel(step, channel)
             except _Stale:  # another releaser moved GT_last since this producer's own commit: a new one reads it
